@@ -1,0 +1,243 @@
+//! The `cachet` command: classify user agents, normalize queries, check configurations.
+
+use std::io::{BufRead, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use cachet_device::{Classifier, DeviceConfig, Profile};
+use cachet_policy::{Config, PolicyError};
+use cachet_query::Normalizer;
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Longest input line read, in bytes; longer lines are reported and skipped (or, for
+/// `device classify`, classified on their first bytes as the edge would).
+const MAX_LINE_BYTES: usize = 1024 * 1024;
+
+#[derive(Parser)]
+#[command(name = "cachet", version, about = "Cachet operators' tool", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Device classification (the Vary dimension).
+    Device {
+        #[command(subcommand)]
+        command: DeviceCommand,
+    },
+    /// Query normalization (the cache key's query part).
+    Query {
+        #[command(subcommand)]
+        command: QueryCommand,
+    },
+    /// Configuration files.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum DeviceCommand {
+    /// Reads one User-Agent per stdin line, writes `pc` or `smartphone` per stdout line,
+    /// in order, streaming.
+    Classify {
+        /// Built-in rule profile (overrides the config's `[device].profile`).
+        #[arg(long, value_enum)]
+        profile: Option<ProfileArg>,
+        /// A Cachet config whose `[device]` table is used.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum QueryCommand {
+    /// Reads one `path?query` per stdin line, writes the normalized form per stdout line.
+    Normalize {
+        /// A Cachet config whose `[query]` table is used (a file with only `[query]` is
+        /// valid).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validates a config; prints every error with its path; exit 1 when invalid.
+    Check {
+        /// The TOML (or `.json`) file.
+        file: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ProfileArg {
+    Seed,
+    Accurate,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Device {
+            command: DeviceCommand::Classify { profile, config },
+        } => classify(profile, config.as_deref()),
+        Command::Query {
+            command: QueryCommand::Normalize { config },
+        } => normalize(config.as_deref()),
+        Command::Config {
+            command: ConfigCommand::Check { file },
+        } => return check(&file),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cachet: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Loads and validates a config file, TOML unless it ends in `.json`.
+fn load(path: &Path) -> Result<Config, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| LoadError::Io(path.to_owned(), e))?;
+    let parsed = if path.extension().is_some_and(|e| e == "json") {
+        Config::from_json(&text)
+    } else {
+        Config::from_toml(&text)
+    };
+    parsed.map_err(|e| LoadError::Policy(path.to_owned(), e))
+}
+
+#[derive(Debug)]
+enum LoadError {
+    Io(PathBuf, std::io::Error),
+    Policy(PathBuf, PolicyError),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Io(p, e) => write!(f, "{}: {e}", p.display()),
+            Self::Policy(p, e) => {
+                for issue in e.issues() {
+                    writeln!(f, "{}: {issue}", p.display())?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+fn check(file: &Path) -> ExitCode {
+    match load(file) {
+        Ok(config) => {
+            println!(
+                "{}: ok ({} routes, device profile {:?}, query sort {:?})",
+                file.display(),
+                config.routes.len(),
+                config.device.profile,
+                config.query.sort
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprint!("{e}");
+            if matches!(e, LoadError::Io(..)) {
+                eprintln!();
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// Reads stdin line by line as bytes (UAs need not be UTF-8), calling `f` per line.
+fn each_line(mut f: impl FnMut(&[u8], &mut dyn Write) -> Result<()>) -> Result<()> {
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut buf = Vec::with_capacity(512);
+    loop {
+        buf.clear();
+        let n = (&mut input)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .context("reading stdin")?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() != Some(&b'\n') && n > MAX_LINE_BYTES {
+            // Over-long line: consume the rest of it so the next line stays aligned.
+            let mut rest = Vec::new();
+            input.read_until(b'\n', &mut rest).context("reading stdin")?;
+        }
+        while matches!(buf.last(), Some(b'\n' | b'\r')) {
+            buf.pop();
+        }
+        f(&buf, &mut out)?;
+        // Streaming: flush when no more input is buffered, so a pipe sees answers promptly.
+        if input.fill_buf().map_or(true, <[u8]>::is_empty) {
+            out.flush().context("writing stdout")?;
+        }
+    }
+    out.flush().context("writing stdout")?;
+    Ok(())
+}
+
+fn classify(profile: Option<ProfileArg>, config: Option<&Path>) -> Result<ExitCode> {
+    let mut device = match config {
+        Some(p) => load(p)?.device,
+        None => DeviceConfig::default(),
+    };
+    if let Some(p) = profile {
+        device.profile = match p {
+            ProfileArg::Seed => Profile::Seed,
+            ProfileArg::Accurate => Profile::Accurate,
+        };
+        device.rules.clear();
+    }
+    let classifier = Classifier::new(&device).context("device configuration")?;
+    each_line(|ua, out| {
+        writeln!(out, "{}", classifier.classify(ua).as_str()).context("writing stdout")
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn normalize(config: Option<&Path>) -> Result<ExitCode> {
+    let query = match config {
+        Some(p) => load(p)?.query,
+        None => cachet_query::QueryConfig::default(),
+    };
+    let normalizer = Normalizer::new(&query).context("query configuration")?;
+    let mut failed = 0u64;
+    let mut line_no = 0u64;
+    each_line(|line, out| {
+        line_no += 1;
+        let Ok(text) = std::str::from_utf8(line) else {
+            failed += 1;
+            eprintln!("cachet: line {line_no}: not UTF-8; echoed unchanged");
+            out.write_all(line)?;
+            return writeln!(out).context("writing stdout");
+        };
+        match normalizer.normalize_target(text) {
+            Ok(n) => writeln!(out, "{n}"),
+            Err(e) => {
+                // Same fail-closed rule as the edge: the target is kept as received.
+                failed += 1;
+                eprintln!("cachet: line {line_no}: {e}; echoed unchanged (the edge passes such requests uncached)");
+                writeln!(out, "{text}")
+            }
+        }
+        .context("writing stdout")
+    })?;
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

@@ -1,0 +1,473 @@
+//! HTTP routes of the demo origin: blog pages, feeds, CSS, app.js, account, echo and control.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Extension, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::content::{self, Device};
+use crate::{CONTROL_PREFIX, DELAY_HEADER, DEVICE_HEADER, OriginState, REQUEST_NUMBER_HEADER};
+
+const SURROGATE_KEY: HeaderName = HeaderName::from_static("surrogate-key");
+const HTML: &str = "text/html; charset=utf-8";
+const NO_STORE: &str = "no-store";
+const PRIVATE_NO_STORE: &str = "private, no-store";
+
+/// The counted request's number (the origin's total after counting it), set by the middleware.
+#[derive(Clone, Copy, Debug)]
+struct RequestNumber(u64);
+
+/// Builds the origin's router (all routes, counting/delay middleware, state attached).
+pub fn router(state: OriginState) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/blog/{name}", get(blog_redirect))
+        .route("/blog/{name}/", get(blog_top))
+        .route("/blog/{name}/entry/{id}", get(entry))
+        .route("/blog/{name}/feed", get(feed))
+        .route("/css/{file}", get(css))
+        .route("/static/app.js", get(app_js))
+        .route("/account", get(account))
+        .route("/api/echo", get(echo))
+        .route("/__origin/stats", get(stats))
+        .route("/__origin/stats/reset", post(reset_stats))
+        .route("/__origin/blogs", get(list_blogs))
+        .route("/__origin/blogs/{name}/private", post(make_private))
+        .route("/__origin/blogs/{name}/public", post(make_public))
+        .route("/__origin/delay", post(set_delay))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            count_and_delay,
+        ))
+        .with_state(state)
+}
+
+fn is_control(path: &str) -> bool {
+    path == CONTROL_PREFIX
+        || path
+            .strip_prefix(CONTROL_PREFIX)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Counts every request outside `/__origin/`, applies the configured delay and stamps the
+/// response with `X-Origin-Request` and `X-Origin-Delay-Ms`.
+async fn count_and_delay(
+    State(state): State<OriginState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    if is_control(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let key = match req.uri().query() {
+        Some(query) => format!("{}?{query}", req.uri().path()),
+        None => req.uri().path().to_owned(),
+    };
+    let n = state.count(key);
+    req.extensions_mut().insert(RequestNumber(n));
+    let delay = state.delay();
+    let waited = if delay.is_zero() {
+        Duration::ZERO
+    } else {
+        let started = tokio::time::Instant::now();
+        tokio::time::sleep(delay).await;
+        started.elapsed()
+    };
+    let mut response = next.run(req).await;
+    let headers = response.headers_mut();
+    headers.insert(REQUEST_NUMBER_HEADER, HeaderValue::from(n));
+    headers.insert(
+        DELAY_HEADER,
+        HeaderValue::from(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX)),
+    );
+    response
+}
+
+/// A response under construction, with optional validators and conditional-request handling.
+struct Page {
+    status: StatusCode,
+    content_type: &'static str,
+    cache_control: &'static str,
+    surrogate_key: Option<String>,
+    vary: Option<&'static str>,
+    last_modified: Option<u64>,
+    set_cookie: Option<String>,
+    content_encoding: Option<&'static str>,
+    body: Vec<u8>,
+}
+
+impl Page {
+    fn new(
+        content_type: &'static str,
+        cache_control: &'static str,
+        body: impl Into<Vec<u8>>,
+    ) -> Self {
+        Self {
+            status: StatusCode::OK,
+            content_type,
+            cache_control,
+            surrogate_key: None,
+            vary: None,
+            last_modified: None,
+            set_cookie: None,
+            content_encoding: None,
+            body: body.into(),
+        }
+    }
+
+    fn status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
+    }
+
+    fn surrogate_key(mut self, key: String) -> Self {
+        self.surrogate_key = Some(key);
+        self
+    }
+
+    fn vary(mut self, vary: &'static str) -> Self {
+        self.vary = Some(vary);
+        self
+    }
+
+    /// Adds `ETag` (hash of the body) and `Last-Modified` (`secs`), and answers matching
+    /// conditional requests with 304.
+    fn validators(mut self, secs: u64) -> Self {
+        self.last_modified = Some(secs);
+        self
+    }
+
+    fn set_cookie(mut self, cookie: String) -> Self {
+        self.set_cookie = Some(cookie);
+        self
+    }
+
+    fn content_encoding(mut self, encoding: &'static str) -> Self {
+        self.content_encoding = Some(encoding);
+        self
+    }
+
+    fn respond(self, request: &HeaderMap) -> Response {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static(self.cache_control),
+        );
+        if let Some(key) = self
+            .surrogate_key
+            .and_then(|k| HeaderValue::from_str(&k).ok())
+        {
+            headers.insert(SURROGATE_KEY, key);
+        }
+        if let Some(vary) = self.vary {
+            headers.insert(header::VARY, HeaderValue::from_static(vary));
+        }
+        if let Some(cookie) = self.set_cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            headers.insert(header::SET_COOKIE, cookie);
+        }
+        let mut not_modified = false;
+        if let Some(secs) = self.last_modified {
+            let etag = content::etag_for(&self.body);
+            let date = content::http_date(secs);
+            not_modified = is_not_modified(request, &etag, &date);
+            if let Ok(v) = HeaderValue::from_str(&etag) {
+                headers.insert(header::ETAG, v);
+            }
+            if let Ok(v) = HeaderValue::from_str(&date) {
+                headers.insert(header::LAST_MODIFIED, v);
+            }
+        }
+        if not_modified && self.status == StatusCode::OK {
+            return (StatusCode::NOT_MODIFIED, headers).into_response();
+        }
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(self.content_type),
+        );
+        if let Some(encoding) = self.content_encoding {
+            headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(encoding));
+        }
+        (self.status, headers, self.body).into_response()
+    }
+}
+
+/// RFC 9110 §13.1: `If-None-Match` wins over `If-Modified-Since` when both are present.
+fn is_not_modified(request: &HeaderMap, etag: &str, last_modified: &str) -> bool {
+    if let Some(inm) = request.get(header::IF_NONE_MATCH) {
+        let Ok(inm) = inm.to_str() else { return false };
+        return inm
+            .split(',')
+            .map(str::trim)
+            .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag);
+    }
+    request
+        .get(header::IF_MODIFIED_SINCE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ims| ims.trim() == last_modified)
+}
+
+fn device(headers: &HeaderMap) -> Device {
+    Device::from_header(headers.get(DEVICE_HEADER).and_then(|v| v.to_str().ok()))
+}
+
+/// 404 for unknown blogs, entries and paths: briefly cacheable, like a real app's error page.
+fn not_found_page(request: &HeaderMap) -> Response {
+    Page::new(
+        "text/plain; charset=utf-8",
+        "public, max-age=10",
+        "not found\n",
+    )
+    .status(StatusCode::NOT_FOUND)
+    .respond(request)
+}
+
+async fn not_found(req: Request) -> Response {
+    if is_control(req.uri().path()) {
+        return control_error(StatusCode::NOT_FOUND, "no such control endpoint");
+    }
+    not_found_page(req.headers())
+}
+
+async fn index(State(state): State<OriginState>, headers: HeaderMap) -> Response {
+    let public: Vec<String> = state
+        .blogs()
+        .into_iter()
+        .filter(|b| !b.private)
+        .map(|b| b.name)
+        .collect();
+    Page::new(HTML, "public, max-age=60", content::index_html(&public))
+        .surrogate_key("index".to_owned())
+        .respond(&headers)
+}
+
+async fn blog_redirect(Path(name): Path<String>, headers: HeaderMap) -> Response {
+    let mut response = Page::new(
+        "text/plain; charset=utf-8",
+        "public, max-age=300",
+        "moved\n",
+    )
+    .status(StatusCode::MOVED_PERMANENTLY)
+    .respond(&headers);
+    if let Ok(location) = HeaderValue::from_str(&format!("/blog/{name}/")) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response
+}
+
+/// Shared headers of blog tops and entries: public → cacheable with surrogate keys and
+/// validators; private → `private, no-store` with a session cookie.
+fn blog_page(
+    request: &HeaderMap,
+    private: bool,
+    n: RequestNumber,
+    body: String,
+    surrogate_key: String,
+    modified: u64,
+) -> Response {
+    if private {
+        Page::new(HTML, PRIVATE_NO_STORE, body)
+            .set_cookie(format!("session=blog-{}; Path=/; HttpOnly", n.0))
+            .respond(request)
+    } else {
+        Page::new(HTML, "public, max-age=300", body)
+            .vary("User-Agent")
+            .surrogate_key(surrogate_key)
+            .validators(modified)
+            .respond(request)
+    }
+}
+
+async fn blog_top(
+    State(state): State<OriginState>,
+    Path(name): Path<String>,
+    Extension(n): Extension<RequestNumber>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(private) = state.is_private(&name) else {
+        return not_found_page(&headers);
+    };
+    let body = content::blog_top_html(&name, device(&headers), private);
+    let key = format!("blog-{name}");
+    blog_page(&headers, private, n, body, key, content::blog_time(&name))
+}
+
+/// Parses an entry id: 1 to 19 ASCII digits.
+fn parse_id(id: &str) -> Option<u64> {
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    id.parse().ok()
+}
+
+async fn entry(
+    State(state): State<OriginState>,
+    Path((name, id)): Path<(String, String)>,
+    Extension(n): Extension<RequestNumber>,
+    headers: HeaderMap,
+) -> Response {
+    let (Some(private), Some(id_num)) = (state.is_private(&name), parse_id(&id)) else {
+        return not_found_page(&headers);
+    };
+    let body = content::entry_html(&name, id_num, device(&headers), private);
+    let key = format!("blog-{name} entry-{name}-{id}");
+    blog_page(
+        &headers,
+        private,
+        n,
+        body,
+        key,
+        content::entry_time(&name, id_num),
+    )
+}
+
+async fn feed(
+    State(state): State<OriginState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    match state.is_private(&name) {
+        None => not_found_page(&headers),
+        Some(true) => Page::new(
+            "text/plain; charset=utf-8",
+            PRIVATE_NO_STORE,
+            "this blog is private\n",
+        )
+        .status(StatusCode::FORBIDDEN)
+        .respond(&headers),
+        Some(false) => Page::new(
+            "application/rss+xml",
+            "public, max-age=300",
+            content::feed_xml(&name),
+        )
+        .surrogate_key(format!("blog-{name} feed-{name}"))
+        .validators(content::blog_time(&name))
+        .respond(&headers),
+    }
+}
+
+async fn css(
+    State(state): State<OriginState>,
+    Path(file): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(name) = file.strip_suffix(".css") else {
+        return not_found_page(&headers);
+    };
+    let Some(private) = state.is_private(name) else {
+        return not_found_page(&headers);
+    };
+    let body = content::blog_css(name);
+    if private {
+        Page::new("text/css; charset=utf-8", PRIVATE_NO_STORE, body).respond(&headers)
+    } else {
+        Page::new("text/css; charset=utf-8", "public, max-age=86400", body)
+            .surrogate_key(format!("blog-{name} css-{name}"))
+            .validators(content::blog_time(name))
+            .respond(&headers)
+    }
+}
+
+async fn app_js(State(state): State<OriginState>, headers: HeaderMap) -> Response {
+    Page::new(
+        "application/javascript; charset=utf-8",
+        "public, max-age=3600",
+        state.app_js_gzip().to_vec(),
+    )
+    .content_encoding("gzip")
+    .respond(&headers)
+}
+
+async fn account(Extension(n): Extension<RequestNumber>, headers: HeaderMap) -> Response {
+    Page::new(HTML, "private", content::account_html(n.0))
+        .set_cookie(format!("session=acct-{}; Path=/; HttpOnly", n.0))
+        .respond(&headers)
+}
+
+async fn echo(req: Request) -> Response {
+    let mut echoed: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in req.headers() {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        echoed
+            .entry(name.as_str().to_owned())
+            .and_modify(|v| {
+                v.push_str(", ");
+                v.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    let body = json!({
+        "method": req.method().as_str(),
+        "path": req.uri().path(),
+        "query": req.uri().query(),
+        "headers": echoed,
+    });
+    no_store_json(StatusCode::OK, &body)
+}
+
+fn no_store_json(status: StatusCode, body: &serde_json::Value) -> Response {
+    let mut response = (status, Json(body)).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static(NO_STORE));
+    response
+}
+
+fn control_error(status: StatusCode, message: &str) -> Response {
+    no_store_json(status, &json!({ "error": message }))
+}
+
+async fn stats(State(state): State<OriginState>) -> Response {
+    let body = serde_json::to_value(state.stats()).unwrap_or_default();
+    no_store_json(StatusCode::OK, &body)
+}
+
+async fn reset_stats(State(state): State<OriginState>) -> Response {
+    state.reset_stats();
+    let body = serde_json::to_value(state.stats()).unwrap_or_default();
+    no_store_json(StatusCode::OK, &body)
+}
+
+async fn list_blogs(State(state): State<OriginState>) -> Response {
+    let blogs: Vec<_> = state
+        .blogs()
+        .into_iter()
+        .map(|b| json!({ "blog": b.name, "private": b.private }))
+        .collect();
+    no_store_json(StatusCode::OK, &serde_json::Value::Array(blogs))
+}
+
+fn toggle(state: &OriginState, name: &str, private: bool) -> Response {
+    if state.set_private(name, private) {
+        no_store_json(StatusCode::OK, &json!({ "blog": name, "private": private }))
+    } else {
+        control_error(StatusCode::NOT_FOUND, "no such blog")
+    }
+}
+
+async fn make_private(State(state): State<OriginState>, Path(name): Path<String>) -> Response {
+    toggle(&state, &name, true)
+}
+
+async fn make_public(State(state): State<OriginState>, Path(name): Path<String>) -> Response {
+    toggle(&state, &name, false)
+}
+
+/// Query of `POST /__origin/delay?ms=N`.
+#[derive(Deserialize)]
+struct DelayQuery {
+    ms: u64,
+}
+
+async fn set_delay(State(state): State<OriginState>, Query(q): Query<DelayQuery>) -> Response {
+    state.set_delay(Duration::from_millis(q.ms));
+    no_store_json(StatusCode::OK, &json!({ "delay_ms": q.ms }))
+}

@@ -1,0 +1,367 @@
+//! The one configuration schema both adapters read: TOML for people, the same as JSON in Envoy.
+
+use std::time::Duration;
+
+use cachet_device::DeviceConfig;
+use cachet_query::QueryConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::PolicyError;
+use crate::glob::Glob;
+
+/// Largest configuration text accepted, in bytes (a Fastly config-store value holds 8,000
+/// characters; an Envoy plugin configuration has no such limit, so we bound it ourselves).
+pub const MAX_CONFIG_BYTES: usize = 256 * 1024;
+
+/// Most routes one configuration may declare; routes are matched in order per request.
+pub const MAX_ROUTES: usize = 256;
+
+/// Longest TTL, grace or keep accepted: one year. Longer values are almost always unit
+/// mistakes (`ttl = 86400` meant as seconds is fine; `"86400d"` is not).
+pub const MAX_DURATION: Duration = Duration::from_hours(365 * 24);
+
+/// Surrogate keys one route may attach from configuration.
+pub const MAX_ROUTE_SURROGATE_KEYS: usize = 32;
+
+/// A duration written for people: `"30s"`, `"5m"`, `"1h"`, `"2d"`, `"1h 30m"` (humantime
+/// syntax) or a bare integer number of seconds. Serializes as the humantime string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct HumanDuration(pub Duration);
+
+impl HumanDuration {
+    /// A duration of `secs` seconds.
+    pub const fn from_secs(secs: u64) -> Self {
+        Self(Duration::from_secs(secs))
+    }
+}
+
+impl Serialize for HumanDuration {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(self.0).to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = HumanDuration;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a duration such as \"30s\", \"5m\", \"1h\", \"2d\" or whole seconds")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<HumanDuration, E> {
+                Ok(HumanDuration(Duration::from_secs(v)))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<HumanDuration, E> {
+                u64::try_from(v)
+                    .map(|v| HumanDuration(Duration::from_secs(v)))
+                    .map_err(|_| E::custom("a duration cannot be negative"))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<HumanDuration, E> {
+                humantime::parse_duration(v.trim())
+                    .map(HumanDuration)
+                    .map_err(|e| E::custom(format!("invalid duration {v:?}: {e}")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// What a route does with matching requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RouteAction {
+    /// Look up the cache; on a miss fetch from the origin and store when the response allows.
+    #[default]
+    Cache,
+    /// Always go to the origin; never store (Varnish `return (pass)`).
+    Pass,
+}
+
+/// One route: which requests it matches and how they are cached. Routes are tried in order;
+/// the first whose `host`, `path_prefix` and `path` all match wins. A request matching no
+/// route is passed to the origin (fail closed: nothing is cached by accident).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Name used in logs, stats and errors, e.g. `"article"`. Required, unique.
+    pub name: String,
+    /// Host glob (`*` any run, `?` one byte; ASCII case-insensitive), e.g. `"cdn.*"`.
+    /// Absent: any host.
+    pub host: Option<String>,
+    /// Path prefix, byte-exact, e.g. `"/css/"`. Absent: any path.
+    pub path_prefix: Option<String>,
+    /// Path glob over the whole path (without query), e.g. `"/blog/*/feed"`.
+    pub path: Option<String>,
+    /// Cache or pass.
+    pub action: RouteAction,
+    /// TTL used when the origin gives none (`Surrogate-Control`/`Cache-Control` max-age).
+    pub ttl: HumanDuration,
+    /// When true, `ttl` wins over the origin's freshness headers.
+    pub ttl_override: bool,
+    /// How long past its TTL an object may still be served while it is revalidated
+    /// (Varnish `beresp.grace`, Fastly stale-while-revalidate, RFC 5861).
+    pub grace: HumanDuration,
+    /// Whether the device class is part of the cache key (and of the rewritten `Vary`).
+    /// False for endpoints whose PC and smartphone bodies are identical (feeds, AMP, CSS).
+    pub vary_device: bool,
+    /// Surrogate keys attached to every object stored by this route, besides the origin's
+    /// `Surrogate-Key`. Templates: `{host}`, `{path}`, `{seg1}`..`{seg9}` (path segments),
+    /// `{route}`.
+    pub surrogate_keys: Vec<String>,
+    /// Store bodies gzip-compressed when the origin sent them unencoded and compressible.
+    pub compress: bool,
+}
+
+impl Default for RouteConfig {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            host: None,
+            path_prefix: None,
+            path: None,
+            action: RouteAction::Cache,
+            ttl: HumanDuration::from_secs(120),
+            ttl_override: false,
+            grace: HumanDuration::from_secs(0),
+            vary_device: true,
+            surrogate_keys: Vec::new(),
+            compress: true,
+        }
+    }
+}
+
+/// The `[robots]` table: `/robots.txt` answered at the edge from a template (seed: Hatena's
+/// ngx_mruby robots.txt). Placeholders `{scheme}` and `{host}` are filled per request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RobotsConfig {
+    /// Answer `/robots.txt` at the edge. When false, it goes to the routes like any path.
+    pub enabled: bool,
+    /// The body template.
+    pub template: String,
+}
+
+impl Default for RobotsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            template: "User-agent: *\nDisallow: /account\nDisallow: /api/\n\nSitemap: {scheme}://{host}/sitemap.xml\n".to_owned(),
+        }
+    }
+}
+
+/// The `[edge]` table: adapter-wide settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EdgeConfig {
+    /// Name of the origin backend (Fastly backend / Envoy cluster).
+    pub backend: String,
+    /// Trust `X-Forwarded-Proto` / `X-Forwarded-Host` from the client side (only behind a
+    /// proxy that sets them). False: the request's own scheme and `Host` are used.
+    pub trust_forwarded: bool,
+    /// How long a "this key is private" marker lets requests skip request collapsing and
+    /// go straight to the origin (Varnish hit-for-pass). The marker holds no content.
+    pub hit_for_pass: HumanDuration,
+    /// Largest body stored, in bytes; larger responses are passed through uncached.
+    pub max_object_bytes: u64,
+    /// Name of the log endpoint for the JSON access log (Fastly); stdout when absent.
+    pub log_endpoint: String,
+}
+
+impl Default for EdgeConfig {
+    fn default() -> Self {
+        Self {
+            backend: "origin".to_owned(),
+            trust_forwarded: false,
+            hit_for_pass: HumanDuration::from_secs(120),
+            max_object_bytes: 16 * 1024 * 1024,
+            log_endpoint: "cachet_log".to_owned(),
+        }
+    }
+}
+
+/// The whole configuration. Every table is optional; a file with only `[query]` is valid.
+///
+/// ```toml
+/// [device]
+/// profile = "accurate"
+///
+/// [query]
+/// remove = ["utm_*", "_ga", "fbclid"]
+/// sort = "name"
+///
+/// [[routes]]
+/// name = "design-css"
+/// host = "cdn.*"
+/// path_prefix = "/css/"
+/// ttl = "1d"
+/// vary_device = false
+/// surrogate_keys = ["css"]
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Device classification (`cachet_device::DeviceConfig`).
+    pub device: DeviceConfig,
+    /// Query normalization (`cachet_query::QueryConfig`).
+    pub query: QueryConfig,
+    /// Edge-synthesized robots.txt.
+    pub robots: RobotsConfig,
+    /// Adapter-wide settings.
+    pub edge: EdgeConfig,
+    /// Ordered routes; first match wins; no match passes.
+    pub routes: Vec<RouteConfig>,
+}
+
+/// One problem found in a configuration, with the path of the offending value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigIssue {
+    /// Where, e.g. `routes[3].ttl` or `query.remove[1]`.
+    pub path: String,
+    /// What is wrong, in words.
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+impl Config {
+    /// Parses TOML text and validates it.
+    ///
+    /// # Errors
+    /// [`PolicyError::TooLarge`] over [`MAX_CONFIG_BYTES`]; [`PolicyError::Parse`] with the
+    /// path of the offending value (`routes[3].ttl`) for syntax and type errors;
+    /// [`PolicyError::Invalid`] listing every validation issue.
+    pub fn from_toml(text: &str) -> Result<Self, PolicyError> {
+        check_size(text)?;
+        let de = toml::Deserializer::parse(text).map_err(|e| PolicyError::Parse {
+            path: String::new(),
+            message: e.to_string(),
+        })?;
+        let config: Config = serde_path_to_error::deserialize(de).map_err(|e| PolicyError::Parse {
+            path: e.path().to_string(),
+            message: e.inner().to_string(),
+        })?;
+        config.validated()
+    }
+
+    /// Parses JSON text (Envoy plugin configuration) and validates it.
+    ///
+    /// # Errors
+    /// As [`Config::from_toml`].
+    pub fn from_json(text: &str) -> Result<Self, PolicyError> {
+        check_size(text)?;
+        let mut de = serde_json::Deserializer::from_str(text);
+        let config: Config =
+            serde_path_to_error::deserialize(&mut de).map_err(|e| PolicyError::Parse {
+                path: e.path().to_string(),
+                message: e.inner().to_string(),
+            })?;
+        config.validated()
+    }
+
+    fn validated(self) -> Result<Self, PolicyError> {
+        let issues = self.validate();
+        if issues.is_empty() {
+            Ok(self)
+        } else {
+            Err(PolicyError::Invalid(issues))
+        }
+    }
+
+    /// Every problem in the configuration, each with its path. Empty means valid.
+    pub fn validate(&self) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        let mut push = |path: String, message: String| issues.push(ConfigIssue { path, message });
+        for (path, message) in self.device.validate() {
+            push(join("device", &path), message);
+        }
+        for (path, message) in self.query.validate() {
+            push(join("query", &path), message);
+        }
+        if self.edge.backend.is_empty() {
+            push("edge.backend".into(), "must name the origin backend".into());
+        }
+        if self.edge.hit_for_pass.0 > MAX_DURATION {
+            push("edge.hit_for_pass".into(), "longer than one year".into());
+        }
+        if self.edge.max_object_bytes == 0 {
+            push("edge.max_object_bytes".into(), "must be at least 1".into());
+        }
+        if self.robots.template.len() > 16 * 1024 {
+            push("robots.template".into(), "longer than 16384 bytes".into());
+        }
+        if self.routes.len() > MAX_ROUTES {
+            push("routes".into(), format!("{} routes; at most {MAX_ROUTES}", self.routes.len()));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, r) in self.routes.iter().enumerate() {
+            let at = |field: &str| format!("routes[{i}].{field}");
+            if r.name.is_empty() {
+                push(at("name"), "required".into());
+            } else if !names.insert(r.name.as_str()) {
+                push(at("name"), format!("duplicate route name {:?}", r.name));
+            } else if !r.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+                push(at("name"), "use only ASCII letters, digits, '-', '_' and '.'".into());
+            }
+            if let Some(h) = &r.host
+                && let Err(e) = Glob::new(h)
+            {
+                push(at("host"), e);
+            }
+            if let Some(p) = &r.path {
+                if let Err(e) = Glob::new(p) {
+                    push(at("path"), e);
+                } else if !p.starts_with('/') && !p.starts_with('*') {
+                    push(at("path"), "must start with '/' or '*'".into());
+                }
+            }
+            if let Some(p) = &r.path_prefix
+                && !p.starts_with('/')
+            {
+                push(at("path_prefix"), "must start with '/'".into());
+            }
+            for (field, d) in [("ttl", r.ttl), ("grace", r.grace)] {
+                if d.0 > MAX_DURATION {
+                    push(at(field), "longer than one year".into());
+                }
+            }
+            if r.action == RouteAction::Cache && r.ttl.0.is_zero() && r.ttl_override {
+                push(at("ttl"), "ttl_override with a zero ttl never stores; use action = \"pass\"".into());
+            }
+            if r.surrogate_keys.len() > MAX_ROUTE_SURROGATE_KEYS {
+                push(at("surrogate_keys"), format!("at most {MAX_ROUTE_SURROGATE_KEYS}"));
+            }
+            for (k, key) in r.surrogate_keys.iter().enumerate() {
+                if let Err(e) = crate::plan::check_key_template(key) {
+                    push(format!("routes[{i}].surrogate_keys[{k}]"), e);
+                }
+            }
+        }
+        issues
+    }
+}
+
+fn check_size(text: &str) -> Result<(), PolicyError> {
+    if text.len() > MAX_CONFIG_BYTES {
+        return Err(PolicyError::TooLarge {
+            len: text.len(),
+            limit: MAX_CONFIG_BYTES,
+        });
+    }
+    Ok(())
+}
+
+fn join(table: &str, path: &str) -> String {
+    if path.is_empty() {
+        table.to_owned()
+    } else if path.starts_with('[') {
+        format!("{table}{path}")
+    } else {
+        format!("{table}.{path}")
+    }
+}

@@ -1,0 +1,216 @@
+//! The per-request decision: route, cache key, device class, normalized target, TTLs, keys.
+
+use std::borrow::Cow;
+use std::time::{Duration, SystemTime};
+
+use cachet_device::DeviceClass;
+use cachet_query::QueryError;
+
+use crate::config::RouteAction;
+
+/// Longest `Host` accepted, in bytes (a DNS name is at most 253; room for a port).
+pub const MAX_HOST_BYTES: usize = 261;
+
+/// A borrowed view of the client request, built by an adapter from its platform request.
+/// Nothing is copied; the plan borrows from it where it can.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestView<'a> {
+    /// Method, e.g. `"GET"`.
+    pub method: &'a str,
+    /// The request's own scheme, `"http"` or `"https"`.
+    pub scheme: &'a str,
+    /// The `Host` header (or `:authority`), as received. `None` when absent.
+    pub host: Option<&'a str>,
+    /// The request target, path and raw query: `"/blog/a/?utm_source=x&page=2"`.
+    pub path_and_query: &'a str,
+    /// The `User-Agent` bytes; `None` when absent (classified as an empty UA).
+    pub user_agent: Option<&'a [u8]>,
+    /// Whether the request carries `Authorization` (RFC 9111 §3.5: a shared cache must not
+    /// store such responses unless explicitly allowed; Cachet never does).
+    pub has_authorization: bool,
+    /// `X-Forwarded-Proto`, honoured only when `[edge].trust_forwarded`.
+    pub forwarded_proto: Option<&'a str>,
+    /// `X-Forwarded-Host`, honoured only when `[edge].trust_forwarded`.
+    pub forwarded_host: Option<&'a str>,
+}
+
+/// Why a request goes to the origin without the cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PassReason {
+    /// The matching route says `action = "pass"`.
+    Route,
+    /// No route matched (fail closed).
+    NoRoute,
+    /// Not `GET`/`HEAD`.
+    Method,
+    /// The request carries `Authorization`.
+    Authorization,
+    /// The query exceeded the normalizer's bounds; forwarded as received, uncached.
+    Query(QueryError),
+}
+
+impl PassReason {
+    /// Short label for logs and the `X-Cachet-Pass` header, e.g. `"authorization"`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Route => "route",
+            Self::NoRoute => "no-route",
+            Self::Method => "method",
+            Self::Authorization => "authorization",
+            Self::Query(_) => "query-limit",
+        }
+    }
+}
+
+/// A response the edge produces itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Synth {
+    /// `/robots.txt` from the template, `text/plain`, never cached across hosts.
+    Robots {
+        /// The filled-in body.
+        body: String,
+    },
+    /// A request the edge refuses, e.g. a missing or malformed `Host`: HTTP 400.
+    BadRequest {
+        /// The reason, sent as the body.
+        reason: &'static str,
+    },
+}
+
+/// What to do with the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Look up the cache under [`Plan::cache_key`]; fetch and maybe store on a miss.
+    Cache,
+    /// Go to the origin; never store.
+    Pass(PassReason),
+    /// Answer at the edge.
+    Synth(Synth),
+}
+
+/// The policy's verdict for one request. Pure data; the adapter performs all I/O.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan<'a> {
+    /// Name of the matched route (`"-"` when none matched).
+    pub route: &'a str,
+    /// Index of the matched route in `Config::routes`.
+    pub route_index: Option<usize>,
+    /// What to do.
+    pub decision: Decision,
+    /// The device class, always computed: it is sent to the origin in
+    /// [`Plan::device_header`], overwriting any client-supplied value.
+    pub device: DeviceClass,
+    /// Name of the request header carrying the device class to the origin.
+    pub device_header: &'a str,
+    /// Whether the device class is part of the key and of the response's `Vary`.
+    pub vary_device: bool,
+    /// The target sent to the origin: path plus normalized query (borrowed when the
+    /// request was already normal).
+    pub target: Cow<'a, str>,
+    /// Lower-cased host without a trailing dot.
+    pub host: Cow<'a, str>,
+    /// The cache key: `host + target + "|" + device` (`"|*"` when the route does not vary
+    /// by device), unambiguous because the device slot is always last. Empty unless
+    /// `decision` is [`Decision::Cache`].
+    pub cache_key: String,
+    /// TTL to use when the origin gives none (or always, with `ttl_override`).
+    pub ttl: Duration,
+    /// Whether the route TTL overrides the origin's freshness headers.
+    pub ttl_override: bool,
+    /// Grace (stale-while-revalidate) after the TTL.
+    pub grace: Duration,
+    /// Surrogate keys from the route, templates filled in.
+    pub surrogate_keys: Vec<String>,
+    /// Whether to store the body gzip-compressed.
+    pub compress: bool,
+    /// The `now` the plan was made at (seconds since the Unix epoch precision kept).
+    pub decided_at: SystemTime,
+}
+
+/// Validates a surrogate key template from configuration.
+pub(crate) fn check_key_template(t: &str) -> Result<(), String> {
+    if t.is_empty() {
+        return Err("empty key".into());
+    }
+    if t.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+        return Err("keys are space-separated on the wire: no spaces or control bytes".into());
+    }
+    let mut rest = t;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else {
+            return Err(format!("unclosed '{{' in {t:?}"));
+        };
+        let name = &rest[open + 1..open + close];
+        let ok = matches!(name, "host" | "path" | "route")
+            || (name.len() == 4 && name.starts_with("seg") && (b'1'..=b'9').contains(&name.as_bytes()[3]));
+        if !ok {
+            return Err(format!("unknown placeholder {{{name}}}; use {{host}}, {{path}}, {{route}} or {{seg1}}..{{seg9}}"));
+        }
+        rest = &rest[open + close + 1..];
+    }
+    Ok(())
+}
+
+/// Fills a validated surrogate key template.
+pub(crate) fn fill_key_template(t: &str, host: &str, path: &str, route: &str) -> String {
+    let mut out = String::with_capacity(t.len() + 16);
+    let mut rest = t;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..].find('}').map_or(rest.len(), |c| open + c);
+        let name = &rest[open + 1..close];
+        match name {
+            "host" => out.push_str(host),
+            "path" => out.push_str(path),
+            "route" => out.push_str(route),
+            _ => {
+                let n = usize::from(name.as_bytes().get(3).map_or(0, |d| d.saturating_sub(b'0')));
+                if let Some(seg) = path.split('/').filter(|s| !s.is_empty()).nth(n.saturating_sub(1)) {
+                    out.push_str(seg);
+                }
+            }
+        }
+        rest = rest.get(close + 1..).unwrap_or("");
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Lower-cases a host and strips one trailing dot; `None` when it is empty, too long, or
+/// holds bytes no host name or IP literal has (so it is safe to echo into robots.txt).
+pub(crate) fn normalize_host(host: &str) -> Option<Cow<'_, str>> {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if host.is_empty() || host.len() > MAX_HOST_BYTES {
+        return None;
+    }
+    if !host
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-._:[]".contains(&b))
+    {
+        return None;
+    }
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Some(Cow::Owned(host.to_ascii_lowercase()))
+    } else {
+        Some(Cow::Borrowed(host))
+    }
+}
+
+/// Builds the cache key (see [`Plan::cache_key`]).
+pub(crate) fn cache_key(host: &str, target: &str, device: Option<DeviceClass>) -> String {
+    let dev = device.map_or("*", DeviceClass::as_str);
+    let mut key = String::with_capacity(host.len() + target.len() + 1 + dev.len());
+    key.push_str(host);
+    key.push_str(target);
+    key.push('|');
+    key.push_str(dev);
+    key
+}
+
+impl RouteAction {
+    pub(crate) fn is_cache(self) -> bool {
+        self == RouteAction::Cache
+    }
+}

@@ -1,0 +1,204 @@
+//! Behaviour of `Policy::plan` and `Policy::storability` on the edge app's shipped config.
+
+use std::time::{Duration, SystemTime};
+
+use cachet_policy::{
+    Config, Decision, DeviceClass, NoStore, PassReason, Policy, RequestView, ResponseView,
+    Storability, Synth,
+};
+use proptest::prelude::*;
+
+const SHIPPED: &str = include_str!("../../../edge-app/cachet.toml");
+const IPHONE: &[u8] = b"Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1";
+const IPAD: &[u8] = b"Mozilla/5.0 (iPad; CPU OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1";
+
+fn policy() -> Policy {
+    Policy::from_toml(SHIPPED).expect("shipped config is valid")
+}
+
+fn get<'a>(host: &'a str, target: &'a str, ua: Option<&'a [u8]>) -> RequestView<'a> {
+    RequestView {
+        method: "GET",
+        scheme: "http",
+        host: Some(host),
+        path_and_query: target,
+        user_agent: ua,
+        ..RequestView::default()
+    }
+}
+
+fn now() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+}
+
+#[test]
+fn article_key_varies_by_device_and_drops_tracking() {
+    let p = policy();
+    let a = p.plan(&get("Blog.Example.", "/blog/a/entry/1?utm_source=x&b=2&a=1", Some(IPHONE)), now());
+    assert_eq!(a.decision, Decision::Cache);
+    assert_eq!(a.route, "article");
+    assert_eq!(a.device, DeviceClass::Smartphone);
+    assert_eq!(a.target, "/blog/a/entry/1?a=1&b=2");
+    assert_eq!(a.cache_key, "blog.example/blog/a/entry/1?a=1&b=2|smartphone");
+    let b = p.plan(&get("blog.example", "/blog/a/entry/1?a=1&b=2", Some(IPAD)), now());
+    assert_eq!(b.cache_key, "blog.example/blog/a/entry/1?a=1&b=2|pc");
+    assert!(matches!(b.target, std::borrow::Cow::Borrowed(_)), "already normal: no copy");
+}
+
+#[test]
+fn feeds_and_css_do_not_vary() {
+    let p = policy();
+    let f = p.plan(&get("blog.example", "/blog/a/feed", Some(IPHONE)), now());
+    assert_eq!((f.route, f.cache_key.as_str()), ("feed", "blog.example/blog/a/feed|*"));
+    let c = p.plan(&get("cdn.example", "/css/a.css", Some(IPHONE)), now());
+    assert_eq!(c.route, "design-css");
+    assert_eq!(c.cache_key, "cdn.example/css/a.css|*");
+    assert_eq!(c.surrogate_keys, ["css"]);
+    assert_eq!(c.ttl, Duration::from_secs(86_400));
+    // The same path on the blog host is not the CDN route.
+    let c = p.plan(&get("blog.example", "/css/a.css", None), now());
+    assert_eq!(c.decision, Decision::Pass(PassReason::NoRoute));
+}
+
+#[test]
+fn passes_for_methods_authorization_routes_and_query_limits() {
+    let p = policy();
+    let mut v = get("blog.example", "/blog/a/", None);
+    v.method = "POST";
+    assert_eq!(p.plan(&v, now()).decision, Decision::Pass(PassReason::Method));
+    v.method = "GET";
+    v.has_authorization = true;
+    assert_eq!(p.plan(&v, now()).decision, Decision::Pass(PassReason::Authorization));
+    let acct = p.plan(&get("blog.example", "/account", None), now());
+    assert_eq!(acct.decision, Decision::Pass(PassReason::Route));
+    let many = (0..1000).map(|i| format!("p{i}=1")).collect::<Vec<_>>().join("&");
+    let target = format!("/blog/a/?{many}");
+    let q = p.plan(&get("blog.example", &target, None), now());
+    assert!(matches!(q.decision, Decision::Pass(PassReason::Query(_))));
+    assert_eq!(q.target, target, "forwarded as received");
+    assert!(q.cache_key.is_empty());
+}
+
+#[test]
+fn bad_hosts_are_rejected_and_robots_is_synthesized() {
+    let p = policy();
+    for host in [None, Some(""), Some("a b"), Some("x\"<y>")] {
+        let v = RequestView { host, ..get("", "/", None) };
+        assert!(matches!(p.plan(&v, now()).decision, Decision::Synth(Synth::BadRequest { .. })), "{host:?}");
+    }
+    let r = p.plan(&get("Blog.Example", "/robots.txt?x=1", None), now());
+    let Decision::Synth(Synth::Robots { body }) = r.decision else { panic!("robots") };
+    assert!(body.contains("Sitemap: http://blog.example/sitemap.xml"));
+}
+
+#[test]
+fn robots_trusts_forwarded_headers_only_when_configured() {
+    let mut v = get("blog.example", "/robots.txt", None);
+    v.forwarded_host = Some("www.example.org");
+    v.forwarded_proto = Some("https");
+    let robots = |p: &Policy| match p.plan(&v, now()).decision {
+        Decision::Synth(Synth::Robots { body }) => body,
+        d => panic!("{d:?}"),
+    };
+    assert!(robots(&policy()).contains("http://blog.example/"));
+    let trusted = Policy::from_toml(&SHIPPED.replace("trust_forwarded = false", "trust_forwarded = true")).expect("valid");
+    assert!(robots(&trusted).contains("https://www.example.org/"));
+}
+
+fn resp(cc: &'static str) -> ResponseView<'static> {
+    ResponseView {
+        status: 200,
+        cache_control: Some(cc),
+        content_type: Some("text/html"),
+        ..ResponseView::default()
+    }
+}
+
+#[test]
+fn storability_follows_rfc9111_and_the_seed() {
+    let p = policy();
+    let plan = p.plan(&get("blog.example", "/blog/a/entry/1", None), now());
+    let store = |r: &ResponseView<'_>| p.storability(&plan, r);
+    assert_eq!(store(&resp("private")), Storability::DontStore(NoStore::Private));
+    assert_eq!(store(&resp("public, no-store")), Storability::DontStore(NoStore::NoStore));
+    let mut cookie = resp("public, max-age=60");
+    cookie.has_set_cookie = true;
+    assert_eq!(store(&cookie), Storability::DontStore(NoStore::SetCookie));
+    let mut err = resp("max-age=60");
+    err.status = 500;
+    assert_eq!(store(&err), Storability::DontStore(NoStore::Status));
+    let mut vary = resp("max-age=60");
+    vary.vary = Some("Cookie");
+    assert_eq!(store(&vary), Storability::DontStore(NoStore::Vary));
+    let Storability::Store(s) = store(&resp("public, max-age=300, stale-while-revalidate=7200")) else { panic!() };
+    assert_eq!(s.ttl, Duration::from_secs(300));
+    assert_eq!(s.grace, Duration::from_secs(7200), "longer of route grace (1h) and swr");
+    assert!(s.compress);
+    assert_eq!(s.vary, "X-Cachet-Device, Accept-Encoding");
+    let mut sc = resp("max-age=300, s-maxage=30");
+    sc.surrogate_control = Some("max-age=9000");
+    let Storability::Store(s) = store(&sc) else { panic!() };
+    assert_eq!(s.ttl, Duration::from_secs(9000), "Surrogate-Control wins");
+    let Storability::Store(s) = store(&resp("public")) else { panic!() };
+    assert_eq!(s.ttl, Duration::from_secs(300), "route ttl when the origin gives none");
+    let mut enc = resp("max-age=60");
+    enc.content_encoding = Some("gzip");
+    let Storability::Store(s) = store(&enc) else { panic!() };
+    assert!(!s.compress, "already encoded bodies are stored as-is");
+}
+
+#[test]
+fn surrogate_keys_merge_origin_then_route_deduplicated() {
+    let p = policy();
+    let plan = p.plan(&get("cdn.example", "/css/alice.css", None), now());
+    let mut r = resp("max-age=60");
+    r.surrogate_key = Some("blog-alice css  css-alice");
+    let Storability::Store(s) = p.storability(&plan, &r) else { panic!() };
+    assert_eq!(s.surrogate_keys, ["blog-alice", "css", "css-alice"]);
+}
+
+#[test]
+fn config_errors_name_their_path() {
+    let err = Config::from_toml("[[routes]]\nname = \"a\"\nttl = \"5 parsecs\"\n").expect_err("bad ttl");
+    assert!(err.to_string().contains("routes[0].ttl"), "{err}");
+    let err = Config::from_toml("[[routes]]\nname = \"a\"\n[[routes]]\nname = \"a\"\nhost = \"\"\nsurrogate_keys = [\"{nope}\"]\n")
+        .expect_err("invalid");
+    let paths: Vec<_> = err.issues().into_iter().map(|i| i.path).collect();
+    assert_eq!(paths, ["routes[1].name", "routes[1].host", "routes[1].surrogate_keys[0]"]);
+    let err = Config::from_toml("[query]\nsort = \"sideways\"\n").expect_err("bad sort");
+    assert!(err.to_string().contains("query.sort"), "{err}");
+    let err = Config::from_toml("[edge]\nbackend = \"o\"\nunknown = 1\n").expect_err("unknown field");
+    assert!(err.to_string().contains("unknown"), "{err}");
+    assert!(Config::from_toml("[query]\nremove = [\"utm_*\"]\n").is_ok(), "a file with only [query] is valid");
+}
+
+#[test]
+fn toml_and_json_are_one_schema() {
+    let c = Config::from_toml(SHIPPED).expect("valid");
+    let json = serde_json::to_string(&c).expect("json");
+    assert_eq!(Config::from_json(&json).expect("json parses"), c);
+}
+
+proptest! {
+    #[test]
+    fn plan_is_total(host in "\\PC{0,40}", target in "\\PC{0,200}", ua in proptest::collection::vec(any::<u8>(), 0..600), method in "[A-Z]{0,8}") {
+        let p = policy();
+        let v = RequestView { method: &method, host: Some(&host), ..get("", &target, Some(&ua)) };
+        let plan = p.plan(&v, now());
+        if plan.decision == Decision::Cache {
+            prop_assert!(plan.cache_key.ends_with("|pc") || plan.cache_key.ends_with("|smartphone") || plan.cache_key.ends_with("|*"));
+            prop_assert!(plan.cache_key.starts_with(plan.host.as_ref()));
+        }
+    }
+
+    #[test]
+    fn key_ignores_tracking_params_and_order(a in "[a-z]{1,5}", b in "[a-z]{1,5}", utm in "[a-z0-9]{0,8}") {
+        prop_assume!(a != b);
+        let p = policy();
+        let t1 = format!("/blog/x/?{a}=1&utm_source={utm}&{b}=2");
+        let t2 = format!("/blog/x/?{b}=2&{a}=1&fbclid={utm}");
+        let k1 = p.plan(&get("blog.example", &t1, None), now()).cache_key;
+        let k2 = p.plan(&get("blog.example", &t2, None), now()).cache_key;
+        prop_assert_eq!(k1, k2);
+    }
+}

@@ -1,0 +1,57 @@
+//! Criterion benchmark: `Normalizer::normalize` against a `url::form_urlencoded` baseline.
+
+use std::hint::black_box;
+
+use cachet_query::{DEFAULT_REMOVE, Normalizer, QueryConfig};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+/// Five parameters, two of them tracking (`utm_source`, `utm_medium`).
+const FIVE_WITH_TRACKING: &str =
+    "utm_source=newsletter&page=2&utm_medium=email&q=rust+wasm&sort=new";
+
+/// Already normal under the default configuration.
+const ALREADY_NORMAL: &str = "id=42&lang=ja&page=2&q=edge+cache&sort=new";
+
+/// Twenty parameters in received order, four of them tracking.
+const TWENTY: &str = "z=1&y=2&utm_source=x&x=3&w=4&v=5&fbclid=IwAR0abc&u=6&t=7&s=8&r=9&\
+                      gclid=Cj0K&q=10&p=11&o=12&n=13&_ga=2.1.2&m=14&l=15&k=16";
+
+/// The peer: decode with `url::form_urlencoded::parse`, drop the same names and globs,
+/// stable-sort by name, re-encode with `form_urlencoded::Serializer`. (It decodes and
+/// re-encodes, so its output differs from ours in escaping; the work is comparable.)
+fn url_baseline(query: &str) -> String {
+    fn removed(name: &str) -> bool {
+        DEFAULT_REMOVE.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == *p,
+        })
+    }
+    let mut pairs: Vec<_> = url::form_urlencoded::parse(query.as_bytes())
+        .filter(|(name, _)| !removed(name))
+        .collect();
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    url::form_urlencoded::Serializer::new(String::with_capacity(query.len()))
+        .extend_pairs(pairs)
+        .finish()
+}
+
+fn bench(c: &mut Criterion) {
+    let n = Normalizer::new(&QueryConfig::default()).expect("default config compiles");
+    for (label, query) in [
+        ("5 params, 2 tracking", FIVE_WITH_TRACKING),
+        ("already normal", ALREADY_NORMAL),
+        ("20 params", TWENTY),
+    ] {
+        let mut group = c.benchmark_group(label);
+        group.bench_function("cachet-query", |b| {
+            b.iter(|| n.normalize(black_box(query)).map(|q| q.len()));
+        });
+        group.bench_function("url form_urlencoded", |b| {
+            b.iter(|| url_baseline(black_box(query)).len());
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

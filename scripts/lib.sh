@@ -1,0 +1,60 @@
+# Shared helpers for scripts/demo and scripts/test: install pinned tools only when missing.
+# Sourced, not run. Every install is idempotent and cached in ~/.cargo/bin.
+
+VICEROY_VERSION=0.22.0
+NEXTEST_VERSION=0.9.100
+ENVOY_VERSION=1.40.0
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export PATH="$HOME/.cargo/bin:$PATH"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# The toolchain and wasm targets come from rust-toolchain.toml; rustup installs them on
+# first use. Adding targets explicitly covers rustup versions that do not.
+ensure_targets() {
+  if ! command -v rustup >/dev/null; then
+    echo "rustup is required (https://rustup.rs); install it and re-run" >&2
+    exit 2
+  fi
+  local toolchain
+  toolchain=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' "$ROOT/rust-toolchain.toml")
+  if ! rustup toolchain list | grep -q "^$toolchain"; then
+    say "installing Rust $toolchain"
+    rustup toolchain install "$toolchain" --profile minimal -c rustfmt -c clippy
+  fi
+  local installed
+  installed=$(rustup target list --installed --toolchain "$toolchain")
+  for t in wasm32-wasip1 wasm32-unknown-unknown; do
+    if ! grep -qx "$t" <<<"$installed"; then
+      say "adding target $t"
+      rustup target add "$t" --toolchain "$toolchain"
+    fi
+  done
+  for c in rustfmt clippy; do
+    if ! rustup component list --installed --toolchain "$toolchain" | grep -q "^$c"; then
+      rustup component add "$c" --toolchain "$toolchain"
+    fi
+  done
+}
+
+# cargo install builds from source (~8 minutes each on 2 cores); skip when the pinned
+# version is already in ~/.cargo/bin.
+ensure_viceroy() {
+  if viceroy --version 2>/dev/null | grep -q " $VICEROY_VERSION\$"; then return; fi
+  say "installing viceroy $VICEROY_VERSION (cold build: ~8 minutes)"
+  cargo install viceroy --version "$VICEROY_VERSION" --locked
+}
+
+ensure_nextest() {
+  if cargo nextest --version 2>/dev/null | grep -q "cargo-nextest $NEXTEST_VERSION"; then return; fi
+  say "installing cargo-nextest $NEXTEST_VERSION (cold build: ~8 minutes)"
+  cargo install cargo-nextest --version "$NEXTEST_VERSION" --locked
+}
+
+# Builds the edge app for Fastly Compute and prints the wasm path.
+build_edge() {
+  say "building the edge app (wasm32-wasip1, release)"
+  cargo build -p cachet-edge --release --target wasm32-wasip1 >&2
+  echo "$ROOT/target/wasm32-wasip1/release/cachet-edge.wasm"
+}

@@ -1,0 +1,302 @@
+//! End-to-end harness: the demo origin and the edge app in Viceroy on free loopback ports.
+//!
+//! [`Stack::start`] spawns the demo origin in-process (port 0), writes a `fastly.toml`
+//! whose `origin` backend points at it, and starts `viceroy serve --addr 127.0.0.1:0` with
+//! the built `cachet-edge.wasm`, waiting for Viceroy's own "Listening on" line (no sleeps).
+//! Viceroy's stdout (including the edge's access-log lines) is captured for assertions.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+pub use cachet_demo_origin::{OriginConfig, RunningOrigin, Stats};
+
+/// How long to wait for Viceroy to say it is listening (it compiles the wasm first).
+pub const VICEROY_START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Path of the edge app's wasm: `$CACHET_EDGE_WASM`, else built (or found fresh) with
+/// `cargo build -p cachet-edge --release --target wasm32-wasip1`.
+///
+/// # Panics
+/// When the build fails: the end-to-end tests cannot run without it.
+pub fn edge_wasm() -> PathBuf {
+    if let Some(p) = std::env::var_os("CACHET_EDGE_WASM") {
+        return PathBuf::from(p);
+    }
+    let root = workspace_root();
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .current_dir(&root)
+        .args(["build", "-q", "-p", "cachet-edge", "--release", "--target", "wasm32-wasip1"])
+        .status()
+        .expect("running cargo to build the edge app");
+    assert!(status.success(), "building cachet-edge for wasm32-wasip1 failed");
+    root.join("target/wasm32-wasip1/release/cachet-edge.wasm")
+}
+
+/// The workspace root (two levels above this crate).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root")
+}
+
+fn viceroy_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("VICEROY") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let cargo_bin = home.join(".cargo/bin/viceroy");
+    if cargo_bin.exists() { cargo_bin } else { PathBuf::from("viceroy") }
+}
+
+/// A running Viceroy serving the edge app.
+pub struct Edge {
+    child: Child,
+    addr: SocketAddr,
+    logs: Arc<Mutex<Vec<String>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Edge {
+    /// Starts Viceroy with the edge app in front of `origin`. `config_toml`, when given,
+    /// is placed in the `cachet` config store (replacing the built-in configuration).
+    ///
+    /// # Panics
+    /// When Viceroy cannot be started or does not listen within
+    /// [`VICEROY_START_TIMEOUT`] (run `scripts/test`, which installs it).
+    pub fn start(origin: SocketAddr, config_toml: Option<&str>) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut manifest = format!(
+            "manifest_version = 3\nname = \"cachet-e2e\"\nlanguage = \"rust\"\n\n\
+             [local_server]\n[local_server.backends.origin]\nurl = \"http://{origin}\"\n"
+        );
+        if let Some(cfg) = config_toml {
+            let quoted = serde_json::to_string(cfg).expect("quote config");
+            manifest.push_str(&format!(
+                "\n[local_server.config_stores.cachet]\nformat = \"inline-toml\"\n\
+                 [local_server.config_stores.cachet.contents]\nconfig = {quoted}\n"
+            ));
+        }
+        let manifest_path = dir.path().join("fastly.toml");
+        std::fs::write(&manifest_path, manifest).expect("write fastly.toml");
+        let mut child = Command::new(viceroy_bin())
+            .arg("serve")
+            .arg("-v")
+            .arg("-C")
+            .arg(&manifest_path)
+            .args(["--addr", "127.0.0.1:0"])
+            .arg(edge_wasm())
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "viceroy=info,viceroy_lib=info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting viceroy (install it with scripts/test or `cargo install viceroy --version 0.22.0 --locked`)");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        for stream in [
+            Box::new(child.stdout.take().expect("stdout")) as Box<dyn Read + Send>,
+            Box::new(child.stderr.take().expect("stderr")),
+        ] {
+            let logs = Arc::clone(&logs);
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    if let Some(at) = line.find("Listening on http://") {
+                        let rest = &line[at + "Listening on http://".len()..];
+                        let addr: String = rest
+                            .chars()
+                            .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                            .collect();
+                        let _ = tx.send(addr);
+                    }
+                    logs.lock().expect("logs").push(line);
+                }
+            });
+        }
+        let addr = match rx.recv_timeout(VICEROY_START_TIMEOUT) {
+            Ok(a) => a.parse().expect("viceroy address"),
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "viceroy did not start listening; output:\n{}",
+                    logs.lock().expect("logs").join("\n")
+                );
+            }
+        };
+        Self {
+            child,
+            addr,
+            logs,
+            _dir: dir,
+        }
+    }
+
+    /// Where Viceroy listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The edge's JSON access-log records so far (lines `cachet_log :: {...}`).
+    pub fn access_log(&self) -> Vec<serde_json::Value> {
+        self.logs
+            .lock()
+            .expect("logs")
+            .iter()
+            .filter_map(|l| l.split_once("cachet_log :: ").map(|(_, j)| j))
+            .filter_map(|j| serde_json::from_str(j).ok())
+            .collect()
+    }
+
+    /// Everything Viceroy printed so far.
+    pub fn output(&self) -> String {
+        self.logs.lock().expect("logs").join("\n")
+    }
+}
+
+impl Drop for Edge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A response as the client saw it.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// Status code.
+    pub status: u16,
+    /// Headers, names lower-cased; repeated fields joined with `", "`.
+    pub headers: BTreeMap<String, String>,
+    /// Raw body bytes as received (still gzip when `Content-Encoding: gzip`).
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// A header value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+    }
+
+    /// `X-Cache`, or `""`.
+    pub fn x_cache(&self) -> &str {
+        self.header("x-cache").unwrap_or("")
+    }
+
+    /// The body decoded per `Content-Encoding` (gzip inflated), as text.
+    ///
+    /// # Panics
+    /// On a corrupt gzip body or non-UTF-8 text: both are test failures.
+    pub fn text(&self) -> String {
+        let bytes = if self.header("content-encoding") == Some("gzip") {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&self.body[..])
+                .read_to_end(&mut out)
+                .expect("valid gzip body");
+            out
+        } else {
+            self.body.clone()
+        };
+        String::from_utf8(bytes).expect("UTF-8 body")
+    }
+}
+
+/// The demo origin plus the edge in front of it, and a plain HTTP client (no automatic
+/// decompression, no redirects, 4xx/5xx are values).
+pub struct Stack {
+    /// The demo origin.
+    pub origin: RunningOrigin,
+    /// Viceroy running the edge app.
+    pub edge: Edge,
+    agent: ureq::Agent,
+}
+
+impl Stack {
+    /// Starts both with the edge app's built-in configuration.
+    pub fn start() -> Self {
+        Self::start_with(OriginConfig::default(), None)
+    }
+
+    /// Starts both with an origin configuration and an optional edge configuration.
+    ///
+    /// # Panics
+    /// When either cannot start.
+    pub fn start_with(mut origin: OriginConfig, edge_config: Option<&str>) -> Self {
+        origin.listen = "127.0.0.1:0".parse().expect("addr");
+        let origin = cachet_demo_origin::spawn(origin).expect("demo origin");
+        let edge = Edge::start(origin.addr(), edge_config);
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        Self { origin, edge, agent }
+    }
+
+    /// `GET http://edge{path}` with `Host: host` and extra headers.
+    ///
+    /// # Panics
+    /// On a transport error (the edge must always answer).
+    pub fn get(&self, host: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+        self.request("GET", host, path, headers)
+    }
+
+    /// A request with any method (no body).
+    ///
+    /// # Panics
+    /// On a transport error.
+    pub fn request(&self, method: &str, host: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+        let url = format!("http://{}{path}", self.edge.addr());
+        let mut req = ureq::http::Request::builder().method(method).uri(&url).header("host", host);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(()).expect("request");
+        let mut resp = self
+            .agent
+            .run(req)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}\nviceroy output:\n{}", self.edge.output()));
+        let mut headers = BTreeMap::new();
+        for (k, v) in resp.headers() {
+            let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
+            headers
+                .entry(k.as_str().to_ascii_lowercase())
+                .and_modify(|e: &mut String| {
+                    e.push_str(", ");
+                    e.push_str(&v);
+                })
+                .or_insert(v);
+        }
+        let status = resp.status().as_u16();
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(64 * 1024 * 1024)
+            .read_to_vec()
+            .expect("body");
+        Reply { status, headers, body }
+    }
+
+    /// Origin request count for `path` (exactly as the origin received it).
+    pub fn origin_count(&self, path: &str) -> u64 {
+        self.origin.stats().by_path.get(path).copied().unwrap_or(0)
+    }
+}
+
+/// Common user agents for the tests.
+pub mod ua {
+    /// Desktop Chrome on Windows.
+    pub const DESKTOP: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36";
+    /// iPhone Safari.
+    pub const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1";
+    /// Android phone Chrome.
+    pub const ANDROID: &str = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Mobile Safari/537.36";
+    /// iPad Safari (sends `Mobile`, must be PC).
+    pub const IPAD: &str = "Mozilla/5.0 (iPad; CPU OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1";
+}
