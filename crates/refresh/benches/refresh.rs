@@ -1,0 +1,187 @@
+//! Criterion bench: per-request decision cost per policy; collapse-table cost vs a naive `Mutex<HashMap>` lock.
+//!
+//! * `decide/{none,threshold_0.7,xfetch_1.0}`: one [`decide`] call; each iteration takes the
+//!   next of 1,024 pre-drawn (entry, now, draw) cases spread over the entry's whole life
+//!   (fresh, early-refresh zone, grace, keep, gone), so branches are not perfectly predicted.
+//! * `collapse/*`: [`CollapseTable`] with `String` keys (1,024 distinct cache keys, cycled):
+//!   `leader_complete` = `try_acquire` on a free key + `Permit::complete` (the miss path);
+//!   `follower_serve_stale` = `try_acquire` on a held key with a stale copy;
+//!   `leader_4_waiters_complete` = leader + 4 queued waiters + complete, i.e. 5 requests.
+//! * Peer `naive_mutex_hashmap/*`: the simplest correct collapsing lock one would write by
+//!   hand (the VCL-equivalent: a `Mutex<HashMap<String, Vec<u64>>>`, first request inserts
+//!   the key, later ones push a waiter id, completion removes the key and returns the ids).
+//!   It has no lease, no queue bound, no drop-to-abandon and no timeouts; same workloads.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use cachet_refresh::{
+    Acquire, CollapseConfig, CollapseTable, Draw, EarlyRefresh, EntryTimes, Timestamp, decide,
+};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+const CASES: usize = 1_024;
+
+/// SplitMix64 for reproducible inputs.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn cases() -> Vec<(EntryTimes, Timestamp, Draw)> {
+    let mut s = 42;
+    (0..CASES)
+        .map(|_| {
+            let stored = 1_700_000_000_000 + splitmix(&mut s) % 1_000_000;
+            let e = EntryTimes::new(Timestamp::from_millis(stored), Duration::from_secs(20))
+                .with_grace(Duration::from_secs(5))
+                .with_keep(Duration::from_secs(30))
+                .with_delta(Duration::from_secs(3));
+            let now = Timestamp::from_millis(stored + splitmix(&mut s) % 60_000);
+            (e, now, Draw::from_bits(splitmix(&mut s)))
+        })
+        .collect()
+}
+
+fn bench_decide(c: &mut Criterion) {
+    let cases = cases();
+    let mut g = c.benchmark_group("decide");
+    for (name, policy) in [
+        ("none", EarlyRefresh::None),
+        ("threshold_0.7", EarlyRefresh::Threshold { fraction: 0.7 }),
+        ("xfetch_1.0", EarlyRefresh::Xfetch { beta: 1.0 }),
+    ] {
+        let mut i = 0;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let (e, now, draw) = &cases[i % CASES];
+                i += 1;
+                decide(
+                    Some(black_box(e)),
+                    black_box(*now),
+                    black_box(&policy),
+                    *draw,
+                )
+            });
+        });
+    }
+    g.finish();
+}
+
+/// The hand-written peer: a mutex around a map from key to waiter ids.
+#[derive(Default)]
+struct NaiveLock {
+    map: Mutex<HashMap<String, Vec<u64>>>,
+}
+
+impl NaiveLock {
+    /// `Some(true)` leader, `Some(false)` queued as `id`; `None` if the mutex is poisoned.
+    fn acquire(&self, key: &str, id: u64) -> Option<bool> {
+        let mut map = self.map.lock().ok()?;
+        if let Some(waiters) = map.get_mut(key) {
+            waiters.push(id);
+            Some(false)
+        } else {
+            map.insert(key.to_owned(), Vec::new());
+            Some(true)
+        }
+    }
+
+    /// Whether `key` is held (the "serve stale" check).
+    fn held(&self, key: &str) -> bool {
+        self.map.lock().is_ok_and(|m| m.contains_key(key))
+    }
+
+    fn complete(&self, key: &str) -> Vec<u64> {
+        self.map
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(key))
+            .unwrap_or_default()
+    }
+}
+
+fn bench_collapse(c: &mut Criterion) {
+    let keys: Vec<String> = (0..CASES)
+        .map(|i| format!("GET|example.com|/articles/{i}?page=2|smartphone"))
+        .collect();
+    let now = Timestamp::from_millis(1_700_000_000_000);
+    let mut g = c.benchmark_group("collapse");
+
+    let table = CollapseTable::new(CollapseConfig::default()).expect("default config is valid");
+    let mut i = 0;
+    g.bench_function("leader_complete", |b| {
+        b.iter(|| {
+            let key = &keys[i % CASES];
+            i += 1;
+            match table.try_acquire(black_box(key), now, false) {
+                Acquire::Leader(p) => p.complete().tickets.len(),
+                _ => usize::MAX,
+            }
+        });
+    });
+    let held = &keys[0];
+    let held_permit = table.try_acquire(held, now, false);
+    g.bench_function("follower_serve_stale", |b| {
+        b.iter(|| {
+            matches!(
+                table.try_acquire(black_box(held), now, true),
+                Acquire::ServeStale
+            )
+        });
+    });
+    drop(held_permit);
+    let mut i = 0;
+    g.bench_function("leader_4_waiters_complete", |b| {
+        b.iter(|| {
+            let key = &keys[i % CASES];
+            i += 1;
+            let Acquire::Leader(p) = table.try_acquire(black_box(key), now, false) else {
+                return usize::MAX;
+            };
+            for _ in 0..4 {
+                let _ = black_box(table.try_acquire(key, now, false));
+            }
+            p.complete().tickets.len()
+        });
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("naive_mutex_hashmap");
+    let naive = NaiveLock::default();
+    let mut i = 0;
+    g.bench_function("leader_complete", |b| {
+        b.iter(|| {
+            let key = &keys[i % CASES];
+            i += 1;
+            let leader = naive.acquire(black_box(key), 0);
+            (leader, naive.complete(key).len())
+        });
+    });
+    naive.acquire(held, 0);
+    g.bench_function("follower_serve_stale", |b| {
+        b.iter(|| naive.held(black_box(held)));
+    });
+    naive.complete(held);
+    let mut i = 0;
+    g.bench_function("leader_4_waiters_complete", |b| {
+        b.iter(|| {
+            let key = &keys[i % CASES];
+            i += 1;
+            let leader = naive.acquire(black_box(key), 0);
+            for id in 1..=4 {
+                black_box(naive.acquire(key, id));
+            }
+            (leader, naive.complete(key).len())
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_decide, bench_collapse);
+criterion_main!(benches);
