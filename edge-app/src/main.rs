@@ -9,6 +9,7 @@ use std::io::Write;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
+use cachet_policy::object::{self, Encoding, Meta};
 use cachet_policy::{
     Decision, NoStore, Plan, Policy, PolicyError, RequestView, ResponseView, Storability, Synth,
     accepts_encoding,
@@ -16,7 +17,6 @@ use cachet_policy::{
 use fastly::cache::core::{CacheError, CacheKey, Found, Transaction};
 use fastly::http::{StatusCode, header};
 use fastly::{ConfigStore, Request, Response};
-use cachet_policy::object::{self, Encoding, Meta};
 
 /// Configuration built into the wasm; a `config` entry in the `cachet` config store
 /// replaces it without a redeploy.
@@ -46,9 +46,14 @@ enum EdgeError {
 /// The one place core and platform errors become HTTP responses.
 fn error_response(e: &EdgeError) -> Response {
     let (status, reason) = match e {
-        EdgeError::Config(_) => (StatusCode::INTERNAL_SERVER_ERROR, "edge configuration invalid"),
+        EdgeError::Config(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "edge configuration invalid",
+        ),
         EdgeError::Origin(_) => (StatusCode::BAD_GATEWAY, "origin unreachable"),
-        EdgeError::Cache(_) | EdgeError::Body(_) => (StatusCode::SERVICE_UNAVAILABLE, "edge cache error"),
+        EdgeError::Cache(_) | EdgeError::Body(_) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "edge cache error")
+        }
     };
     let mut resp = Response::from_status(status)
         .with_header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
@@ -146,7 +151,9 @@ fn handle(policy: &Policy, mut req: Request, f: &mut Access) -> Result<Response,
     };
     let method = req.get_method_str().to_owned();
     let host = req.get_header_str(header::HOST).map(str::to_owned);
-    let ua = req.get_header(header::USER_AGENT).map(|v| v.as_bytes().to_vec());
+    let ua = req
+        .get_header(header::USER_AGENT)
+        .map(|v| v.as_bytes().to_vec());
     let fwd_proto = req.get_header_str("x-forwarded-proto").map(str::to_owned);
     let fwd_host = req.get_header_str("x-forwarded-host").map(str::to_owned);
     let view = RequestView {
@@ -198,7 +205,12 @@ fn synth(s: &Synth) -> Response {
 }
 
 /// Sends `req` to the origin with the normalized target, timing it.
-fn fetch(policy: &Policy, plan: &Plan<'_>, mut req: Request, f: &mut Access) -> Result<Response, EdgeError> {
+fn fetch(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    mut req: Request,
+    f: &mut Access,
+) -> Result<Response, EdgeError> {
     let (path, query) = plan.target.split_once('?').unwrap_or((&plan.target, ""));
     req.set_path(path);
     if query.is_empty() {
@@ -214,7 +226,12 @@ fn fetch(policy: &Policy, plan: &Plan<'_>, mut req: Request, f: &mut Access) -> 
     resp
 }
 
-fn pass(policy: &Policy, plan: &Plan<'_>, req: Request, f: &mut Access) -> Result<Response, EdgeError> {
+fn pass(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    req: Request,
+    f: &mut Access,
+) -> Result<Response, EdgeError> {
     let mut resp = fetch(policy, plan, req, f)?;
     resp.remove_header("surrogate-key");
     resp.remove_header("surrogate-control");
@@ -236,9 +253,16 @@ struct Client {
     head: bool,
 }
 
-fn cached(policy: &Policy, plan: &Plan<'_>, req: Request, f: &mut Access) -> Result<Response, EdgeError> {
+fn cached(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    req: Request,
+    f: &mut Access,
+) -> Result<Response, EdgeError> {
     let client = Client {
-        accept: req.get_header_str(header::ACCEPT_ENCODING).map(str::to_owned),
+        accept: req
+            .get_header_str(header::ACCEPT_ENCODING)
+            .map(str::to_owned),
         head: req.get_method_str() == "HEAD",
     };
     let tx = Transaction::lookup(CacheKey::copy_from_slice(plan.cache_key.as_bytes())).execute()?;
@@ -293,7 +317,9 @@ fn miss(
     let cc = header_join(&resp, "cache-control");
     let sc = header_join(&resp, "surrogate-control");
     let vary = header_join(&resp, "vary");
-    let ce = resp.get_header_str(header::CONTENT_ENCODING).map(str::to_owned);
+    let ce = resp
+        .get_header_str(header::CONTENT_ENCODING)
+        .map(str::to_owned);
     let ct = resp.get_header_str(header::CONTENT_TYPE).map(str::to_owned);
     let sk = resp.get_header_str("surrogate-key").map(str::to_owned);
     let view = ResponseView {
@@ -337,7 +363,10 @@ fn miss(
 }
 
 /// Stores the origin response (gzip when the verdict says so) and answers this client.
-#[allow(clippy::too_many_arguments, reason = "one call site; a struct would only rename them")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site; a struct would only rename them"
+)]
 fn store_and_respond(
     policy: &Policy,
     plan: &Plan<'_>,
@@ -360,7 +389,9 @@ fn store_and_respond(
     let origin_encoding = match ce.map(str::trim) {
         None | Some("") => Encoding::Identity,
         Some(e) if e.eq_ignore_ascii_case("identity") => Encoding::Identity,
-        Some(e) if e.eq_ignore_ascii_case("gzip") || e.eq_ignore_ascii_case("x-gzip") => Encoding::Gzip,
+        Some(e) if e.eq_ignore_ascii_case("gzip") || e.eq_ignore_ascii_case("x-gzip") => {
+            Encoding::Gzip
+        }
         Some(e) => Encoding::Other(e.to_ascii_lowercase()),
     };
     let (encoding, stored) = if store.compress && origin_encoding == Encoding::Identity {
@@ -416,7 +447,12 @@ fn finish_pass(mut resp: Response, f: &mut Access, head: bool) -> Response {
     resp
 }
 
-fn deliver(meta: &Meta, found: &Found, client: &Client, f: &mut Access) -> Result<Response, EdgeError> {
+fn deliver(
+    meta: &Meta,
+    found: &Found,
+    client: &Client,
+    f: &mut Access,
+) -> Result<Response, EdgeError> {
     let body = found.to_stream()?.into_bytes();
     respond(meta, body, found.age(), client, f)
 }

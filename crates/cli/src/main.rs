@@ -178,7 +178,9 @@ fn each_line(mut f: impl FnMut(&[u8], &mut dyn Write) -> Result<()>) -> Result<(
         if buf.last() != Some(&b'\n') && n > MAX_LINE_BYTES {
             // Over-long line: consume the rest of it so the next line stays aligned.
             let mut rest = Vec::new();
-            input.read_until(b'\n', &mut rest).context("reading stdin")?;
+            input
+                .read_until(b'\n', &mut rest)
+                .context("reading stdin")?;
         }
         while matches!(buf.last(), Some(b'\n' | b'\r')) {
             buf.pop();
@@ -239,5 +241,9 @@ fn normalize(config: Option<&Path>) -> Result<ExitCode> {
         }
         .context("writing stdout")
     })?;
-    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -242,10 +242,11 @@ impl Config {
             path: String::new(),
             message: e.to_string(),
         })?;
-        let config: Config = serde_path_to_error::deserialize(de).map_err(|e| PolicyError::Parse {
-            path: e.path().to_string(),
-            message: e.inner().to_string(),
-        })?;
+        let config: Config =
+            serde_path_to_error::deserialize(de).map_err(|e| PolicyError::Parse {
+                path: e.path().to_string(),
+                message: e.inner().to_string(),
+            })?;
         config.validated()
     }
 
@@ -296,7 +297,10 @@ impl Config {
             push("robots.template".into(), "longer than 16384 bytes".into());
         }
         if self.routes.len() > MAX_ROUTES {
-            push("routes".into(), format!("{} routes; at most {MAX_ROUTES}", self.routes.len()));
+            push(
+                "routes".into(),
+                format!("{} routes; at most {MAX_ROUTES}", self.routes.len()),
+            );
         }
         let mut names = std::collections::HashSet::new();
         for (i, r) in self.routes.iter().enumerate() {
@@ -305,8 +309,15 @@ impl Config {
                 push(at("name"), "required".into());
             } else if !names.insert(r.name.as_str()) {
                 push(at("name"), format!("duplicate route name {:?}", r.name));
-            } else if !r.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
-                push(at("name"), "use only ASCII letters, digits, '-', '_' and '.'".into());
+            } else if !r
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            {
+                push(
+                    at("name"),
+                    "use only ASCII letters, digits, '-', '_' and '.'".into(),
+                );
             }
             if let Some(h) = &r.host
                 && let Err(e) = Glob::new(h)
@@ -331,10 +342,16 @@ impl Config {
                 }
             }
             if r.action == RouteAction::Cache && r.ttl.0.is_zero() && r.ttl_override {
-                push(at("ttl"), "ttl_override with a zero ttl never stores; use action = \"pass\"".into());
+                push(
+                    at("ttl"),
+                    "ttl_override with a zero ttl never stores; use action = \"pass\"".into(),
+                );
             }
             if r.surrogate_keys.len() > MAX_ROUTE_SURROGATE_KEYS {
-                push(at("surrogate_keys"), format!("at most {MAX_ROUTE_SURROGATE_KEYS}"));
+                push(
+                    at("surrogate_keys"),
+                    format!("at most {MAX_ROUTE_SURROGATE_KEYS}"),
+                );
             }
             for (k, key) in r.surrogate_keys.iter().enumerate() {
                 if let Err(e) = crate::plan::check_key_template(key) {

@@ -61,7 +61,11 @@ impl PolicyError {
         match self {
             Self::Invalid(v) => v.clone(),
             Self::Parse { path, message } => vec![ConfigIssue {
-                path: if path.is_empty() { "(syntax)".into() } else { path.clone() },
+                path: if path.is_empty() {
+                    "(syntax)".into()
+                } else {
+                    path.clone()
+                },
                 message: message.clone(),
             }],
             Self::TooLarge { .. } => vec![ConfigIssue {
@@ -87,7 +91,9 @@ pub struct Policy {
 
 impl std::fmt::Debug for Policy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Policy").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("Policy")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -165,7 +171,9 @@ impl Policy {
             .iter()
             .zip(&self.routes)
             .position(|(r, c)| {
-                c.host.as_ref().is_none_or(|g| g.matches_ignore_case(host.as_bytes()))
+                c.host
+                    .as_ref()
+                    .is_none_or(|g| g.matches_ignore_case(host.as_bytes()))
                     && r.path_prefix.as_deref().is_none_or(|p| path.starts_with(p))
                     && c.path.as_ref().is_none_or(|g| g.matches(path.as_bytes()))
             })
@@ -265,7 +273,8 @@ impl Policy {
             .map(|t| plan::fill_key_template(t, &plan.host, path, &r.name))
             .filter(|k| !k.is_empty())
             .collect();
-        plan.cache_key = plan::cache_key(&plan.host, &plan.target, plan.vary_device.then_some(device));
+        plan.cache_key =
+            plan::cache_key(&plan.host, &plan.target, plan.vary_device.then_some(device));
         plan
     }
 
@@ -279,7 +288,11 @@ impl Policy {
             .filter(|_| trust)
             .map(|p| p.split(',').next().unwrap_or("").trim())
             .filter(|p| p.eq_ignore_ascii_case("http") || p.eq_ignore_ascii_case("https"))
-            .unwrap_or(if req.scheme.eq_ignore_ascii_case("https") { "https" } else { "http" })
+            .unwrap_or(if req.scheme.eq_ignore_ascii_case("https") {
+                "https"
+            } else {
+                "http"
+            })
             .to_ascii_lowercase();
         let fwd_host = req
             .forwarded_host

@@ -134,7 +134,9 @@ pub(crate) fn check_key_template(t: &str) -> Result<(), String> {
     if t.is_empty() {
         return Err("empty key".into());
     }
-    if t.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+    if t.bytes()
+        .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+    {
         return Err("keys are space-separated on the wire: no spaces or control bytes".into());
     }
     let mut rest = t;
@@ -144,9 +146,13 @@ pub(crate) fn check_key_template(t: &str) -> Result<(), String> {
         };
         let name = &rest[open + 1..open + close];
         let ok = matches!(name, "host" | "path" | "route")
-            || (name.len() == 4 && name.starts_with("seg") && (b'1'..=b'9').contains(&name.as_bytes()[3]));
+            || (name.len() == 4
+                && name.starts_with("seg")
+                && (b'1'..=b'9').contains(&name.as_bytes()[3]));
         if !ok {
-            return Err(format!("unknown placeholder {{{name}}}; use {{host}}, {{path}}, {{route}} or {{seg1}}..{{seg9}}"));
+            return Err(format!(
+                "unknown placeholder {{{name}}}; use {{host}}, {{path}}, {{route}} or {{seg1}}..{{seg9}}"
+            ));
         }
         rest = &rest[open + close + 1..];
     }
@@ -167,7 +173,11 @@ pub(crate) fn fill_key_template(t: &str, host: &str, path: &str, route: &str) ->
             "route" => out.push_str(route),
             _ => {
                 let n = usize::from(name.as_bytes().get(3).map_or(0, |d| d.saturating_sub(b'0')));
-                if let Some(seg) = path.split('/').filter(|s| !s.is_empty()).nth(n.saturating_sub(1)) {
+                if let Some(seg) = path
+                    .split('/')
+                    .filter(|s| !s.is_empty())
+                    .nth(n.saturating_sub(1))
+                {
                     out.push_str(seg);
                 }
             }

@@ -151,13 +151,21 @@ impl CacheControl {
 
 /// Statuses a shared cache may store without explicit freshness (RFC 9110 §15.1).
 fn status_cacheable(status: u16) -> bool {
-    matches!(status, 200 | 203 | 204 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501)
+    matches!(
+        status,
+        200 | 203 | 204 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501
+    )
 }
 
 /// Types worth compressing: text, JSON, XML (RSS/Atom), JavaScript, SVG, WASM.
 pub fn compressible(content_type: Option<&str>) -> bool {
     let Some(ct) = content_type else { return false };
-    let ct = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let ct = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     ct.starts_with("text/")
         || ct.ends_with("+json")
         || ct.ends_with("+xml")
@@ -178,12 +186,10 @@ pub fn compressible(content_type: Option<&str>) -> bool {
 /// header, is ignored together with every key after it.
 pub fn surrogate_keys(header: &str) -> impl Iterator<Item = &str> {
     let base = header.as_ptr() as usize;
-    header
-        .split_ascii_whitespace()
-        .take_while(move |k| {
-            let end = k.as_ptr() as usize - base + k.len();
-            k.len() <= MAX_SURROGATE_KEY_BYTES && end <= MAX_SURROGATE_HEADER_BYTES
-        })
+    header.split_ascii_whitespace().take_while(move |k| {
+        let end = k.as_ptr() as usize - base + k.len();
+        k.len() <= MAX_SURROGATE_KEY_BYTES && end <= MAX_SURROGATE_HEADER_BYTES
+    })
 }
 
 /// Rewrites an origin `Vary` for the edge: `User-Agent` is replaced by `device_header`
@@ -195,7 +201,12 @@ pub fn rewrite_vary(vary: Option<&str>, device_header: &str, vary_device: bool) 
     if vary_device {
         out.push_str(device_header);
     }
-    for name in vary.unwrap_or("").split(',').map(str::trim).filter(|n| !n.is_empty()) {
+    for name in vary
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    {
         if name.eq_ignore_ascii_case("user-agent")
             || name.eq_ignore_ascii_case("accept-encoding")
             || name.eq_ignore_ascii_case(device_header)
@@ -222,8 +233,14 @@ impl crate::Policy {
     /// precedence), or the route's when `ttl_override`; grace is the longer of the route's
     /// and `stale-while-revalidate`; a zero TTL with zero grace is not stored.
     pub fn storability(&self, plan: &Plan<'_>, resp: &ResponseView<'_>) -> Storability {
-        let cc = resp.cache_control.map(CacheControl::parse).unwrap_or_default();
-        let sc = resp.surrogate_control.map(CacheControl::parse).unwrap_or_default();
+        let cc = resp
+            .cache_control
+            .map(CacheControl::parse)
+            .unwrap_or_default();
+        let sc = resp
+            .surrogate_control
+            .map(CacheControl::parse)
+            .unwrap_or_default();
         if cc.private {
             return Storability::DontStore(NoStore::Private);
         }
@@ -318,7 +335,8 @@ mod tests {
 
     #[test]
     fn cache_control_parse() {
-        let cc = CacheControl::parse("public, max-age=300, s-maxage=\"600\", stale-while-revalidate=30");
+        let cc =
+            CacheControl::parse("public, max-age=300, s-maxage=\"600\", stale-while-revalidate=30");
         assert_eq!(cc.max_age, Some(300));
         assert_eq!(cc.s_maxage, Some(600));
         assert_eq!(cc.stale_while_revalidate, Some(30));
@@ -326,7 +344,10 @@ mod tests {
         let cc = CacheControl::parse("Private=\"set-cookie\", NO-STORE");
         assert!(cc.private && cc.no_store);
         // Malformed or repeated max-age is stale (0), never the route's TTL.
-        assert_eq!(CacheControl::parse("max-age=300, max-age=600").max_age, Some(0));
+        assert_eq!(
+            CacheControl::parse("max-age=300, max-age=600").max_age,
+            Some(0)
+        );
         assert_eq!(CacheControl::parse("max-age=-1").max_age, Some(0));
         assert_eq!(CacheControl::parse("public").max_age, None);
     }
@@ -342,7 +363,10 @@ mod tests {
         let header = format!("{exact} b");
         assert_eq!(surrogate_keys(&header).count(), 2);
         // 17 keys of 1,000 bytes: the one ending past 16,384 bytes and all after it go.
-        let header = (0..17).map(|i| format!("{i:0>1000}")).collect::<Vec<_>>().join(" ");
+        let header = (0..17)
+            .map(|i| format!("{i:0>1000}"))
+            .collect::<Vec<_>>()
+            .join(" ");
         assert_eq!(surrogate_keys(&header).count(), 16);
     }
 
@@ -353,10 +377,18 @@ mod tests {
             Some("X-Cachet-Device, Accept-Encoding")
         );
         assert_eq!(
-            rewrite_vary(Some("user-agent, accept-encoding"), "X-Cachet-Device", false).as_deref(),
+            rewrite_vary(
+                Some("user-agent, accept-encoding"),
+                "X-Cachet-Device",
+                false
+            )
+            .as_deref(),
             Some("Accept-Encoding")
         );
-        assert_eq!(rewrite_vary(None, "X-D", false).as_deref(), Some("Accept-Encoding"));
+        assert_eq!(
+            rewrite_vary(None, "X-D", false).as_deref(),
+            Some("Accept-Encoding")
+        );
         assert_eq!(rewrite_vary(Some("Cookie"), "X-D", true), None);
         assert_eq!(rewrite_vary(Some("*"), "X-D", true), None);
     }

@@ -34,22 +34,41 @@ fn now() -> SystemTime {
 #[test]
 fn article_key_varies_by_device_and_drops_tracking() {
     let p = policy();
-    let a = p.plan(&get("Blog.Example.", "/blog/a/entry/1?utm_source=x&b=2&a=1", Some(IPHONE)), now());
+    let a = p.plan(
+        &get(
+            "Blog.Example.",
+            "/blog/a/entry/1?utm_source=x&b=2&a=1",
+            Some(IPHONE),
+        ),
+        now(),
+    );
     assert_eq!(a.decision, Decision::Cache);
     assert_eq!(a.route, "article");
     assert_eq!(a.device, DeviceClass::Smartphone);
     assert_eq!(a.target, "/blog/a/entry/1?a=1&b=2");
-    assert_eq!(a.cache_key, "blog.example/blog/a/entry/1?a=1&b=2|smartphone");
-    let b = p.plan(&get("blog.example", "/blog/a/entry/1?a=1&b=2", Some(IPAD)), now());
+    assert_eq!(
+        a.cache_key,
+        "blog.example/blog/a/entry/1?a=1&b=2|smartphone"
+    );
+    let b = p.plan(
+        &get("blog.example", "/blog/a/entry/1?a=1&b=2", Some(IPAD)),
+        now(),
+    );
     assert_eq!(b.cache_key, "blog.example/blog/a/entry/1?a=1&b=2|pc");
-    assert!(matches!(b.target, std::borrow::Cow::Borrowed(_)), "already normal: no copy");
+    assert!(
+        matches!(b.target, std::borrow::Cow::Borrowed(_)),
+        "already normal: no copy"
+    );
 }
 
 #[test]
 fn feeds_and_css_do_not_vary() {
     let p = policy();
     let f = p.plan(&get("blog.example", "/blog/a/feed", Some(IPHONE)), now());
-    assert_eq!((f.route, f.cache_key.as_str()), ("feed", "blog.example/blog/a/feed|*"));
+    assert_eq!(
+        (f.route, f.cache_key.as_str()),
+        ("feed", "blog.example/blog/a/feed|*")
+    );
     let c = p.plan(&get("cdn.example", "/css/a.css", Some(IPHONE)), now());
     assert_eq!(c.route, "design-css");
     assert_eq!(c.cache_key, "cdn.example/css/a.css|*");
@@ -65,13 +84,22 @@ fn passes_for_methods_authorization_routes_and_query_limits() {
     let p = policy();
     let mut v = get("blog.example", "/blog/a/", None);
     v.method = "POST";
-    assert_eq!(p.plan(&v, now()).decision, Decision::Pass(PassReason::Method));
+    assert_eq!(
+        p.plan(&v, now()).decision,
+        Decision::Pass(PassReason::Method)
+    );
     v.method = "GET";
     v.has_authorization = true;
-    assert_eq!(p.plan(&v, now()).decision, Decision::Pass(PassReason::Authorization));
+    assert_eq!(
+        p.plan(&v, now()).decision,
+        Decision::Pass(PassReason::Authorization)
+    );
     let acct = p.plan(&get("blog.example", "/account", None), now());
     assert_eq!(acct.decision, Decision::Pass(PassReason::Route));
-    let many = (0..1000).map(|i| format!("p{i}=1")).collect::<Vec<_>>().join("&");
+    let many = (0..1000)
+        .map(|i| format!("p{i}=1"))
+        .collect::<Vec<_>>()
+        .join("&");
     let target = format!("/blog/a/?{many}");
     let q = p.plan(&get("blog.example", &target, None), now());
     assert!(matches!(q.decision, Decision::Pass(PassReason::Query(_))));
@@ -83,11 +111,22 @@ fn passes_for_methods_authorization_routes_and_query_limits() {
 fn bad_hosts_are_rejected_and_robots_is_synthesized() {
     let p = policy();
     for host in [None, Some(""), Some("a b"), Some("x\"<y>")] {
-        let v = RequestView { host, ..get("", "/", None) };
-        assert!(matches!(p.plan(&v, now()).decision, Decision::Synth(Synth::BadRequest { .. })), "{host:?}");
+        let v = RequestView {
+            host,
+            ..get("", "/", None)
+        };
+        assert!(
+            matches!(
+                p.plan(&v, now()).decision,
+                Decision::Synth(Synth::BadRequest { .. })
+            ),
+            "{host:?}"
+        );
     }
     let r = p.plan(&get("Blog.Example", "/robots.txt?x=1", None), now());
-    let Decision::Synth(Synth::Robots { body }) = r.decision else { panic!("robots") };
+    let Decision::Synth(Synth::Robots { body }) = r.decision else {
+        panic!("robots")
+    };
     assert!(body.contains("Sitemap: http://blog.example/sitemap.xml"));
 }
 
@@ -101,7 +140,9 @@ fn robots_trusts_forwarded_headers_only_when_configured() {
         d => panic!("{d:?}"),
     };
     assert!(robots(&policy()).contains("http://blog.example/"));
-    let trusted = Policy::from_toml(&SHIPPED.replace("trust_forwarded = false", "trust_forwarded = true")).expect("valid");
+    let trusted =
+        Policy::from_toml(&SHIPPED.replace("trust_forwarded = false", "trust_forwarded = true"))
+            .expect("valid");
     assert!(robots(&trusted).contains("https://www.example.org/"));
 }
 
@@ -119,8 +160,14 @@ fn storability_follows_rfc9111_and_the_seed() {
     let p = policy();
     let plan = p.plan(&get("blog.example", "/blog/a/entry/1", None), now());
     let store = |r: &ResponseView<'_>| p.storability(&plan, r);
-    assert_eq!(store(&resp("private")), Storability::DontStore(NoStore::Private));
-    assert_eq!(store(&resp("public, no-store")), Storability::DontStore(NoStore::NoStore));
+    assert_eq!(
+        store(&resp("private")),
+        Storability::DontStore(NoStore::Private)
+    );
+    assert_eq!(
+        store(&resp("public, no-store")),
+        Storability::DontStore(NoStore::NoStore)
+    );
     let mut cookie = resp("public, max-age=60");
     cookie.has_set_cookie = true;
     assert_eq!(store(&cookie), Storability::DontStore(NoStore::SetCookie));
@@ -130,20 +177,37 @@ fn storability_follows_rfc9111_and_the_seed() {
     let mut vary = resp("max-age=60");
     vary.vary = Some("Cookie");
     assert_eq!(store(&vary), Storability::DontStore(NoStore::Vary));
-    let Storability::Store(s) = store(&resp("public, max-age=300, stale-while-revalidate=7200")) else { panic!() };
+    let Storability::Store(s) = store(&resp("public, max-age=300, stale-while-revalidate=7200"))
+    else {
+        panic!()
+    };
     assert_eq!(s.ttl, Duration::from_secs(300));
-    assert_eq!(s.grace, Duration::from_secs(7200), "longer of route grace (1h) and swr");
+    assert_eq!(
+        s.grace,
+        Duration::from_secs(7200),
+        "longer of route grace (1h) and swr"
+    );
     assert!(s.compress);
     assert_eq!(s.vary, "X-Cachet-Device, Accept-Encoding");
     let mut sc = resp("max-age=300, s-maxage=30");
     sc.surrogate_control = Some("max-age=9000");
-    let Storability::Store(s) = store(&sc) else { panic!() };
+    let Storability::Store(s) = store(&sc) else {
+        panic!()
+    };
     assert_eq!(s.ttl, Duration::from_secs(9000), "Surrogate-Control wins");
-    let Storability::Store(s) = store(&resp("public")) else { panic!() };
-    assert_eq!(s.ttl, Duration::from_secs(300), "route ttl when the origin gives none");
+    let Storability::Store(s) = store(&resp("public")) else {
+        panic!()
+    };
+    assert_eq!(
+        s.ttl,
+        Duration::from_secs(300),
+        "route ttl when the origin gives none"
+    );
     let mut enc = resp("max-age=60");
     enc.content_encoding = Some("gzip");
-    let Storability::Store(s) = store(&enc) else { panic!() };
+    let Storability::Store(s) = store(&enc) else {
+        panic!()
+    };
     assert!(!s.compress, "already encoded bodies are stored as-is");
 }
 
@@ -153,23 +217,37 @@ fn surrogate_keys_merge_origin_then_route_deduplicated() {
     let plan = p.plan(&get("cdn.example", "/css/alice.css", None), now());
     let mut r = resp("max-age=60");
     r.surrogate_key = Some("blog-alice css  css-alice");
-    let Storability::Store(s) = p.storability(&plan, &r) else { panic!() };
+    let Storability::Store(s) = p.storability(&plan, &r) else {
+        panic!()
+    };
     assert_eq!(s.surrogate_keys, ["blog-alice", "css", "css-alice"]);
 }
 
 #[test]
 fn config_errors_name_their_path() {
-    let err = Config::from_toml("[[routes]]\nname = \"a\"\nttl = \"5 parsecs\"\n").expect_err("bad ttl");
+    let err =
+        Config::from_toml("[[routes]]\nname = \"a\"\nttl = \"5 parsecs\"\n").expect_err("bad ttl");
     assert!(err.to_string().contains("routes[0].ttl"), "{err}");
     let err = Config::from_toml("[[routes]]\nname = \"a\"\n[[routes]]\nname = \"a\"\nhost = \"\"\nsurrogate_keys = [\"{nope}\"]\n")
         .expect_err("invalid");
     let paths: Vec<_> = err.issues().into_iter().map(|i| i.path).collect();
-    assert_eq!(paths, ["routes[1].name", "routes[1].host", "routes[1].surrogate_keys[0]"]);
+    assert_eq!(
+        paths,
+        [
+            "routes[1].name",
+            "routes[1].host",
+            "routes[1].surrogate_keys[0]"
+        ]
+    );
     let err = Config::from_toml("[query]\nsort = \"sideways\"\n").expect_err("bad sort");
     assert!(err.to_string().contains("query.sort"), "{err}");
-    let err = Config::from_toml("[edge]\nbackend = \"o\"\nunknown = 1\n").expect_err("unknown field");
+    let err =
+        Config::from_toml("[edge]\nbackend = \"o\"\nunknown = 1\n").expect_err("unknown field");
     assert!(err.to_string().contains("unknown"), "{err}");
-    assert!(Config::from_toml("[query]\nremove = [\"utm_*\"]\n").is_ok(), "a file with only [query] is valid");
+    assert!(
+        Config::from_toml("[query]\nremove = [\"utm_*\"]\n").is_ok(),
+        "a file with only [query] is valid"
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! Viceroy's stdout (including the edge's access-log lines) is captured for assertions.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -30,14 +31,28 @@ pub fn edge_wasm() -> PathBuf {
     let root = workspace_root();
     let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .current_dir(&root)
-        .args(["build", "-q", "-p", "cachet-edge", "--release", "--target", "wasm32-wasip1"])
+        .args([
+            "build",
+            "-q",
+            "-p",
+            "cachet-edge",
+            "--release",
+            "--target",
+            "wasm32-wasip1",
+        ])
         .status()
         .expect("running cargo to build the edge app");
-    assert!(status.success(), "building cachet-edge for wasm32-wasip1 failed");
+    assert!(
+        status.success(),
+        "building cachet-edge for wasm32-wasip1 failed"
+    );
     root.join("target/wasm32-wasip1/release/cachet-edge.wasm")
 }
 
 /// The workspace root (two levels above this crate).
+///
+/// # Panics
+/// When the path cannot be resolved (the checkout is broken).
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -49,9 +64,15 @@ fn viceroy_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("VICEROY") {
         return PathBuf::from(p);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     let cargo_bin = home.join(".cargo/bin/viceroy");
-    if cargo_bin.exists() { cargo_bin } else { PathBuf::from("viceroy") }
+    if cargo_bin.exists() {
+        cargo_bin
+    } else {
+        PathBuf::from("viceroy")
+    }
 }
 
 /// A running Viceroy serving the edge app.
@@ -77,10 +98,11 @@ impl Edge {
         );
         if let Some(cfg) = config_toml {
             let quoted = serde_json::to_string(cfg).expect("quote config");
-            manifest.push_str(&format!(
+            let _ = write!(
+                manifest,
                 "\n[local_server.config_stores.cachet]\nformat = \"inline-toml\"\n\
                  [local_server.config_stores.cachet.contents]\nconfig = {quoted}\n"
-            ));
+            );
         }
         let manifest_path = dir.path().join("fastly.toml");
         std::fs::write(&manifest_path, manifest).expect("write fastly.toml");
@@ -119,16 +141,14 @@ impl Edge {
                 }
             });
         }
-        let addr = match rx.recv_timeout(VICEROY_START_TIMEOUT) {
-            Ok(a) => a.parse().expect("viceroy address"),
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "viceroy did not start listening; output:\n{}",
-                    logs.lock().expect("logs").join("\n")
-                );
-            }
+        let Ok(addr) = rx.recv_timeout(VICEROY_START_TIMEOUT) else {
+            let _ = child.kill();
+            panic!(
+                "viceroy did not start listening; output:\n{}",
+                logs.lock().expect("logs").join("\n")
+            );
         };
+        let addr = addr.parse().expect("viceroy address");
         Self {
             child,
             addr,
@@ -143,6 +163,9 @@ impl Edge {
     }
 
     /// The edge's JSON access-log records so far (lines `cachet_log :: {...}`).
+    ///
+    /// # Panics
+    /// When a log-reader thread panicked (poisoned lock).
     pub fn access_log(&self) -> Vec<serde_json::Value> {
         self.logs
             .lock()
@@ -154,6 +177,9 @@ impl Edge {
     }
 
     /// Everything Viceroy printed so far.
+    ///
+    /// # Panics
+    /// When a log-reader thread panicked (poisoned lock).
     pub fn output(&self) -> String {
         self.logs.lock().expect("logs").join("\n")
     }
@@ -180,7 +206,9 @@ pub struct Reply {
 impl Reply {
     /// A header value.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
     }
 
     /// `X-Cache`, or `""`.
@@ -236,7 +264,11 @@ impl Stack {
             .timeout_global(Some(Duration::from_secs(60)))
             .build()
             .into();
-        Self { origin, edge, agent }
+        Self {
+            origin,
+            edge,
+            agent,
+        }
     }
 
     /// `GET http://edge{path}` with `Host: host` and extra headers.
@@ -253,15 +285,20 @@ impl Stack {
     /// On a transport error.
     pub fn request(&self, method: &str, host: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
         let url = format!("http://{}{path}", self.edge.addr());
-        let mut req = ureq::http::Request::builder().method(method).uri(&url).header("host", host);
+        let mut req = ureq::http::Request::builder()
+            .method(method)
+            .uri(&url)
+            .header("host", host);
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
         let req = req.body(()).expect("request");
-        let mut resp = self
-            .agent
-            .run(req)
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}\nviceroy output:\n{}", self.edge.output()));
+        let mut resp = self.agent.run(req).unwrap_or_else(|e| {
+            panic!(
+                "{method} {path}: {e}\nviceroy output:\n{}",
+                self.edge.output()
+            )
+        });
         let mut headers = BTreeMap::new();
         for (k, v) in resp.headers() {
             let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
@@ -280,7 +317,11 @@ impl Stack {
             .limit(64 * 1024 * 1024)
             .read_to_vec()
             .expect("body");
-        Reply { status, headers, body }
+        Reply {
+            status,
+            headers,
+            body,
+        }
     }
 
     /// Origin request count for `path` (exactly as the origin received it).

@@ -15,9 +15,17 @@ fn second_request_is_a_hit_with_age() {
     assert_eq!(first.header("age"), Some("0"));
     let second = s.get(BLOG, path, &[("user-agent", ua::DESKTOP)]);
     assert_eq!(second.x_cache(), "HIT");
-    assert!(second.header("age").is_some_and(|a| a.parse::<u64>().is_ok()));
+    assert!(
+        second
+            .header("age")
+            .is_some_and(|a| a.parse::<u64>().is_ok())
+    );
     assert_eq!(first.text(), second.text());
-    assert_eq!(s.origin_count(path), 1, "one origin request for two client requests");
+    assert_eq!(
+        s.origin_count(path),
+        1,
+        "one origin request for two client requests"
+    );
     // The edge never forwards surrogate headers to clients.
     assert!(second.header("surrogate-key").is_none());
 }
@@ -43,8 +51,16 @@ fn tracking_parameters_and_order_hit_the_same_object() {
     assert_eq!(s.origin_count("/blog/alice/entry/2?page=2"), 1);
     assert_eq!(s.origin.stats().total, 1);
     // Different real parameters are different objects; sorted by name.
-    let a = s.get(BLOG, "/blog/alice/entry/2?b=1&a=2", &[("user-agent", ua::DESKTOP)]);
-    let b = s.get(BLOG, "/blog/alice/entry/2?a=2&b=1", &[("user-agent", ua::DESKTOP)]);
+    let a = s.get(
+        BLOG,
+        "/blog/alice/entry/2?b=1&a=2",
+        &[("user-agent", ua::DESKTOP)],
+    );
+    let b = s.get(
+        BLOG,
+        "/blog/alice/entry/2?a=2&b=1",
+        &[("user-agent", ua::DESKTOP)],
+    );
     assert_eq!((a.x_cache(), b.x_cache()), ("MISS", "HIT"));
     assert_eq!(s.origin_count("/blog/alice/entry/2?a=2&b=1"), 1);
 }
@@ -58,7 +74,12 @@ fn phones_share_one_object_and_desktop_and_ipad_another() {
     let desktop = s.get(BLOG, path, &[("user-agent", ua::DESKTOP)]);
     let ipad = s.get(BLOG, path, &[("user-agent", ua::IPAD)]);
     assert_eq!(
-        [iphone.x_cache(), android.x_cache(), desktop.x_cache(), ipad.x_cache()],
+        [
+            iphone.x_cache(),
+            android.x_cache(),
+            desktop.x_cache(),
+            ipad.x_cache()
+        ],
         ["MISS", "HIT", "MISS", "HIT"]
     );
     assert_eq!(s.origin_count(path), 2);
@@ -68,7 +89,10 @@ fn phones_share_one_object_and_desktop_and_ipad_another() {
     assert_eq!(desktop.text(), ipad.text());
     assert_ne!(iphone.text(), desktop.text());
     // Vary names the device header, never User-Agent.
-    let vary = desktop.header("vary").unwrap_or_default().to_ascii_lowercase();
+    let vary = desktop
+        .header("vary")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     assert!(vary.contains("x-cachet-device"), "vary: {vary}");
     assert!(vary.contains("accept-encoding"));
     assert!(!vary.contains("user-agent"));
@@ -99,7 +123,10 @@ fn private_content_is_never_stored_or_a_hit() {
         let r = s.get(BLOG, path, &[("user-agent", ua::DESKTOP)]);
         assert_eq!(r.status, 200);
         assert_eq!(r.x_cache(), "PASS");
-        assert!(r.header("set-cookie").is_some(), "the private response reaches its client intact");
+        assert!(
+            r.header("set-cookie").is_some(),
+            "the private response reaches its client intact"
+        );
     }
     assert_eq!(s.origin_count(path), 3);
     // Account pages pass by route; each request reaches the origin and gets its own token.
@@ -108,14 +135,25 @@ fn private_content_is_never_stored_or_a_hit() {
     assert_eq!((a.x_cache(), b.x_cache()), ("PASS", "PASS"));
     assert_ne!(a.text(), b.text());
     // A request with Authorization on a cacheable route is passed and not stored.
-    let auth = s.get(BLOG, "/blog/alice/entry/9", &[("authorization", "Bearer x")]);
+    let auth = s.get(
+        BLOG,
+        "/blog/alice/entry/9",
+        &[("authorization", "Bearer x")],
+    );
     assert_eq!(auth.x_cache(), "PASS");
     let anon = s.get(BLOG, "/blog/alice/entry/9", &[]);
-    assert_eq!(anon.x_cache(), "MISS", "the authorized response was not stored");
+    assert_eq!(
+        anon.x_cache(),
+        "MISS",
+        "the authorized response was not stored"
+    );
     assert_eq!(s.origin_count("/blog/alice/entry/9"), 2);
     // The access log records private passes with their reason.
     let log = s.edge.access_log();
-    assert!(log.iter().any(|l| l["url"] == path && l["cache"] == "PASS" && l["pass_reason"] == "private"));
+    assert!(
+        log.iter()
+            .any(|l| l["url"] == path && l["cache"] == "PASS" && l["pass_reason"] == "private")
+    );
 }
 
 #[test]
@@ -125,31 +163,52 @@ fn gzip_and_identity_clients_share_one_stored_object() {
     let gz = s.get(BLOG, path, &[("accept-encoding", "gzip, br")]);
     assert_eq!(gz.x_cache(), "MISS");
     assert_eq!(gz.header("content-encoding"), Some("gzip"));
-    assert_eq!(gz.header("content-length"), Some(gz.body.len().to_string().as_str()));
+    assert_eq!(
+        gz.header("content-length"),
+        Some(gz.body.len().to_string().as_str())
+    );
     let plain = s.get(BLOG, path, &[]);
     assert_eq!(plain.x_cache(), "HIT");
     assert_eq!(plain.header("content-encoding"), None);
-    assert_eq!(plain.header("content-length"), Some(plain.body.len().to_string().as_str()));
+    assert_eq!(
+        plain.header("content-length"),
+        Some(plain.body.len().to_string().as_str())
+    );
     assert_eq!(gz.text(), plain.text());
-    assert!(gz.body.len() * 2 < plain.body.len(), "stored gzip is much smaller");
+    assert!(
+        gz.body.len() * 2 < plain.body.len(),
+        "stored gzip is much smaller"
+    );
     let gz2 = s.get(BLOG, path, &[("accept-encoding", "gzip")]);
     assert_eq!((gz2.x_cache(), gz2.body == gz.body), ("HIT", true));
     assert_eq!(s.origin_count(path), 1);
     // The access log reports stored vs origin bytes.
     let log = s.edge.access_log();
-    let miss = log.iter().find(|l| l["url"] == path && l["cache"] == "MISS").expect("miss logged");
+    let miss = log
+        .iter()
+        .find(|l| l["url"] == path && l["cache"] == "MISS")
+        .expect("miss logged");
     let stored = miss["stored_bytes"].as_u64().unwrap_or(0);
     let origin = miss["origin_bytes"].as_u64().unwrap_or(0);
-    assert!(stored > 0 && stored * 2 < origin, "stored {stored} origin {origin}");
+    assert!(
+        stored > 0 && stored * 2 < origin,
+        "stored {stored} origin {origin}"
+    );
 }
 
 #[test]
 fn already_encoded_bodies_are_stored_as_is_and_inflated_for_identity_clients() {
     let s = Stack::start();
     let gz = s.get(BLOG, "/static/app.js", &[("accept-encoding", "gzip")]);
-    assert_eq!((gz.x_cache(), gz.header("content-encoding")), ("MISS", Some("gzip")));
+    assert_eq!(
+        (gz.x_cache(), gz.header("content-encoding")),
+        ("MISS", Some("gzip"))
+    );
     let plain = s.get(BLOG, "/static/app.js", &[("accept-encoding", "identity")]);
-    assert_eq!((plain.x_cache(), plain.header("content-encoding")), ("HIT", None));
+    assert_eq!(
+        (plain.x_cache(), plain.header("content-encoding")),
+        ("HIT", None)
+    );
     assert_eq!(gz.text(), plain.text());
     assert!(plain.text().contains("function"));
 }
@@ -181,21 +240,64 @@ fn robots_txt_is_synthesized_per_host_and_forwarded_headers_are_not_trusted_by_d
     let s = Stack::start();
     let a = s.get("blog.example", "/robots.txt", &[]);
     assert_eq!((a.status, a.x_cache()), (200, "SYNTH"));
-    assert!(a.text().contains("Sitemap: http://blog.example/sitemap.xml"), "{}", a.text());
-    let b = s.get("Other.Example", "/robots.txt", &[("x-forwarded-host", "evil.example"), ("x-forwarded-proto", "https")]);
-    assert!(b.text().contains("Sitemap: http://other.example/sitemap.xml"), "{}", b.text());
-    assert_eq!(s.origin.stats().total, 0, "robots.txt never reaches the origin");
+    assert!(
+        a.text()
+            .contains("Sitemap: http://blog.example/sitemap.xml"),
+        "{}",
+        a.text()
+    );
+    let b = s.get(
+        "Other.Example",
+        "/robots.txt",
+        &[
+            ("x-forwarded-host", "evil.example"),
+            ("x-forwarded-proto", "https"),
+        ],
+    );
+    assert!(
+        b.text()
+            .contains("Sitemap: http://other.example/sitemap.xml"),
+        "{}",
+        b.text()
+    );
+    assert_eq!(
+        s.origin.stats().total,
+        0,
+        "robots.txt never reaches the origin"
+    );
 }
 
 #[test]
 fn robots_txt_uses_forwarded_headers_when_trusted() {
-    let config = include_str!("../../../edge-app/cachet.toml").replace("trust_forwarded = false", "trust_forwarded = true");
+    let config = include_str!("../../../edge-app/cachet.toml")
+        .replace("trust_forwarded = false", "trust_forwarded = true");
     let s = Stack::start_with(cachet_e2e::OriginConfig::default(), Some(&config));
-    let r = s.get("blog.example", "/robots.txt", &[("x-forwarded-host", "www.example.org"), ("x-forwarded-proto", "https")]);
-    assert!(r.text().contains("Sitemap: https://www.example.org/sitemap.xml"), "{}", r.text());
+    let r = s.get(
+        "blog.example",
+        "/robots.txt",
+        &[
+            ("x-forwarded-host", "www.example.org"),
+            ("x-forwarded-proto", "https"),
+        ],
+    );
+    assert!(
+        r.text()
+            .contains("Sitemap: https://www.example.org/sitemap.xml"),
+        "{}",
+        r.text()
+    );
     // A malformed forwarded host falls back to the request's own.
-    let r = s.get("blog.example", "/robots.txt", &[("x-forwarded-host", "a b\"<x>")]);
-    assert!(r.text().contains("Sitemap: http://blog.example/sitemap.xml"), "{}", r.text());
+    let r = s.get(
+        "blog.example",
+        "/robots.txt",
+        &[("x-forwarded-host", "a b\"<x>")],
+    );
+    assert!(
+        r.text()
+            .contains("Sitemap: http://blog.example/sitemap.xml"),
+        "{}",
+        r.text()
+    );
 }
 
 #[test]
@@ -204,7 +306,10 @@ fn client_supplied_cachet_headers_are_overwritten() {
     let r = s.get(
         BLOG,
         "/api/echo?utm_source=x&q=1",
-        &[("user-agent", ua::DESKTOP), ("x-cachet-device", "smartphone")],
+        &[
+            ("user-agent", ua::DESKTOP),
+            ("x-cachet-device", "smartphone"),
+        ],
     );
     assert_eq!(r.x_cache(), "PASS");
     let echo: serde_json::Value = serde_json::from_str(&r.text()).expect("echo json");
@@ -219,7 +324,10 @@ fn client_supplied_cachet_headers_are_overwritten() {
 fn bad_requests_get_clear_errors_and_the_edge_keeps_working() {
     let s = Stack::start();
     // Over the normalizer's parameter bound: passed uncached (fail closed), logged.
-    let many: String = (0..400).map(|i| format!("p{i}=1")).collect::<Vec<_>>().join("&");
+    let many: String = (0..400)
+        .map(|i| format!("p{i}=1"))
+        .collect::<Vec<_>>()
+        .join("&");
     let r = s.get(BLOG, &format!("/blog/alice/entry/4?{many}"), &[]);
     assert_eq!((r.status, r.x_cache()), (200, "PASS"));
     // Non-UTF-8 and huge user agents classify without trouble.
@@ -233,5 +341,8 @@ fn bad_requests_get_clear_errors_and_the_edge_keeps_working() {
     let r = s.get(BLOG, "/blog/alice/entry/5", &[]);
     assert_eq!(r.status, 200);
     let log = s.edge.access_log();
-    assert!(log.iter().any(|l| l["pass_reason"] == "query-limit"), "{log:?}");
+    assert!(
+        log.iter().any(|l| l["pass_reason"] == "query-limit"),
+        "{log:?}"
+    );
 }
