@@ -4,10 +4,12 @@ use std::time::Duration;
 
 use cachet_device::DeviceConfig;
 use cachet_query::QueryConfig;
+use cachet_refresh::{CollapseConfig, EarlyRefresh};
 use serde::{Deserialize, Serialize};
 
 use crate::PolicyError;
 use crate::glob::Glob;
+use crate::settings::{AdminConfig, BansConfig, EnvoyConfig, OriginConfig, WorkspaceSettings};
 
 /// Largest configuration text accepted, in bytes (a Fastly config-store value holds 8,000
 /// characters; an Envoy plugin configuration has no such limit, so we bound it ourselves).
@@ -81,7 +83,7 @@ pub enum RouteAction {
 /// One route: which requests it matches and how they are cached. Routes are tried in order;
 /// the first whose `host`, `path_prefix` and `path` all match wins. A request matching no
 /// route is passed to the origin (fail closed: nothing is cached by accident).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RouteConfig {
     /// Name used in logs, stats and errors, e.g. `"article"`. Required, unique.
@@ -102,6 +104,13 @@ pub struct RouteConfig {
     /// How long past its TTL an object may still be served while it is revalidated
     /// (Varnish `beresp.grace`, Fastly stale-while-revalidate, RFC 5861).
     pub grace: HumanDuration,
+    /// How long past grace an object is kept only to revalidate it with a conditional
+    /// request (`If-None-Match`/`If-Modified-Since`, RFC 9111 §4.3; Varnish `beresp.keep`).
+    pub keep: HumanDuration,
+    /// Refresh before expiry while serving the cached copy: `{ policy = "none" }`,
+    /// `{ policy = "threshold", fraction = 0.8 }` (LINE req-shield `decisionForUpdate`) or
+    /// `{ policy = "xfetch", beta = 1.0 }` (Vattani et al., VLDB 2015).
+    pub early_refresh: EarlyRefresh,
     /// Whether the device class is part of the cache key (and of the rewritten `Vary`).
     /// False for endpoints whose PC and smartphone bodies are identical (feeds, AMP, CSS).
     pub vary_device: bool,
@@ -124,6 +133,8 @@ impl Default for RouteConfig {
             ttl: HumanDuration::from_secs(120),
             ttl_override: false,
             grace: HumanDuration::from_secs(0),
+            keep: HumanDuration::from_secs(0),
+            early_refresh: EarlyRefresh::None,
             vary_device: true,
             surrogate_keys: Vec::new(),
             compress: true,
@@ -199,7 +210,7 @@ impl Default for EdgeConfig {
 /// vary_device = false
 /// surrogate_keys = ["css"]
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Device classification (`cachet_device::DeviceConfig`).
@@ -210,6 +221,19 @@ pub struct Config {
     pub robots: RobotsConfig,
     /// Adapter-wide settings.
     pub edge: EdgeConfig,
+    /// Request collapsing (`cachet_refresh::CollapseConfig`): waiters per key, wait
+    /// bound, lock lease.
+    pub collapse: CollapseConfig,
+    /// Origin connections: dynamic backend, pooling, keep-alive, timeouts.
+    pub origin: OriginConfig,
+    /// The admin API (bans, purges) and its token.
+    pub admin: AdminConfig,
+    /// Ban sharing and retirement.
+    pub bans: BansConfig,
+    /// Per-request workspace.
+    pub workspace: WorkspaceSettings,
+    /// Envoy-only settings.
+    pub envoy: EnvoyConfig,
     /// Ordered routes; first match wins; no match passes.
     pub routes: Vec<RouteConfig>,
 }
@@ -293,6 +317,17 @@ impl Config {
         if self.edge.max_object_bytes == 0 {
             push("edge.max_object_bytes".into(), "must be at least 1".into());
         }
+        if let Err(e) = self.collapse.validate() {
+            push(join("collapse", e.path().unwrap_or("")), reason_of(&e));
+        }
+        crate::settings::validate(
+            &self.origin,
+            &self.bans,
+            &self.workspace,
+            &self.envoy,
+            &mut issues,
+        );
+        let mut push = |path: String, message: String| issues.push(ConfigIssue { path, message });
         if self.robots.template.len() > 16 * 1024 {
             push("robots.template".into(), "longer than 16384 bytes".into());
         }
@@ -304,62 +339,79 @@ impl Config {
         }
         let mut names = std::collections::HashSet::new();
         for (i, r) in self.routes.iter().enumerate() {
-            let at = |field: &str| format!("routes[{i}].{field}");
-            if r.name.is_empty() {
-                push(at("name"), "required".into());
-            } else if !names.insert(r.name.as_str()) {
-                push(at("name"), format!("duplicate route name {:?}", r.name));
-            } else if !r
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-            {
-                push(
-                    at("name"),
-                    "use only ASCII letters, digits, '-', '_' and '.'".into(),
-                );
-            }
-            if let Some(h) = &r.host
-                && let Err(e) = Glob::new(h)
-            {
-                push(at("host"), e);
-            }
-            if let Some(p) = &r.path {
-                if let Err(e) = Glob::new(p) {
-                    push(at("path"), e);
-                } else if !p.starts_with('/') && !p.starts_with('*') {
-                    push(at("path"), "must start with '/' or '*'".into());
-                }
-            }
-            if let Some(p) = &r.path_prefix
-                && !p.starts_with('/')
-            {
-                push(at("path_prefix"), "must start with '/'".into());
-            }
-            for (field, d) in [("ttl", r.ttl), ("grace", r.grace)] {
-                if d.0 > MAX_DURATION {
-                    push(at(field), "longer than one year".into());
-                }
-            }
-            if r.action == RouteAction::Cache && r.ttl.0.is_zero() && r.ttl_override {
-                push(
-                    at("ttl"),
-                    "ttl_override with a zero ttl never stores; use action = \"pass\"".into(),
-                );
-            }
-            if r.surrogate_keys.len() > MAX_ROUTE_SURROGATE_KEYS {
-                push(
-                    at("surrogate_keys"),
-                    format!("at most {MAX_ROUTE_SURROGATE_KEYS}"),
-                );
-            }
-            for (k, key) in r.surrogate_keys.iter().enumerate() {
-                if let Err(e) = crate::plan::check_key_template(key) {
-                    push(format!("routes[{i}].surrogate_keys[{k}]"), e);
-                }
-            }
+            validate_route(i, r, &mut names, &mut push);
         }
         issues
+    }
+}
+
+/// Validates one route, pushing `(path, message)` issues; `names` collects route names to
+/// find duplicates.
+fn validate_route<'a>(
+    i: usize,
+    r: &'a RouteConfig,
+    names: &mut std::collections::HashSet<&'a str>,
+    push: &mut impl FnMut(String, String),
+) {
+    let at = |field: &str| format!("routes[{i}].{field}");
+    if r.name.is_empty() {
+        push(at("name"), "required".into());
+    } else if !names.insert(r.name.as_str()) {
+        push(at("name"), format!("duplicate route name {:?}", r.name));
+    } else if !r
+        .name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        push(
+            at("name"),
+            "use only ASCII letters, digits, '-', '_' and '.'".into(),
+        );
+    }
+    if let Some(h) = &r.host
+        && let Err(e) = Glob::new(h)
+    {
+        push(at("host"), e);
+    }
+    if let Some(p) = &r.path {
+        if let Err(e) = Glob::new(p) {
+            push(at("path"), e);
+        } else if !p.starts_with('/') && !p.starts_with('*') {
+            push(at("path"), "must start with '/' or '*'".into());
+        }
+    }
+    if let Some(p) = &r.path_prefix
+        && !p.starts_with('/')
+    {
+        push(at("path_prefix"), "must start with '/'".into());
+    }
+    if let Err(e) = r.early_refresh.validate() {
+        push(
+            at(&join("early_refresh", e.path().unwrap_or(""))),
+            reason_of(&e),
+        );
+    }
+    for (field, d) in [("ttl", r.ttl), ("grace", r.grace), ("keep", r.keep)] {
+        if d.0 > MAX_DURATION {
+            push(at(field), "longer than one year".into());
+        }
+    }
+    if r.action == RouteAction::Cache && r.ttl.0.is_zero() && r.ttl_override {
+        push(
+            at("ttl"),
+            "ttl_override with a zero ttl never stores; use action = \"pass\"".into(),
+        );
+    }
+    if r.surrogate_keys.len() > MAX_ROUTE_SURROGATE_KEYS {
+        push(
+            at("surrogate_keys"),
+            format!("at most {MAX_ROUTE_SURROGATE_KEYS}"),
+        );
+    }
+    for (k, key) in r.surrogate_keys.iter().enumerate() {
+        if let Err(e) = crate::plan::check_key_template(key) {
+            push(format!("routes[{i}].surrogate_keys[{k}]"), e);
+        }
     }
 }
 
@@ -371,6 +423,14 @@ fn check_size(text: &str) -> Result<(), PolicyError> {
         });
     }
     Ok(())
+}
+
+/// The message of a refresh-parameter error without its path (the caller prefixes it).
+fn reason_of(e: &cachet_refresh::RefreshError) -> String {
+    match e {
+        cachet_refresh::RefreshError::InvalidParameter { reason, .. } => reason.clone(),
+        other => other.to_string(),
+    }
 }
 
 fn join(table: &str, path: &str) -> String {

@@ -15,6 +15,7 @@ pub mod glob;
 pub mod object;
 pub mod plan;
 pub mod response;
+pub mod settings;
 
 use std::borrow::Cow;
 use std::time::SystemTime;
@@ -26,6 +27,9 @@ pub use cachet_device::{DeviceClass, Profile};
 pub use config::{Config, ConfigIssue, EdgeConfig, HumanDuration, RouteAction, RouteConfig};
 pub use plan::{Decision, PassReason, Plan, RequestView, Synth};
 pub use response::{CacheControl, NoStore, ResponseView, Storability, Store, accepts_encoding};
+pub use settings::{
+    AdminConfig, BansConfig, EnvoyConfig, OriginConfig, WorkspaceMode, WorkspaceSettings,
+};
 
 use glob::Glob;
 

@@ -1,0 +1,307 @@
+//! Adapter-wide tables of the configuration: origin connections, admin API, bans, workspace, Envoy.
+//!
+//! These tables are read by both adapters (`edge-app` on Fastly Compute, `envoy-filter` in
+//! Envoy); a field that only one platform uses says so. Every table is optional and every
+//! field has a default, so a configuration written before a table existed stays valid.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{ConfigIssue, HumanDuration, MAX_DURATION};
+
+/// Longest timeout accepted for an origin connection phase: ten minutes.
+pub const MAX_ORIGIN_TIMEOUT: Duration = Duration::from_mins(10);
+
+/// Most pooled connections per origin accepted in configuration.
+pub const MAX_ORIGIN_CONNECTIONS: u32 = 10_000;
+
+/// Shortest interval at which an instance re-reads the shared ban list (KV store on
+/// Fastly, the ban feed in Envoy): one second. Shorter would make every request pay a
+/// store read.
+pub const MIN_BAN_SYNC_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Largest per-request workspace accepted: 64 MiB (the `cachet-workspace` limit).
+pub const MAX_WORKSPACE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Smallest per-request workspace accepted: 4 KiB.
+pub const MIN_WORKSPACE_BYTES: usize = 4 * 1024;
+
+/// The `[origin]` table: how the adapter connects to the origin.
+///
+/// On Fastly, when `url` is set the edge registers a dynamic backend with these pooling
+/// and timeout options (the service must allow dynamic backends); otherwise the static
+/// backend named by `edge.backend` is used with the options set on the service. In Envoy
+/// these values are documented for the `cluster` definition in `envoy.yaml` and
+/// `first_byte_timeout` bounds `dispatch_http_call`.
+///
+/// Keep-alive rule (LIFULL): with an autoscaled origin behind a load balancer, set
+/// `keepalive` close to the autoscaling interval (15 s) so pooled connections are
+/// re-established often enough to spread over new origin instances.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OriginConfig {
+    /// Origin URL for a dynamic backend, e.g. `"http://127.0.0.1:8080"`. Empty: use the
+    /// static backend `edge.backend`.
+    pub url: String,
+    /// Override of the `Host` header sent to the origin. Empty: the client's host.
+    pub override_host: String,
+    /// Pool connections and reuse them across requests (HTTP keep-alive).
+    pub pooling: bool,
+    /// How long an idle pooled connection is kept (default 15 s, see the keep-alive rule).
+    pub keepalive: HumanDuration,
+    /// Most connections opened to the origin per instance; 0 = platform default.
+    pub max_connections: u32,
+    /// Connect timeout (default 1 s).
+    pub connect_timeout: HumanDuration,
+    /// Time to the first response byte (default 15 s).
+    pub first_byte_timeout: HumanDuration,
+    /// Longest gap between two body bytes (default 10 s).
+    pub between_bytes_timeout: HumanDuration,
+}
+
+impl Default for OriginConfig {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            override_host: String::new(),
+            pooling: true,
+            keepalive: HumanDuration::from_secs(15),
+            max_connections: 0,
+            connect_timeout: HumanDuration::from_secs(1),
+            first_byte_timeout: HumanDuration::from_secs(15),
+            between_bytes_timeout: HumanDuration::from_secs(10),
+        }
+    }
+}
+
+impl OriginConfig {
+    fn validate(&self, push: &mut dyn FnMut(String, String)) {
+        let scheme_ok = self.url.starts_with("http://") || self.url.starts_with("https://");
+        if !self.url.is_empty() && !scheme_ok {
+            push(
+                "origin.url".into(),
+                format!("must start with http:// or https://, got {:?}", self.url),
+            );
+        }
+        if self.max_connections > MAX_ORIGIN_CONNECTIONS {
+            push(
+                "origin.max_connections".into(),
+                format!("at most {MAX_ORIGIN_CONNECTIONS}"),
+            );
+        }
+        for (field, d) in [
+            ("keepalive", self.keepalive),
+            ("connect_timeout", self.connect_timeout),
+            ("first_byte_timeout", self.first_byte_timeout),
+            ("between_bytes_timeout", self.between_bytes_timeout),
+        ] {
+            if d.0 > MAX_ORIGIN_TIMEOUT {
+                push(format!("origin.{field}"), "longer than 10 minutes".into());
+            }
+            if field != "keepalive" && d.0.is_zero() {
+                push(format!("origin.{field}"), "must be positive".into());
+            }
+        }
+    }
+}
+
+/// The `[admin]` table: the edge admin API (`POST /.cachet/ban`, `GET /.cachet/bans`,
+/// `POST /.cachet/purge`). Every call needs `Authorization: Bearer <token>`; the token is
+/// never logged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Serve the admin API. When false, `/.cachet/*` is answered `404`.
+    pub enabled: bool,
+    /// Fastly: secret store holding the token.
+    pub secret_store: String,
+    /// Fastly: key of the token in `secret_store`.
+    pub token_secret: String,
+    /// Envoy: the token itself (Envoy has no secret store; keep the plugin configuration
+    /// private). Ignored on Fastly. Empty: the admin API refuses every call with `403`.
+    pub token: String,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            secret_store: "cachet_secrets".to_owned(),
+            token_secret: "admin_token".to_owned(),
+            token: String::new(),
+        }
+    }
+}
+
+/// The `[bans]` table: how bans are shared and retired.
+///
+/// Bans added through the admin API are persisted in a shared store (Fastly KV store;
+/// Envoy shared data, plus an optional fleet feed) and every instance re-reads the store at
+/// most `sync_interval` after its last read, so a ban takes effect everywhere within
+/// `sync_interval` plus the store's own propagation delay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BansConfig {
+    /// Fastly: KV store holding the ban list.
+    pub kv_store: String,
+    /// Longest time an instance serves without re-reading the shared ban list.
+    pub sync_interval: HumanDuration,
+    /// Bans kept at most; adding one more is refused with `429` until the lurker retires some.
+    pub max_bans: usize,
+    /// Objects the lurker examines per step (Envoy tick, Fastly request).
+    pub lurker_budget: usize,
+}
+
+impl Default for BansConfig {
+    fn default() -> Self {
+        Self {
+            kv_store: "cachet_bans".to_owned(),
+            sync_interval: HumanDuration::from_secs(2),
+            max_bans: 10_000,
+            lurker_budget: 100,
+        }
+    }
+}
+
+impl BansConfig {
+    fn validate(&self, push: &mut dyn FnMut(String, String)) {
+        if self.sync_interval.0 < MIN_BAN_SYNC_INTERVAL {
+            push("bans.sync_interval".into(), "at least 1s".into());
+        }
+        if self.sync_interval.0 > MAX_DURATION {
+            push("bans.sync_interval".into(), "longer than one year".into());
+        }
+        if self.max_bans == 0 || self.max_bans > 1_000_000 {
+            push("bans.max_bans".into(), "must be in 1..=1000000".into());
+        }
+        if self.lurker_budget == 0 {
+            push("bans.lurker_budget".into(), "must be at least 1".into());
+        }
+    }
+}
+
+/// How the per-request workspace is cleared between requests (`cachet_workspace::ClearMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkspaceMode {
+    /// Zero only up to the high watermark.
+    Watermark,
+    /// Zero everything, track the watermark and verify samples (the roll-out mode).
+    #[default]
+    Shadow,
+    /// Zero everything, no verification (Varnish's old behaviour).
+    Full,
+}
+
+/// The `[workspace]` table: each request's scratch arena (Fastly on Varnish, 2025: clear
+/// only to the high watermark, proven by sampled verification in shadow mode first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkspaceSettings {
+    /// Arena bytes per half (client and backend, like Fastly's 2 × 256 KiB).
+    pub capacity_bytes: usize,
+    /// Clearing mode.
+    pub mode: WorkspaceMode,
+    /// Verify one reset in this many (default 20,000); 0 never, 1 always.
+    pub verify_one_in: u32,
+}
+
+impl Default for WorkspaceSettings {
+    fn default() -> Self {
+        Self {
+            capacity_bytes: 256 * 1024,
+            mode: WorkspaceMode::Shadow,
+            verify_one_in: 20_000,
+        }
+    }
+}
+
+impl WorkspaceSettings {
+    fn validate(&self, push: &mut dyn FnMut(String, String)) {
+        if !(MIN_WORKSPACE_BYTES..=MAX_WORKSPACE_BYTES).contains(&self.capacity_bytes) {
+            push(
+                "workspace.capacity_bytes".into(),
+                format!("must be in {MIN_WORKSPACE_BYTES}..={MAX_WORKSPACE_BYTES}"),
+            );
+        }
+    }
+}
+
+/// The `[envoy]` table: settings only the Envoy proxy-wasm filter reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EnvoyConfig {
+    /// Upstream cluster of the origin (for `dispatch_http_call` refreshes).
+    pub cluster: String,
+    /// Bound on bytes stored in the shared-data tier (all workers); never exceeded.
+    pub shared_bytes: u64,
+    /// Bound on bytes stored in each worker's in-VM tier.
+    pub local_bytes: u64,
+    /// Root-context tick period (lurker, waiter wake-ups, ban feed polling).
+    pub tick: HumanDuration,
+    /// Cluster serving the fleet ban feed; empty disables polling.
+    pub ban_feed_cluster: String,
+    /// Path of the ban feed on `ban_feed_cluster`.
+    pub ban_feed_path: String,
+    /// Poll period of the ban feed.
+    pub ban_feed_interval: HumanDuration,
+}
+
+impl Default for EnvoyConfig {
+    fn default() -> Self {
+        Self {
+            cluster: "origin".to_owned(),
+            shared_bytes: 64 * 1024 * 1024,
+            local_bytes: 4 * 1024 * 1024,
+            tick: HumanDuration(Duration::from_millis(100)),
+            ban_feed_cluster: String::new(),
+            ban_feed_path: "/.cachet/bans".to_owned(),
+            ban_feed_interval: HumanDuration::from_secs(5),
+        }
+    }
+}
+
+impl EnvoyConfig {
+    fn validate(&self, push: &mut dyn FnMut(String, String)) {
+        if self.cluster.is_empty() {
+            push(
+                "envoy.cluster".into(),
+                "must name the origin cluster".into(),
+            );
+        }
+        if self.shared_bytes == 0 {
+            push("envoy.shared_bytes".into(), "must be at least 1".into());
+        }
+        if self.local_bytes > self.shared_bytes {
+            push(
+                "envoy.local_bytes".into(),
+                "must not exceed envoy.shared_bytes".into(),
+            );
+        }
+        if self.tick.0 < Duration::from_millis(10) || self.tick.0 > Duration::from_secs(60) {
+            push("envoy.tick".into(), "must be in 10ms..=60s".into());
+        }
+        if !self.ban_feed_cluster.is_empty() && !self.ban_feed_path.starts_with('/') {
+            push("envoy.ban_feed_path".into(), "must start with '/'".into());
+        }
+        if self.ban_feed_interval.0 < MIN_BAN_SYNC_INTERVAL {
+            push("envoy.ban_feed_interval".into(), "at least 1s".into());
+        }
+    }
+}
+
+/// Validates the adapter-wide tables, pushing `(path, message)` issues.
+pub(crate) fn validate(
+    origin: &OriginConfig,
+    bans: &BansConfig,
+    workspace: &WorkspaceSettings,
+    envoy: &EnvoyConfig,
+    issues: &mut Vec<ConfigIssue>,
+) {
+    let mut push = |path: String, message: String| issues.push(ConfigIssue { path, message });
+    origin.validate(&mut push);
+    bans.validate(&mut push);
+    workspace.validate(&mut push);
+    envoy.validate(&mut push);
+}

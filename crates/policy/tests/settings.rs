@@ -1,0 +1,145 @@
+//! The adapter-wide tables (`[origin]`, `[admin]`, `[bans]`, `[workspace]`, `[envoy]`,
+//! `[collapse]`, per-route `early_refresh`/`keep`): defaults, TOML/JSON parity, and every
+//! validation error reported with its path.
+
+use std::time::Duration;
+
+use cachet_policy::{Config, PolicyError, WorkspaceMode};
+use cachet_refresh::EarlyRefresh;
+
+fn issues(text: &str) -> Vec<(String, String)> {
+    match Config::from_toml(text) {
+        Ok(_) => Vec::new(),
+        Err(e) => e
+            .issues()
+            .into_iter()
+            .map(|i| (i.path, i.message))
+            .collect(),
+    }
+}
+
+fn paths(text: &str) -> Vec<String> {
+    issues(text).into_iter().map(|(p, _)| p).collect()
+}
+
+#[test]
+fn an_empty_file_gets_the_documented_defaults() {
+    let c = Config::from_toml("").unwrap();
+    assert_eq!(c.origin.keepalive.0, Duration::from_secs(15));
+    assert!(c.origin.pooling);
+    assert!(c.origin.url.is_empty());
+    assert!(c.admin.enabled);
+    assert_eq!(c.bans.sync_interval.0, Duration::from_secs(2));
+    assert_eq!(c.workspace.capacity_bytes, 256 * 1024);
+    assert_eq!(c.workspace.mode, WorkspaceMode::Shadow);
+    assert_eq!(c.workspace.verify_one_in, 20_000);
+    assert_eq!(c.envoy.cluster, "origin");
+    assert!(c.envoy.local_bytes <= c.envoy.shared_bytes);
+}
+
+#[test]
+fn route_refresh_settings_parse_in_toml_and_json_alike() {
+    let toml = r#"
+        [[routes]]
+        name = "article"
+        path_prefix = "/blog/"
+        ttl = "20s"
+        grace = "1m"
+        keep = "1h"
+        early_refresh = { policy = "threshold", fraction = 0.7 }
+
+        [[routes]]
+        name = "feed"
+        path = "/blog/*/feed"
+        early_refresh = { policy = "xfetch" }
+    "#;
+    let c = Config::from_toml(toml).unwrap();
+    assert_eq!(c.routes[0].keep.0, Duration::from_secs(3600));
+    assert_eq!(
+        c.routes[0].early_refresh,
+        EarlyRefresh::Threshold { fraction: 0.7 }
+    );
+    assert_eq!(
+        c.routes[1].early_refresh,
+        EarlyRefresh::Xfetch { beta: 1.0 }
+    );
+    let json = serde_json::to_string(&c).unwrap();
+    assert_eq!(Config::from_json(&json).unwrap(), c);
+}
+
+#[test]
+fn out_of_range_values_are_reported_with_their_paths() {
+    let text = r#"
+        [origin]
+        url = "ftp://origin"
+        connect_timeout = "0s"
+        first_byte_timeout = "1h"
+        max_connections = 20000
+
+        [bans]
+        sync_interval = "0s"
+        max_bans = 0
+        lurker_budget = 0
+
+        [workspace]
+        capacity_bytes = 10
+
+        [envoy]
+        cluster = ""
+        local_bytes = 100
+        shared_bytes = 10
+        tick = "1ms"
+
+        [collapse]
+        lease_ms = 0
+
+        [[routes]]
+        name = "a"
+        keep = "400d"
+        early_refresh = { policy = "threshold", fraction = 1.5 }
+
+        [[routes]]
+        name = "b"
+        early_refresh = { policy = "xfetch", beta = -1 }
+    "#;
+    let got = paths(text);
+    for want in [
+        "origin.url",
+        "origin.connect_timeout",
+        "origin.first_byte_timeout",
+        "origin.max_connections",
+        "bans.sync_interval",
+        "bans.max_bans",
+        "bans.lurker_budget",
+        "workspace.capacity_bytes",
+        "envoy.cluster",
+        "envoy.local_bytes",
+        "envoy.tick",
+        "collapse.lease_ms",
+        "routes[0].keep",
+        "routes[0].early_refresh.fraction",
+        "routes[1].early_refresh.beta",
+    ] {
+        assert!(got.iter().any(|p| p == want), "missing {want} in {got:?}");
+    }
+    // Messages carry the reason, not the path twice.
+    let all = issues(text);
+    let (_, msg) = all
+        .iter()
+        .find(|(p, _)| p == "routes[0].early_refresh.fraction")
+        .unwrap();
+    assert!(msg.contains("1.5") && !msg.contains("routes["), "{msg}");
+}
+
+#[test]
+fn unknown_fields_and_policies_are_parse_errors_with_a_path() {
+    let e = Config::from_toml("[origin]\nkeep_alive = \"15s\"\n").unwrap_err();
+    assert!(
+        matches!(&e, PolicyError::Parse { path, .. } if path.starts_with("origin")),
+        "{e}"
+    );
+    let e =
+        Config::from_toml("[[routes]]\nname = \"a\"\nearly_refresh = { policy = \"sometimes\" }\n")
+            .unwrap_err();
+    assert!(e.to_string().contains("routes[0].early_refresh"), "{e}");
+}
