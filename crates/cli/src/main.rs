@@ -1,4 +1,8 @@
-//! The `cachet` command: classify user agents, normalize queries, check configurations.
+//! The `cachet` command: classify user agents, normalize queries, check configurations, check bans, purge through the Fastly API.
+
+mod ban;
+mod fastly;
+mod purge;
 
 use std::io::{BufRead, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -37,6 +41,39 @@ enum Command {
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+    /// Ban expressions (Varnish syntax): parse one, or evaluate a scenario offline.
+    Ban {
+        #[command(subcommand)]
+        command: BanCommand,
+    },
+    /// Purge surrogate keys, URLs or a whole service through the Fastly API.
+    ///
+    /// Token from $FASTLY_API_TOKEN (never printed). One JSON line per key or URL on
+    /// stdout, a summary on stderr. Exit 0 when all succeeded, 1 when any failed, 2 for
+    /// usage or configuration errors.
+    Purge(purge::PurgeArgs),
+}
+
+#[derive(Subcommand)]
+enum BanCommand {
+    /// Evaluates a JSON scenario (objects, bans, lookups) offline and prints the JSON
+    /// report: one entry per ban (accepted, lurker-friendly) and per lookup (banned/kept).
+    Check {
+        /// The scenario file (`-` for stdin).
+        #[arg(long, value_name = "FILE.json")]
+        scenario: PathBuf,
+    },
+    /// Parses a ban expression: prints its canonical form and whether it is
+    /// lurker-friendly, or the error with its column; exit 1 when refused.
+    Parse {
+        /// The expression, e.g. `obj.http.surrogate-key ~ "(^|\s)post-42(\s|$)"`
+        /// (`-` reads it from stdin).
+        #[arg(value_name = "EXPR", allow_hyphen_values = true)]
+        expr: String,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -92,6 +129,13 @@ fn main() -> ExitCode {
         Command::Config {
             command: ConfigCommand::Check { file },
         } => return check(&file),
+        Command::Ban {
+            command: BanCommand::Check { scenario },
+        } => return ban::check(&scenario),
+        Command::Ban {
+            command: BanCommand::Parse { expr, json },
+        } => return ban::parse(&expr, json),
+        Command::Purge(args) => return purge::run(&args),
     };
     match result {
         Ok(code) => code,
