@@ -306,6 +306,29 @@ impl BanList {
         }
     }
 
+    /// Checks `obj` against the live lurker-friendly (`obj.*`-only) bans that apply to it,
+    /// ignoring `req.*` bans: what a background lurker that has no request can test
+    /// (Varnish Users Guide, "Lurker-Friendly Bans"). Used by adapters whose objects live
+    /// outside a [`BanCache`](crate::BanCache) (the Envoy filter's shared-data tier).
+    pub fn check_objects_only<T>(&self, obj: &T, checked_through: BanId) -> Verdict
+    where
+        T: BanTarget + ?Sized,
+    {
+        let start = self.start(obj, checked_through);
+        match self.find(
+            obj,
+            None::<&crate::target::Request>,
+            u64::MAX,
+            start,
+            u64::MAX,
+        ) {
+            Some(by) => Verdict::Banned { by: BanId(by) },
+            None => Verdict::Kept {
+                checked_through: self.head(),
+            },
+        }
+    }
+
     /// Same answer as [`check`](BanList::check), computed the way Varnish does: every
     /// applicable ban, newest first, one by one. O(bans); the reference for tests and
     /// benchmarks.

@@ -1,0 +1,1 @@
+//! Runs the shared conformance cases (tests/conformance) against the filter in this host.

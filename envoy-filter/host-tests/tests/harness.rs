@@ -1,0 +1,390 @@
+//! The built filter in the wasmtime proxy-wasm host: two workers, driven ticks and callouts.
+
+use std::sync::OnceLock;
+
+use cachet_envoy_host_tests::{Host, Outcome, Response, Vm, drive, filter_wasm, req};
+
+const BLOG: &str = "blog.example";
+const TOKEN: &str = "s3cret-token";
+const DESKTOP: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36";
+const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1";
+
+fn host() -> Host {
+    static HOST: OnceLock<Host> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let wasm = filter_wasm().expect("filter wasm");
+        Host::new(&wasm).expect("compile filter")
+    })
+    .fresh()
+}
+
+/// The edge app's configuration as JSON, with an admin token and `extra` merged in.
+fn config(extra: serde_json::Value) -> String {
+    let text = include_str!("../../../edge-app/cachet.toml");
+    let v: toml::Value = toml::from_str(text).expect("cachet.toml");
+    let mut json = serde_json::to_value(v).expect("to json");
+    json["admin"] = serde_json::json!({"token": TOKEN});
+    json["envoy"] = serde_json::json!({"cluster": "origin", "tick": "100ms"});
+    merge(&mut json, extra);
+    json.to_string()
+}
+
+fn merge(a: &mut serde_json::Value, b: serde_json::Value) {
+    match (a, b) {
+        (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (a, b) => *a = b,
+    }
+}
+
+/// A tiny origin: cacheable HTML with surrogate keys, counting calls per path.
+struct Origin {
+    calls: Vec<String>,
+}
+
+impl Origin {
+    fn new() -> Self {
+        Self { calls: Vec::new() }
+    }
+
+    fn serve(&mut self, h: &cachet_envoy_host_tests::Headers) -> Response {
+        let get = |n: &str| {
+            h.iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+                .unwrap_or_default()
+        };
+        let path = get(":path");
+        self.calls.push(path.clone());
+        let device = get("x-cachet-device");
+        if path.starts_with("/account") || path.contains("private") {
+            return Response {
+                status: 200,
+                headers: vec![
+                    ("cache-control".into(), b"private".to_vec()),
+                    ("set-cookie".into(), b"session=1".to_vec()),
+                ],
+                body: format!("secret {}", self.calls.len()).into_bytes(),
+            };
+        }
+        Response {
+            status: 200,
+            headers: vec![
+                ("content-type".into(), b"text/html; charset=utf-8".to_vec()),
+                ("cache-control".into(), b"public, max-age=300".to_vec()),
+                ("vary".into(), b"User-Agent".to_vec()),
+                ("surrogate-key".into(), b"blog-alice entry-1".to_vec()),
+            ],
+            body: format!("<html>{path} for {device} {}</html>", "lorem ipsum ".repeat(50))
+                .into_bytes(),
+        }
+    }
+
+    fn count(&self, path: &str) -> usize {
+        self.calls.iter().filter(|p| *p == path).count()
+    }
+}
+
+fn get(vm: &mut Vm, origin: &mut Origin, path: &str, extra: &[(&str, &str)]) -> Response {
+    let (id, o) = vm.request(req("GET", BLOG, path, extra), None).expect("request");
+    let r = drive(vm, id, o, &mut |h| origin.serve(h)).expect("drive");
+    vm.finish(id).expect("finish");
+    r
+}
+
+#[test]
+fn miss_then_local_hit_then_shared_hit_on_the_other_worker() {
+    let host = host();
+    let cfg = config(serde_json::json!({}));
+    let mut w1 = host.vm(&cfg).expect("vm 1");
+    let mut w2 = host.vm(&cfg).expect("vm 2");
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/1";
+    let a = get(&mut w1, &mut origin, path, &[("user-agent", DESKTOP)]);
+    assert_eq!((a.status, a.x_cache()), (200, "MISS"), "{:?}", w1.logs());
+    assert_eq!(a.header("age"), Some("0"));
+    assert!(a.header("surrogate-key").is_none());
+    let b = get(&mut w1, &mut origin, path, &[("user-agent", DESKTOP)]);
+    assert_eq!(b.x_cache(), "HIT");
+    let c = get(&mut w2, &mut origin, path, &[("user-agent", DESKTOP)]);
+    assert_eq!(c.x_cache(), "HIT");
+    assert_eq!(a.text(), c.text());
+    assert_eq!(origin.count(path), 1);
+    assert_eq!(host.metric("cachet.hits_local"), 1);
+    assert_eq!(host.metric("cachet.hits_shared"), 1);
+    assert_eq!(host.metric("cachet.misses"), 1);
+    let vary = c.header("vary").unwrap_or_default().to_ascii_lowercase();
+    assert!(vary.contains("x-cachet-device") && !vary.contains("user-agent"), "{vary}");
+    // Age grows with the host clock.
+    host.advance_ms(7_000);
+    let d = get(&mut w2, &mut origin, path, &[("user-agent", DESKTOP)]);
+    assert_eq!(d.header("age"), Some("7"));
+}
+
+#[test]
+fn device_classes_and_query_normalization_share_objects() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let mut origin = Origin::new();
+    let p = get(&mut w, &mut origin, "/blog/bob/entry/7?utm_source=x&b=1&a=2", &[("user-agent", IPHONE)]);
+    assert_eq!(p.x_cache(), "MISS");
+    assert_eq!(origin.calls.last().map(String::as_str), Some("/blog/bob/entry/7?a=2&b=1"));
+    assert!(p.text().contains("smartphone"));
+    let q = get(&mut w, &mut origin, "/blog/bob/entry/7?a=2&fbclid=z&b=1", &[("user-agent", IPHONE)]);
+    assert_eq!(q.x_cache(), "HIT");
+    let d = get(&mut w, &mut origin, "/blog/bob/entry/7?a=2&b=1", &[("user-agent", DESKTOP), ("x-cachet-device", "smartphone")]);
+    assert_eq!(d.x_cache(), "MISS", "a client cannot choose its device class");
+    assert!(d.text().contains(" pc "), "{}", d.text());
+}
+
+#[test]
+fn gzip_is_stored_once_and_inflated_for_identity_clients() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/3";
+    let gz = get(&mut w, &mut origin, path, &[("accept-encoding", "gzip")]);
+    assert_eq!((gz.x_cache(), gz.header("content-encoding")), ("MISS", Some("gzip")));
+    assert_eq!(gz.header("content-length"), Some(gz.body.len().to_string().as_str()));
+    let plain = get(&mut w, &mut origin, path, &[]);
+    assert_eq!((plain.x_cache(), plain.header("content-encoding")), ("HIT", None));
+    assert_eq!(gz.text(), plain.text());
+    assert!(gz.body.len() * 2 < plain.body.len());
+}
+
+#[test]
+fn private_content_passes_and_is_never_stored() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let mut origin = Origin::new();
+    let path = "/blog/carol/private/1";
+    for _ in 0..3 {
+        let r = get(&mut w, &mut origin, path, &[]);
+        assert_eq!(r.x_cache(), "PASS");
+        assert!(r.header("set-cookie").is_some());
+    }
+    assert_eq!(origin.count(path), 3);
+    assert!(host.metric("cachet.passes") >= 3);
+    // Only a content-free marker is in shared data; no private byte.
+    let holds_secret = (0..65_536u32).any(|s| {
+        host.shared_value(&format!("cachet.o.{s}"))
+            .is_some_and(|v| v.windows(6).any(|w| w == b"secret"))
+    });
+    assert!(!holds_secret);
+}
+
+#[test]
+fn robots_txt_is_synthesized_and_bad_hosts_get_400() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let (_, o) = w.request(req("GET", "Blog.Example", "/robots.txt", &[]), None).expect("req");
+    let Outcome::Reply(r) = o else { panic!("expected a local reply: {o:?}") };
+    assert_eq!((r.status, r.x_cache()), (200, "SYNTH"));
+    assert!(r.text().contains("Sitemap: http://blog.example/sitemap.xml"));
+    let (_, o) = w.request(req("GET", "bad host", "/", &[]), None).expect("req");
+    let Outcome::Reply(r) = o else { panic!("expected a local reply: {o:?}") };
+    assert_eq!(r.status, 400);
+}
+
+#[test]
+fn ten_concurrent_misses_across_two_workers_make_one_origin_request() {
+    let host = host();
+    let cfg = config(serde_json::json!({}));
+    let mut w1 = host.vm(&cfg).expect("vm 1");
+    let mut w2 = host.vm(&cfg).expect("vm 2");
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/42";
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        let vm = if i % 2 == 0 { &mut w1 } else { &mut w2 };
+        let (id, o) = vm.request(req("GET", BLOG, path, &[]), None).expect("req");
+        assert_eq!(o, Outcome::Paused);
+        ids.push((i % 2, id));
+    }
+    let calls: Vec<_> = w1.callouts().into_iter().chain(w2.callouts()).collect();
+    assert_eq!(calls.len(), 1, "one leader across both workers");
+    assert_eq!(host.metric("cachet.collapsed_waiters"), 9);
+    let leader = &calls[0];
+    let resp = origin.serve(&leader.headers);
+    let leader_vm = if w1.callouts().is_empty() { &mut w2 } else { &mut w1 };
+    leader_vm.answer(leader.token, &resp).expect("answer");
+    // The leader's worker wakes its own waiters at once; the other worker on its tick.
+    host.advance_ms(100);
+    w1.tick().expect("tick");
+    w2.tick().expect("tick");
+    let mut labels = Vec::new();
+    for (vm, id) in ids {
+        let vm = if vm == 0 { &mut w1 } else { &mut w2 };
+        match vm.poll(id) {
+            Outcome::Reply(r) => labels.push(r.x_cache().to_owned()),
+            o => panic!("stream {id} not answered: {o:?}"),
+        }
+    }
+    assert_eq!(labels.iter().filter(|l| *l == "MISS").count(), 1);
+    assert_eq!(labels.iter().filter(|l| *l == "HIT").count(), 9);
+    assert_eq!(origin.count(path), 1);
+}
+
+#[test]
+fn stale_within_grace_is_served_while_the_root_refreshes() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/5";
+    assert_eq!(get(&mut w, &mut origin, path, &[]).x_cache(), "MISS");
+    host.advance_ms(301_000); // past max-age=300, inside the route's 1 h grace
+    let (id, o) = w.request(req("GET", BLOG, path, &[]), None).expect("req");
+    let Outcome::Reply(r) = o else { panic!("stale not served at once: {o:?}") };
+    assert_eq!(r.x_cache(), "STALE");
+    w.finish(id).expect("finish");
+    assert!(w.callouts().is_empty(), "the refresh goes out on the tick");
+    w.tick().expect("tick");
+    let calls = w.callouts();
+    assert_eq!(calls.len(), 1);
+    let resp = origin.serve(&calls[0].headers);
+    w.answer(calls[0].token, &resp).expect("answer");
+    let fresh = get(&mut w, &mut origin, path, &[]);
+    assert_eq!((fresh.x_cache(), fresh.header("age")), ("HIT", Some("0")));
+    assert_eq!(host.metric("cachet.stale"), 1);
+    assert_eq!(host.metric("cachet.refreshes"), 1);
+}
+
+fn admin(vm: &mut Vm, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Response {
+    let (id, o) = vm.request(req(method, BLOG, path, headers), body).expect("admin");
+    let Outcome::Reply(r) = o else { panic!("admin not answered: {o:?}") };
+    vm.finish(id).expect("finish");
+    r
+}
+
+#[test]
+fn admin_api_needs_the_bearer_token() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let r = admin(&mut w, "GET", "/.cachet/bans", &[], None);
+    assert_eq!(r.status, 401);
+    let r = admin(&mut w, "GET", "/.cachet/bans", &[("authorization", "Bearer nope")], None);
+    assert_eq!(r.status, 403);
+    let auth = format!("Bearer {TOKEN}");
+    let r = admin(&mut w, "POST", "/.cachet/ban", &[("authorization", &auth)], Some(b"obj.status >< 200"));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("column"), "{}", r.text());
+    assert!(!w.logs().join("\n").contains(TOKEN), "the token is never logged");
+}
+
+#[test]
+fn purge_and_ban_invalidate_both_tiers_on_every_worker() {
+    let host = host();
+    let cfg = config(serde_json::json!({}));
+    let mut w1 = host.vm(&cfg).expect("vm 1");
+    let mut w2 = host.vm(&cfg).expect("vm 2");
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/1";
+    assert_eq!(get(&mut w1, &mut origin, path, &[]).x_cache(), "MISS");
+    assert_eq!(get(&mut w2, &mut origin, path, &[]).x_cache(), "HIT"); // now in w2's local tier too
+    host.advance_ms(1_000);
+    let auth = format!("Bearer {TOKEN}");
+    let r = admin(&mut w1, "POST", "/.cachet/purge", &[("authorization", &auth), ("surrogate-key", "entry-1")], None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v: serde_json::Value = serde_json::from_str(&r.text()).expect("json");
+    assert_eq!(v["entry-1"]["soft"], false);
+    assert_eq!(get(&mut w2, &mut origin, path, &[]).x_cache(), "MISS", "w2's local copy is gone");
+    assert_eq!(get(&mut w1, &mut origin, path, &[]).x_cache(), "HIT");
+    assert_eq!(origin.count(path), 2);
+    // A ban by URL prefix (not lurker-friendly: req.url).
+    host.advance_ms(1_000);
+    let r = admin(&mut w2, "POST", "/.cachet/ban", &[("authorization", &auth)], Some(br#"req.url ~ "^/blog/alice/""#));
+    assert_eq!(r.status, 201, "{}", r.text());
+    let v: serde_json::Value = serde_json::from_str(&r.text()).expect("json");
+    assert_eq!(v["lurker_friendly"], false);
+    assert_eq!(get(&mut w1, &mut origin, path, &[]).x_cache(), "MISS");
+    let r = admin(&mut w1, "GET", "/.cachet/bans", &[("authorization", &auth)], None);
+    let list: serde_json::Value = serde_json::from_str(&r.text()).expect("json");
+    assert_eq!(list.as_array().map(Vec::len), Some(2));
+    assert!(host.metric("cachet.bans") >= 2);
+}
+
+#[test]
+fn soft_purge_serves_stale_while_revalidating() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/1";
+    assert_eq!(get(&mut w, &mut origin, path, &[]).x_cache(), "MISS");
+    host.advance_ms(1_000);
+    let auth = format!("Bearer {TOKEN}");
+    let r = admin(&mut w, "POST", "/.cachet/purge", &[("authorization", &auth), ("surrogate-key", "blog-alice"), ("fastly-soft-purge", "1")], None);
+    assert_eq!(r.status, 200);
+    let s = get(&mut w, &mut origin, path, &[]);
+    assert_eq!(s.x_cache(), "STALE");
+    w.tick().expect("tick");
+    let calls = w.callouts();
+    assert_eq!(calls.len(), 1, "one revalidation");
+    let resp = origin.serve(&calls[0].headers);
+    w.answer(calls[0].token, &resp).expect("answer");
+    assert_eq!(get(&mut w, &mut origin, path, &[]).x_cache(), "HIT");
+}
+
+#[test]
+fn lurker_evicts_purged_objects_on_the_tick_and_retires_bans() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let mut origin = Origin::new();
+    for i in 0..5 {
+        get(&mut w, &mut origin, &format!("/blog/alice/entry/{i}"), &[]);
+    }
+    assert_eq!(host.metric("cachet.objects"), 5);
+    host.advance_ms(1_000);
+    let auth = format!("Bearer {TOKEN}");
+    admin(&mut w, "POST", "/.cachet/purge", &[("authorization", &auth), ("surrogate-key", "blog-alice")], None);
+    for _ in 0..3 {
+        host.advance_ms(100);
+        w.tick().expect("tick");
+    }
+    assert_eq!(host.metric("cachet.lurker_evicted"), 5);
+    assert_eq!(host.metric("cachet.objects"), 0);
+    assert_eq!(host.metric("cachet.bytes_stored"), 0);
+    assert!(host.metric("cachet.lurker_passes") >= 1);
+    assert_eq!(host.metric("cachet.bans"), 0, "the purge was retired once no object predates it");
+}
+
+#[test]
+fn the_shared_tier_never_exceeds_its_bound() {
+    let host = host();
+    let bound = 64 * 1024;
+    let cfg = config(serde_json::json!({"envoy": {"shared_bytes": bound, "local_bytes": 8192}}));
+    let mut w = host.vm(&cfg).expect("vm");
+    let mut origin = Origin::new();
+    for i in 0..200 {
+        let r = get(&mut w, &mut origin, &format!("/blog/alice/entry/{i}"), &[]);
+        assert_eq!(r.status, 200);
+        let held = host.shared_bytes("cachet.o.");
+        assert!(held <= bound, "{held} bytes held after {i} inserts");
+        assert!(host.metric("cachet.bytes_stored") <= i64::try_from(bound).unwrap_or(0));
+    }
+    assert!(host.metric("cachet.evictions") > 0);
+    assert!(host.metric("cachet.local_evictions") > 0);
+}
+
+#[test]
+fn bad_configuration_is_refused_with_a_log_line_not_a_panic() {
+    let host = host();
+    for bad in ["", "not json", r#"{"routes":[{"name":"a","ttl":"5 parsecs"}]}"#, r#"{"envoy":{"tick":"1ms"}}"#] {
+        let err = host.vm(bad).err().expect("refused").to_string();
+        assert!(err.contains("on_configure returned false"), "{err}");
+        assert!(err.contains("cachet:"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn workspace_watermark_is_reported() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let mut origin = Origin::new();
+    get(&mut w, &mut origin, "/blog/alice/entry/1", &[]);
+    assert!(host.metric("cachet.workspace_watermark") > 0);
+    assert_eq!(host.metric("cachet.workspace_violations"), 0);
+}

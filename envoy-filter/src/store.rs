@@ -1,0 +1,576 @@
+//! The two cache tiers: a per-worker in-VM LRU in front of a bounded shared-data tier.
+//!
+//! Shared-data layout (one Envoy process, every worker VM of the plugin sees it):
+//!
+//! | key | value |
+//! |---|---|
+//! | `cachet.o.<slot>` | one object: [`StoredObject`] encoded by [`StoredObject::encode`] |
+//! | `cachet.dir` | the directory: bytes accounted, FIFO of `(slot, size, version, stored_at, end)` |
+//!
+//! A cache key lives in exactly one slot, `fnv1a64(key) % slots` (direct-mapped), so a
+//! lookup is one `get_shared_data`, and the number of shared-data keys the filter ever
+//! creates is bounded by the slot count (proxy-wasm ABI 0.2.1 cannot delete a key; a
+//! cleared slot holds an empty value). Two keys meeting in one slot replace each other
+//! (counted as an eviction).
+//!
+//! Memory bound: the directory accounts every object's encoded size, and an insert
+//! commits (CAS on `cachet.dir`) only when the total stays within `envoy.shared_bytes`
+//! after evicting: first entries past their keep window, then the oldest inserted (FIFO).
+//! Victims are cleared before the new object is written, so the bytes held in object
+//! slots never exceed the bound at any moment.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::rc::Rc;
+
+use cachet_ban::BanTarget;
+use cachet_policy::object::Encoding;
+use cachet_refresh::{EntryTimes, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::host;
+
+/// Prefix of every shared-data key the filter uses.
+pub const PREFIX: &str = "cachet.";
+
+/// Key of the directory entry.
+const DIR_KEY: &str = "cachet.dir";
+
+/// Fewest object slots, whatever the byte bound.
+pub const MIN_SLOTS: u64 = 1024;
+
+/// Most object slots (bounds the shared-data keys the filter can create).
+pub const MAX_SLOTS: u64 = 1 << 20;
+
+/// Bytes of shared tier per slot when sizing the slot table (`shared_bytes / 1 KiB`).
+pub const BYTES_PER_SLOT: u64 = 1024;
+
+/// CAS retries on the directory before an insert gives up (the object is then served but
+/// not stored; counted as `store_conflicts`).
+pub const DIR_CAS_RETRIES: usize = 16;
+
+/// Magic prefix of an encoded object (format version 1).
+const OBJ_MAGIC: &[u8; 4] = b"CO1\0";
+
+/// Magic prefix of the encoded directory (format version 1).
+const DIR_MAGIC: &[u8; 4] = b"CD1\0";
+
+/// Bytes of one directory record.
+const DIR_RECORD: usize = 32;
+
+/// 64-bit FNV-1a: the slot hash (stable across VMs and builds).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Slot count for a byte bound: `shared_bytes / BYTES_PER_SLOT`, clamped to
+/// `[MIN_SLOTS, MAX_SLOTS]`.
+pub fn slot_count(shared_bytes: u64) -> u64 {
+    (shared_bytes / BYTES_PER_SLOT).clamp(MIN_SLOTS, MAX_SLOTS)
+}
+
+/// Response metadata of a stored object. The filter keeps its own record (rather than
+/// `cachet_policy::object::Meta`, the Fastly user-metadata layout) because its shared-data
+/// entry also carries the key, version and timing the shared tier needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    /// A hit-for-pass marker: the key's content is private; requests go to the origin.
+    pub pass: bool,
+    /// Origin status.
+    pub status: u16,
+    /// Stored response headers (name, value), in origin order.
+    pub headers: Vec<(String, String)>,
+    /// The client-facing `Vary`.
+    pub vary: String,
+    /// Encoding of the stored body.
+    pub encoding: Encoding,
+    /// Stored body length, bytes.
+    pub stored_len: u64,
+    /// Origin body length, bytes.
+    pub origin_len: u64,
+    /// Route that stored it.
+    pub route: String,
+}
+
+impl Meta {
+    /// A hit-for-pass marker for `route` (no content).
+    pub fn marker(route: &str) -> Self {
+        Self {
+            pass: true,
+            status: 0,
+            headers: Vec::new(),
+            vary: String::new(),
+            encoding: Encoding::Identity,
+            stored_len: 0,
+            origin_len: 0,
+            route: route.to_owned(),
+        }
+    }
+}
+
+/// The metadata stored in front of a body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Header {
+    /// The cache key (checked on lookup: slots are shared by colliding keys).
+    pub key: String,
+    /// Response metadata (status, headers, Vary, encoding, lengths, route).
+    pub meta: Meta,
+    /// Stored-at, TTL, grace, keep and fetch duration.
+    pub times: EntryTimes,
+    /// Surrogate keys, space-separated.
+    pub skeys: String,
+    /// The directory version of this insert (unique per shared-tier insert).
+    pub version: u64,
+}
+
+/// A cached object: header plus stored body (gzip when the route compresses).
+#[derive(Debug, Clone)]
+pub struct StoredObject {
+    /// Metadata.
+    pub h: Header,
+    /// Stored body bytes.
+    pub body: Vec<u8>,
+}
+
+impl StoredObject {
+    /// Encoded form: magic, `u32` LE header length, header JSON, body.
+    pub fn encode(&self) -> Vec<u8> {
+        let head = serde_json::to_vec(&self.h).unwrap_or_default();
+        let mut out = Vec::with_capacity(8 + head.len() + self.body.len());
+        out.extend_from_slice(OBJ_MAGIC);
+        out.extend_from_slice(&u32::try_from(head.len()).unwrap_or(u32::MAX).to_le_bytes());
+        out.extend_from_slice(&head);
+        out.extend_from_slice(&self.body);
+        out
+    }
+
+    /// Parses [`encode`](Self::encode)'s output; `None` for anything else (an empty,
+    /// cleared slot or a foreign value).
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let rest = bytes.strip_prefix(OBJ_MAGIC.as_slice())?;
+        let len = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        let head = rest.get(4..4 + len)?;
+        let h: Header = serde_json::from_slice(head).ok()?;
+        Some(Self {
+            h,
+            body: rest.get(4 + len..)?.to_vec(),
+        })
+    }
+
+    /// Bytes this object costs in a tier (its encoded size is what the bound counts;
+    /// approximated for the local tier by body + headers).
+    pub fn cost(&self) -> u64 {
+        let headers: usize = self
+            .h
+            .meta
+            .headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len())
+            .sum();
+        (self.body.len() + headers + self.h.key.len() + self.h.skeys.len() + 256) as u64
+    }
+}
+
+/// Seconds (f64, ms precision) of a timestamp: the ban crate's time unit.
+pub fn secs(t: Timestamp) -> f64 {
+    // Milliseconds since the epoch fit f64's 53-bit mantissa until the year 287,396.
+    #[allow(clippy::cast_precision_loss, reason = "see above")]
+    let ms = t.as_millis() as f64;
+    ms / 1000.0
+}
+
+fn dur_s(d: std::time::Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+impl BanTarget for StoredObject {
+    fn inserted_at_s(&self) -> f64 {
+        secs(self.h.times.stored_at)
+    }
+    fn url(&self) -> &str {
+        self.h.key.as_str()
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        self.h
+            .meta
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    fn status(&self) -> u16 {
+        self.h.meta.status
+    }
+    fn ttl_s_at(&self, at_s: f64) -> f64 {
+        secs(self.h.times.stored_at) + dur_s(self.h.times.ttl) - at_s
+    }
+    fn age_s_at(&self, at_s: f64) -> f64 {
+        at_s - secs(self.h.times.stored_at)
+    }
+    fn grace_s(&self) -> f64 {
+        dur_s(self.h.times.grace)
+    }
+    fn keep_s(&self) -> f64 {
+        dur_s(self.h.times.keep)
+    }
+    fn surrogate_keys(&self) -> Option<&str> {
+        (!self.h.skeys.is_empty()).then_some(self.h.skeys.as_str())
+    }
+}
+
+/// One directory record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirEntry {
+    /// Object slot.
+    pub slot: u32,
+    /// Encoded size, bytes.
+    pub size: u32,
+    /// Insert version.
+    pub version: u64,
+    /// When the object was stored, ms since the epoch.
+    pub stored_at_ms: u64,
+    /// End of its keep window (after which it is useless), ms since the epoch.
+    pub end_ms: u64,
+}
+
+/// The shared directory: accounting and FIFO order of the shared tier.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dir {
+    /// Next insert version.
+    pub next_version: u64,
+    /// Sum of the entries' sizes, bytes.
+    pub bytes: u64,
+    /// Entries, oldest insert first.
+    pub entries: VecDeque<DirEntry>,
+}
+
+impl Dir {
+    /// Binary form: magic, next version, bytes, count, 32-byte records.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(24 + self.entries.len() * DIR_RECORD);
+        out.extend_from_slice(DIR_MAGIC);
+        out.extend_from_slice(&self.next_version.to_le_bytes());
+        out.extend_from_slice(&self.bytes.to_le_bytes());
+        out.extend_from_slice(
+            &u32::try_from(self.entries.len())
+                .unwrap_or(u32::MAX)
+                .to_le_bytes(),
+        );
+        for e in &self.entries {
+            out.extend_from_slice(&e.slot.to_le_bytes());
+            out.extend_from_slice(&e.size.to_le_bytes());
+            out.extend_from_slice(&e.version.to_le_bytes());
+            out.extend_from_slice(&e.stored_at_ms.to_le_bytes());
+            out.extend_from_slice(&e.end_ms.to_le_bytes());
+        }
+        out
+    }
+
+    /// Parses [`encode`](Self::encode)'s output; an empty or foreign value is an empty
+    /// directory.
+    pub fn decode(b: &[u8]) -> Self {
+        Self::try_decode(b).unwrap_or_default()
+    }
+
+    fn try_decode(b: &[u8]) -> Option<Self> {
+        let b = b.strip_prefix(DIR_MAGIC.as_slice())?;
+        let u64_at = |o: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?))
+        };
+        let u32_at = |o: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?))
+        };
+        let next_version = u64_at(0)?;
+        let bytes = u64_at(8)?;
+        let n = u32_at(16)? as usize;
+        let mut entries = VecDeque::with_capacity(n);
+        for i in 0..n {
+            let o = 20 + i * DIR_RECORD;
+            entries.push_back(DirEntry {
+                slot: u32_at(o)?,
+                size: u32_at(o + 4)?,
+                version: u64_at(o + 8)?,
+                stored_at_ms: u64_at(o + 16)?,
+                end_ms: u64_at(o + 24)?,
+            });
+        }
+        Some(Self {
+            next_version,
+            bytes,
+            entries,
+        })
+    }
+
+    /// Removes the entry of `slot`, if any; returns it.
+    pub fn remove_slot(&mut self, slot: u32) -> Option<DirEntry> {
+        let i = self.entries.iter().position(|e| e.slot == slot)?;
+        let e = self.entries.remove(i)?;
+        self.bytes = self.bytes.saturating_sub(u64::from(e.size));
+        Some(e)
+    }
+
+    /// Plans an insert of `size` bytes into `slot` under `bound`: removes the slot's old
+    /// entry (replacement), then entries past their keep window, then the oldest, until
+    /// the new total fits. Returns the new entry and the victims' slots, or `None` when
+    /// `size` alone exceeds the bound.
+    ///
+    /// Eviction policy (documented in docs/envoy.md): expired first, then FIFO (insertion
+    /// order). Hits do not reorder the shared tier (that would cost a directory write per
+    /// hit across workers); recency is the local tier's job (LRU).
+    pub fn plan_insert(
+        &mut self,
+        slot: u32,
+        size: u64,
+        stored_at_ms: u64,
+        end_ms: u64,
+        bound: u64,
+        now_ms: u64,
+    ) -> Option<(DirEntry, Vec<DirEntry>)> {
+        if size > bound || size > u64::from(u32::MAX) {
+            return None;
+        }
+        let mut victims = Vec::new();
+        if let Some(old) = self.remove_slot(slot) {
+            victims.push(old);
+        }
+        if self.bytes + size > bound {
+            let mut kept = VecDeque::with_capacity(self.entries.len());
+            for e in self.entries.drain(..) {
+                if e.end_ms <= now_ms {
+                    self.bytes = self.bytes.saturating_sub(u64::from(e.size));
+                    victims.push(e);
+                } else {
+                    kept.push_back(e);
+                }
+            }
+            self.entries = kept;
+        }
+        while self.bytes + size > bound {
+            let Some(e) = self.entries.pop_front() else {
+                break;
+            };
+            self.bytes = self.bytes.saturating_sub(u64::from(e.size));
+            victims.push(e);
+        }
+        // Versions start at 1: 0 is the lurker's "before everything" cursor.
+        self.next_version = self.next_version.max(1);
+        let entry = DirEntry {
+            slot,
+            size: u32::try_from(size).unwrap_or(u32::MAX),
+            version: self.next_version,
+            stored_at_ms,
+            end_ms,
+        };
+        self.next_version += 1;
+        self.bytes += size;
+        self.entries.push_back(entry);
+        Some((entry, victims))
+    }
+}
+
+/// Shared-data key of an object slot.
+pub fn slot_key(slot: u32) -> String {
+    format!("{PREFIX}o.{slot}")
+}
+
+/// Outcome of a shared-tier insert.
+#[derive(Debug, Default)]
+pub struct Inserted {
+    /// Whether the object was stored.
+    pub stored: bool,
+    /// Objects evicted to make room (including a colliding object replaced in the slot).
+    pub evicted: u64,
+    /// Bytes accounted after the insert.
+    pub bytes: u64,
+    /// Objects held after the insert.
+    pub objects: u64,
+    /// The insert gave up after [`DIR_CAS_RETRIES`] directory conflicts.
+    pub conflict: bool,
+}
+
+/// The shared-data tier of one VM (the data is shared; this is the VM's handle).
+#[derive(Debug, Clone, Copy)]
+pub struct SharedTier {
+    /// Object slots.
+    pub slots: u64,
+    /// Byte bound (`envoy.shared_bytes`).
+    pub bound: u64,
+}
+
+impl SharedTier {
+    /// The slot of a cache key.
+    pub fn slot_of(&self, key: &str) -> u32 {
+        u32::try_from(fnv1a64(key.as_bytes()) % self.slots).unwrap_or(0)
+    }
+
+    /// Looks `key` up: the object if its slot holds this key.
+    pub fn get(&self, key: &str) -> Option<StoredObject> {
+        let (v, _) = host::shared_get(&slot_key(self.slot_of(key)));
+        StoredObject::decode(&v?).filter(|o| o.h.key == key)
+    }
+
+    /// Stores `obj` (its `version` is assigned here), evicting as needed.
+    pub fn insert(&self, obj: &mut StoredObject, now_ms: u64) -> Inserted {
+        let slot = self.slot_of(&obj.h.key);
+        let mut out = Inserted::default();
+        for _ in 0..DIR_CAS_RETRIES {
+            let (raw, cas) = host::shared_get(DIR_KEY);
+            let mut dir = raw.as_deref().map(Dir::decode).unwrap_or_default();
+            obj.h.version = dir.next_version.max(1);
+            let bytes = obj.encode();
+            let end_ms = obj.h.times.keep_end().as_millis();
+            let stored_at = obj.h.times.stored_at.as_millis();
+            let Some((_, victims)) = dir.plan_insert(
+                slot,
+                bytes.len() as u64,
+                stored_at,
+                end_ms,
+                self.bound,
+                now_ms,
+            ) else {
+                return out;
+            };
+            if !host::shared_set(DIR_KEY, &dir.encode(), cas.or(Some(0))) {
+                continue;
+            }
+            for v in &victims {
+                if v.slot != slot {
+                    host::shared_set(&slot_key(v.slot), &[], None);
+                }
+            }
+            host::shared_set(&slot_key(slot), &bytes, None);
+            out.stored = true;
+            out.evicted = victims.len() as u64;
+            out.bytes = dir.bytes;
+            out.objects = dir.entries.len() as u64;
+            return out;
+        }
+        out.conflict = true;
+        out
+    }
+
+    /// Removes the directory entry of `slot` with `version` (lurker) and, when `clear`,
+    /// empties the slot (not when the slot already holds another object). Returns the
+    /// directory totals after the removal, or `None` when nothing was removed.
+    pub fn remove(&self, slot: u32, version: u64, clear: bool) -> Option<(u64, u64)> {
+        for _ in 0..DIR_CAS_RETRIES {
+            let (raw, cas) = host::shared_get(DIR_KEY);
+            let mut dir = raw.as_deref().map(Dir::decode).unwrap_or_default();
+            let i = dir
+                .entries
+                .iter()
+                .position(|e| e.slot == slot && e.version == version)?;
+            let e = dir.entries.remove(i)?;
+            dir.bytes = dir.bytes.saturating_sub(u64::from(e.size));
+            if host::shared_set(DIR_KEY, &dir.encode(), cas.or(Some(0))) {
+                if clear {
+                    host::shared_set(&slot_key(slot), &[], None);
+                }
+                return Some((dir.bytes, dir.entries.len() as u64));
+            }
+        }
+        None
+    }
+
+    /// A copy of the directory.
+    pub fn dir(&self) -> Dir {
+        host::shared_get(DIR_KEY)
+            .0
+            .as_deref()
+            .map(Dir::decode)
+            .unwrap_or_default()
+    }
+
+    /// Reads the object in `slot` (whatever its key).
+    pub fn get_slot(&self, slot: u32) -> Option<StoredObject> {
+        StoredObject::decode(&host::shared_get(&slot_key(slot)).0?)
+    }
+}
+
+/// The per-worker in-VM tier: an LRU bounded by bytes.
+#[derive(Debug, Default)]
+pub struct LocalTier {
+    bound: u64,
+    bytes: u64,
+    clock: u64,
+    map: HashMap<String, (Rc<StoredObject>, u64)>,
+    order: BTreeMap<u64, String>,
+}
+
+impl LocalTier {
+    /// An empty tier holding at most `bound` bytes (0 disables it).
+    pub fn new(bound: u64) -> Self {
+        Self {
+            bound,
+            ..Self::default()
+        }
+    }
+
+    /// The object under `key`, marked most recently used.
+    pub fn get(&mut self, key: &str) -> Option<Rc<StoredObject>> {
+        self.clock += 1;
+        let clock = self.clock;
+        let (obj, at) = self.map.get_mut(key)?;
+        self.order.remove(at);
+        *at = clock;
+        self.order.insert(clock, key.to_owned());
+        Some(Rc::clone(obj))
+    }
+
+    /// Inserts (or replaces) `obj`, evicting least recently used entries to stay within
+    /// the bound. Returns how many entries were evicted. Objects larger than the bound
+    /// are not kept.
+    pub fn put(&mut self, obj: Rc<StoredObject>) -> u64 {
+        let cost = obj.cost();
+        let key = obj.h.key.clone();
+        self.remove(&key);
+        if cost > self.bound {
+            return 0;
+        }
+        let mut evicted = 0;
+        while self.bytes + cost > self.bound {
+            let Some((_, k)) = self.order.pop_first() else {
+                break;
+            };
+            if let Some((o, _)) = self.map.remove(&k) {
+                self.bytes = self.bytes.saturating_sub(o.cost());
+                evicted += 1;
+            }
+        }
+        self.clock += 1;
+        self.order.insert(self.clock, key.clone());
+        self.map.insert(key, (obj, self.clock));
+        self.bytes += cost;
+        evicted
+    }
+
+    /// Drops `key`.
+    pub fn remove(&mut self, key: &str) {
+        if let Some((o, at)) = self.map.remove(key) {
+            self.order.remove(&at);
+            self.bytes = self.bytes.saturating_sub(o.cost());
+        }
+    }
+
+    /// Drops every entry stored at or before `at` (a ban-log trim, see `bans.rs`).
+    pub fn drop_stored_not_after(&mut self, at: Timestamp) {
+        let old: Vec<String> = self
+            .map
+            .iter()
+            .filter(|(_, (o, _))| o.h.times.stored_at <= at)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in old {
+            self.remove(&k);
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}

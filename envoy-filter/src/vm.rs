@@ -1,0 +1,1326 @@
+//! One VM's state and the request path: plan, two-tier lookup, collapsing, origin fetches, responses.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, SystemTime};
+
+use cachet_policy::object::{self, Encoding};
+use cachet_policy::{
+    Decision, Plan, Policy, PolicyError, RequestView, ResponseView, Storability, Synth,
+    WorkspaceMode, accepts_encoding,
+};
+use cachet_refresh::{Draw, EntryTimes, Freshness, Timestamp, decide};
+use cachet_workspace::{ClearMode, Config as WsConfig, Workspace};
+use proxy_wasm::types::{BufferType, LogLevel, MapType};
+
+use crate::admin::{self, AdminRequest};
+use crate::bans::{self, BanState, Check, Req};
+use crate::locks::{self, Lock};
+use crate::metrics::Metrics;
+use crate::store::{LocalTier, Meta, SharedTier, StoredObject};
+use crate::{Flag, host};
+
+/// Request header prefix reserved for Cachet: client copies are removed before planning.
+const RESERVED_PREFIX: &str = "x-cachet-";
+
+/// Shared-data key of the lurker lease (owner VM, lease end, cursor).
+const LURKER_KEY: &str = "cachet.lurker";
+
+/// Shared-data key of the VM id counter.
+const VM_ID_KEY: &str = "cachet.vmid";
+
+/// Request headers never copied onto an origin fetch (hop-by-hop, RFC 9110 §7.6.1, or
+/// recomputed by the fetch itself).
+const NOT_FORWARDED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-length",
+    "accept-encoding",
+    "host",
+];
+
+/// Response headers never copied onto a client response built from an origin response.
+const NOT_RETURNED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-length",
+    "surrogate-key",
+    "surrogate-control",
+];
+
+/// Everything that can go wrong in the filter.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvoyError {
+    /// The plugin configuration is missing or invalid.
+    #[error("configuration: {0}")]
+    Config(#[from] PolicyError),
+    /// The origin fetch failed (no cluster, timeout, reset).
+    #[error("origin unreachable: {0}")]
+    Origin(String),
+    /// A stored body could not be decoded.
+    #[error("body: {0}")]
+    Body(#[from] std::io::Error),
+}
+
+/// The one place filter errors become HTTP responses: `(status, reason)`.
+fn error_response(e: &EnvoyError) -> (u16, &'static str) {
+    match e {
+        EnvoyError::Config(_) => (500, "edge configuration invalid"),
+        EnvoyError::Origin(_) => (502, "origin unreachable"),
+        EnvoyError::Body(_) => (503, "edge cache error"),
+    }
+}
+
+/// What the client asked for that shapes the answer.
+#[derive(Debug, Clone, Default)]
+pub struct Client {
+    /// `Accept-Encoding`.
+    pub accept: Option<String>,
+    /// A `HEAD` request.
+    pub head: bool,
+}
+
+/// What an origin fetch needs after the request callback returned: the request inputs
+/// (to re-plan, so the filter never builds a `Plan` by hand) and the results it uses.
+#[derive(Debug, Clone)]
+pub struct Job {
+    scheme: String,
+    host_header: Option<String>,
+    path: String,
+    ua: Option<Vec<u8>>,
+    fwd_proto: Option<String>,
+    fwd_host: Option<String>,
+    route_index: usize,
+    device: &'static str,
+    target: String,
+    host: String,
+    key: String,
+    slot: u32,
+    fwd: Vec<(String, String)>,
+}
+
+impl Job {
+    /// The plan of the `GET` this job fetches (pure, a few microseconds).
+    fn plan<'a>(&'a self, p: &'a Policy, now: SystemTime) -> Plan<'a> {
+        let view = RequestView {
+            method: "GET",
+            scheme: &self.scheme,
+            host: self.host_header.as_deref(),
+            path_and_query: &self.path,
+            user_agent: self.ua.as_deref(),
+            has_authorization: false,
+            forwarded_proto: self.fwd_proto.as_deref(),
+            forwarded_host: self.fwd_host.as_deref(),
+        };
+        p.plan(&view, now)
+    }
+}
+
+/// A request parked until another request's fetch of the same slot completes.
+struct Waiter {
+    ctx: u32,
+    job: Job,
+    client: Client,
+    headers: Vec<(String, Vec<u8>)>,
+    deadline_ms: u64,
+    passed: Flag,
+}
+
+/// A callout the root context made.
+enum RootCall {
+    Refresh { job: Job, started_ms: u64 },
+    Feed,
+}
+
+/// What an origin response became.
+enum Fetched {
+    /// Stored: serve it from the cache format.
+    Stored(Rc<StoredObject>),
+    /// Not stored: serve the origin response as is (`PASS`).
+    Pass,
+}
+
+/// State of one VM (one Envoy worker).
+pub struct Vm {
+    root_id: u32,
+    id: Cell<u32>,
+    policy: RefCell<Option<Rc<Policy>>>,
+    shared: Cell<SharedTier>,
+    local: RefCell<LocalTier>,
+    bans: RefCell<BanState>,
+    metrics: Cell<Metrics>,
+    waiters: RefCell<Vec<Waiter>>,
+    refresh_queue: RefCell<Vec<Job>>,
+    calls: RefCell<HashMap<u32, RootCall>>,
+    ws: RefCell<Option<Workspace>>,
+    rng: Cell<u64>,
+    next_feed_ms: Cell<u64>,
+}
+
+impl Vm {
+    /// A VM whose root context is `root_id`.
+    pub fn new(root_id: u32) -> Self {
+        Self {
+            root_id,
+            id: Cell::new(0),
+            policy: RefCell::new(None),
+            shared: Cell::new(SharedTier {
+                slots: 1024,
+                bound: 0,
+            }),
+            local: RefCell::new(LocalTier::new(0)),
+            bans: RefCell::new(BanState::default()),
+            metrics: Cell::new(Metrics::default()),
+            waiters: RefCell::new(Vec::new()),
+            refresh_queue: RefCell::new(Vec::new()),
+            calls: RefCell::new(HashMap::new()),
+            ws: RefCell::new(None),
+            rng: Cell::new(0x9e37_79b9_7f4a_7c15),
+            next_feed_ms: Cell::new(0),
+        }
+    }
+
+    /// Creates the singleton shared-data entries (see [`host::shared_init`]) and takes a
+    /// VM id (lock owner identity).
+    pub fn init_shared(&self) {
+        for k in [
+            "cachet.dir",
+            bans::LOG_KEY,
+            bans::EPOCH_KEY,
+            LURKER_KEY,
+            VM_ID_KEY,
+        ] {
+            host::shared_init(k);
+        }
+        locks::init();
+        for _ in 0..64 {
+            let (v, cas) = host::shared_get(VM_ID_KEY);
+            let n = v
+                .as_deref()
+                .and_then(|b| b.get(..4))
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u32::from_le_bytes)
+                .wrapping_add(1);
+            if host::shared_set(VM_ID_KEY, &n.to_le_bytes(), cas) {
+                self.id.set(n);
+                break;
+            }
+        }
+        self.rng
+            .set(self.rng.get() ^ host::now_ms() ^ (u64::from(self.id.get()) << 40));
+    }
+
+    /// Reads and applies the plugin configuration (`size` bytes, as the host announced).
+    /// Returns `false` with a log line on any problem (Envoy then refuses the plugin).
+    pub fn configure(&self, size: usize) -> bool {
+        let Some(bytes) = host::plugin_configuration(size) else {
+            host::log(
+                LogLevel::Error,
+                "cachet: plugin configuration is empty; give the cachet_policy::Config schema as JSON",
+            );
+            return false;
+        };
+        let text = match std::str::from_utf8(&bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                host::log(
+                    LogLevel::Error,
+                    &format!("cachet: plugin configuration is not UTF-8: {e}"),
+                );
+                return false;
+            }
+        };
+        let policy = match cachet_policy::Config::from_json(text)
+            .and_then(Policy::new)
+            .map_err(EnvoyError::from)
+        {
+            Ok(p) => p,
+            Err(e) => {
+                host::log(
+                    LogLevel::Error,
+                    &format!("cachet: rejecting plugin configuration: {e}"),
+                );
+                return false;
+            }
+        };
+        let cfg = policy.config();
+        let ws = cfg.workspace;
+        let mode = match ws.mode {
+            WorkspaceMode::Watermark => ClearMode::Watermark,
+            WorkspaceMode::Shadow => ClearMode::Shadow,
+            WorkspaceMode::Full => ClearMode::Full,
+        };
+        let workspace = match Workspace::new(WsConfig {
+            capacity_bytes: ws.capacity_bytes,
+            mode,
+            verify_one_in: ws.verify_one_in,
+        }) {
+            Ok(w) => w,
+            Err(e) => {
+                host::log(
+                    LogLevel::Error,
+                    &format!("cachet: rejecting plugin configuration: workspace: {e}"),
+                );
+                return false;
+            }
+        };
+        self.shared.set(SharedTier {
+            slots: crate::store::slot_count(cfg.envoy.shared_bytes),
+            bound: cfg.envoy.shared_bytes,
+        });
+        *self.local.borrow_mut() = LocalTier::new(cfg.envoy.local_bytes);
+        *self.ws.borrow_mut() = Some(workspace);
+        host::set_tick(cfg.envoy.tick.0);
+        self.metrics.set(Metrics::define());
+        host::log(
+            LogLevel::Info,
+            &format!(
+                "cachet: configured {} routes; shared tier {} bytes in {} slots, local tier {} bytes, tick {:?}",
+                cfg.routes.len(),
+                cfg.envoy.shared_bytes,
+                crate::store::slot_count(cfg.envoy.shared_bytes),
+                cfg.envoy.local_bytes,
+                cfg.envoy.tick.0
+            ),
+        );
+        *self.policy.borrow_mut() = Some(Rc::new(policy));
+        true
+    }
+
+    fn policy(&self) -> Option<Rc<Policy>> {
+        self.policy.borrow().clone()
+    }
+
+    fn m(&self) -> Metrics {
+        self.metrics.get()
+    }
+
+    /// xorshift64*: draws for XFetch and workspace verification sampling.
+    fn draw(&self) -> u64 {
+        let mut x = self.rng.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng.set(x);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn owner(&self, ctx: u32) -> u64 {
+        (u64::from(self.id.get()) << 32) | u64::from(ctx)
+    }
+
+    fn sync_bans(&self) {
+        let mut local = self.local.borrow_mut();
+        let mut b = self.bans.borrow_mut();
+        if b.sync(&mut local) {
+            Metrics::set(self.m().bans, b.live() as u64);
+        }
+    }
+
+    /// Freshness of `obj` for this request, after bans and soft purges; `None` when it
+    /// must not be served.
+    fn classify(
+        &self,
+        p: &Policy,
+        obj: &StoredObject,
+        req: &Req<'_>,
+        route_index: usize,
+        now: Timestamp,
+    ) -> Option<Freshness> {
+        let mut times = obj.h.times;
+        match self.bans.borrow().check(obj, req) {
+            Check::Banned => return None,
+            Check::SoftPurged(at) => {
+                times.ttl = times.ttl.min(at.saturating_duration_since(times.stored_at));
+            }
+            Check::Clean => {}
+        }
+        let policy = p
+            .config()
+            .routes
+            .get(route_index)
+            .map(|r| r.early_refresh)
+            .unwrap_or_default();
+        let f = decide(Some(&times), now, &policy, Draw::from_bits(self.draw()));
+        match f {
+            Freshness::Fresh | Freshness::RefreshAhead | Freshness::Stale => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Looks `job.key` up in both tiers: the object and its freshness.
+    fn lookup(
+        &self,
+        p: &Policy,
+        job: &Job,
+        headers: &[(String, Vec<u8>)],
+        now: Timestamp,
+    ) -> Option<(Rc<StoredObject>, Freshness, Tier)> {
+        let req = Req {
+            url: &job.target,
+            headers,
+        };
+        let local = self.local.borrow_mut().get(&job.key);
+        let mut best = None;
+        if let Some(obj) = local {
+            match self.classify(p, &obj, &req, job.route_index, now) {
+                Some(Freshness::Fresh) => return Some((obj, Freshness::Fresh, Tier::Local)),
+                Some(f) => best = Some((obj, f, Tier::Local)),
+                None => self.local.borrow_mut().remove(&job.key),
+            }
+        }
+        // Not fresh locally: the shared tier may hold a newer version (another worker
+        // refreshed it).
+        let shared = self.shared.get().get(&job.key)?;
+        if best
+            .as_ref()
+            .is_some_and(|(o, _, _)| o.h.version >= shared.h.version)
+        {
+            return best;
+        }
+        let f = self.classify(p, &shared, &req, job.route_index, now);
+        let obj = Rc::new(shared);
+        if let Some(f) = f {
+            let ev = self.local.borrow_mut().put(Rc::clone(&obj));
+            Metrics::add(self.m().local_evictions, ev);
+            return Some((obj, f, Tier::Shared));
+        }
+        best
+    }
+
+    /// Queues a background refresh of `job` if nobody is fetching it already.
+    fn schedule_refresh(&self, job: &Job, now_ms: u64) {
+        let Some(p) = self.policy() else { return };
+        let lease = now_ms + p.config().collapse.lease_ms;
+        if locks::acquire(job.slot, self.owner(self.root_id), now_ms, lease) == Lock::Acquired {
+            self.refresh_queue.borrow_mut().push(job.clone());
+        }
+    }
+
+    /// Origin fetch headers for `job`.
+    fn fetch_headers<'a>(&self, p: &'a Policy, job: &'a Job) -> Vec<(&'a str, &'a str)> {
+        let authority = if p.config().origin.override_host.is_empty() {
+            job.host.as_str()
+        } else {
+            p.config().origin.override_host.as_str()
+        };
+        let mut h = vec![
+            (":method", "GET"),
+            (":path", job.target.as_str()),
+            (":authority", authority),
+            (":scheme", "http"),
+            ("accept-encoding", "gzip"),
+            (p.device_header(), job.device),
+        ];
+        for (n, v) in &job.fwd {
+            h.push((n.as_str(), v.as_str()));
+        }
+        h
+    }
+
+    /// Turns an origin response into a stored object (or a hit-for-pass marker).
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one linear storage decision, mirrors edge-app's miss path"
+    )]
+    fn store_response(
+        &self,
+        p: &Policy,
+        job: &Job,
+        status: u16,
+        headers: &[(String, Vec<u8>)],
+        body: &[u8],
+        started_ms: u64,
+    ) -> Fetched {
+        let now = host::now();
+        let now_ts = Timestamp::from_system_time(now);
+        let join = |name: &str| {
+            let v: Vec<String> = headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+                .collect();
+            (!v.is_empty()).then(|| v.join(", "))
+        };
+        let cc = join("cache-control");
+        let sc = join("surrogate-control");
+        let vary = join("vary");
+        let ce = join("content-encoding");
+        let ct = join("content-type");
+        let sk = join("surrogate-key");
+        let view = ResponseView {
+            status,
+            cache_control: cc.as_deref(),
+            surrogate_control: sc.as_deref(),
+            has_set_cookie: headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("set-cookie")),
+            vary: vary.as_deref(),
+            content_encoding: ce.as_deref(),
+            content_type: ct.as_deref(),
+            surrogate_key: sk.as_deref(),
+            content_length: Some(body.len() as u64),
+        };
+        let plan = job.plan(p, now);
+        let route = p.config().routes.get(job.route_index);
+        let store = match p.storability(&plan, &view) {
+            Storability::Store(s) => s,
+            Storability::DontStore(why) => {
+                if why.is_private() {
+                    let marker = StoredObject {
+                        h: crate::store::Header {
+                            key: job.key.clone(),
+                            meta: Meta::marker(plan.route),
+                            times: EntryTimes::new(now_ts, p.config().edge.hit_for_pass.0),
+                            skeys: String::new(),
+                            version: 0,
+                        },
+                        body: Vec::new(),
+                    };
+                    self.insert(marker, now_ts);
+                }
+                return Fetched::Pass;
+            }
+        };
+        if body.len() as u64 > p.config().edge.max_object_bytes {
+            return Fetched::Pass;
+        }
+        let origin_encoding = match ce.as_deref().map(str::trim) {
+            None | Some("") => Encoding::Identity,
+            Some(e) if e.eq_ignore_ascii_case("identity") => Encoding::Identity,
+            Some(e) if e.eq_ignore_ascii_case("gzip") || e.eq_ignore_ascii_case("x-gzip") => {
+                Encoding::Gzip
+            }
+            Some(e) => Encoding::Other(e.to_ascii_lowercase()),
+        };
+        let (encoding, stored) = if store.compress && origin_encoding == Encoding::Identity {
+            match object::gzip(body) {
+                Ok(z) => (Encoding::Gzip, z),
+                Err(_) => return Fetched::Pass,
+            }
+        } else {
+            (origin_encoding, body.to_vec())
+        };
+        let origin_len = if encoding == Encoding::Gzip && store.compress {
+            body.len() as u64
+        } else {
+            stored.len() as u64
+        };
+        let meta = Meta {
+            pass: false,
+            status,
+            headers: headers
+                .iter()
+                .filter(|(n, _)| !n.starts_with(':') && object::stored_header(n))
+                .map(|(n, v)| (n.clone(), String::from_utf8_lossy(v).into_owned()))
+                .collect(),
+            vary: store.vary.clone(),
+            encoding,
+            stored_len: stored.len() as u64,
+            origin_len,
+            route: plan.route.to_owned(),
+        };
+        let delta = Duration::from_millis(host::now_ms().saturating_sub(started_ms));
+        let times = EntryTimes::new(now_ts, store.ttl)
+            .with_grace(store.grace)
+            .with_keep(route.map_or(Duration::ZERO, |r| r.keep.0))
+            .with_delta(delta);
+        let obj = StoredObject {
+            h: crate::store::Header {
+                key: job.key.clone(),
+                meta,
+                times,
+                skeys: store.surrogate_keys.join(" "),
+                version: 0,
+            },
+            body: stored,
+        };
+        Fetched::Stored(self.insert(obj, now_ts))
+    }
+
+    /// Inserts into both tiers; returns the shared handle.
+    fn insert(&self, mut obj: StoredObject, now: Timestamp) -> Rc<StoredObject> {
+        let m = self.m();
+        let r = self.shared.get().insert(&mut obj, now.as_millis());
+        if r.stored {
+            Metrics::add(m.evictions, r.evicted);
+            Metrics::set(m.bytes_stored, r.bytes);
+            Metrics::set(m.objects, r.objects);
+        } else if r.conflict {
+            Metrics::inc(m.store_conflicts);
+        }
+        let obj = Rc::new(obj);
+        let ev = self.local.borrow_mut().put(Rc::clone(&obj));
+        Metrics::add(m.local_evictions, ev);
+        obj
+    }
+
+    /// Resolves parked requests of `slot` (all slots when `None`): serves them from the
+    /// cache once the object is there, or lets them through to the origin (uncollapsed)
+    /// when the fetch ended without a storable object or their wait ran out.
+    fn wake(&self, slot: Option<u32>) {
+        let Some(p) = self.policy() else { return };
+        let now_ms = host::now_ms();
+        let now = Timestamp::from_millis(now_ms);
+        let mut list = std::mem::take(&mut *self.waiters.borrow_mut());
+        let mut keep = Vec::with_capacity(list.len());
+        for w in list.drain(..) {
+            if slot.is_some_and(|s| s != w.job.slot) {
+                keep.push(w);
+                continue;
+            }
+            let found = self.lookup(&p, &w.job, &w.headers, now);
+            let held = locks::is_held(w.job.slot, now_ms);
+            match found {
+                Some((obj, f, _)) if !obj.h.meta.pass => {
+                    if !host::set_effective_context(w.ctx) {
+                        continue;
+                    }
+                    let label = if f == Freshness::Stale {
+                        "STALE"
+                    } else {
+                        "HIT"
+                    };
+                    self.respond(&obj, label, &w.client);
+                }
+                _ if held && now_ms < w.deadline_ms => keep.push(w),
+                _ => {
+                    if !host::set_effective_context(w.ctx) {
+                        continue;
+                    }
+                    w.passed.set(true);
+                    Metrics::inc(self.m().passes);
+                    host::resume_request();
+                }
+            }
+        }
+        self.waiters.borrow_mut().extend(keep);
+    }
+
+    /// Sends a stored object to the current stream, encoded for this client.
+    fn respond(&self, obj: &StoredObject, label: &str, client: &Client) {
+        let now = Timestamp::from_system_time(host::now());
+        let age = obj.h.times.age(now).as_secs();
+        let meta = &obj.h.meta;
+        let mut body = None;
+        let mut ce = None;
+        match &meta.encoding {
+            Encoding::Gzip if accepts_encoding(client.accept.as_deref(), "gzip") => {
+                ce = Some("gzip");
+            }
+            Encoding::Gzip => match object::gunzip(&obj.body) {
+                Ok(b) => body = Some(b),
+                Err(e) => {
+                    send_error(&EnvoyError::Body(e));
+                    return;
+                }
+            },
+            Encoding::Identity => {}
+            Encoding::Other(e) => ce = Some(e.as_str()),
+        }
+        let bytes: &[u8] = body.as_deref().unwrap_or(&obj.body);
+        let mut ws = self.ws.borrow_mut();
+        let fallback_age = age.to_string();
+        let fallback_len = bytes.len().to_string();
+        // Per-request scratch (cachet-workspace): header values built for this response
+        // live in the VM's arena, which is cleared to its high watermark right after.
+        let scratch = ws.as_mut().map(Workspace::scratch);
+        let age_s: &str = scratch
+            .as_ref()
+            .and_then(|s| s.alloc_fmt(format_args!("{age}")).ok())
+            .map_or(fallback_age.as_str(), |x| &*x);
+        let len_s: &str = scratch
+            .as_ref()
+            .and_then(|s| s.alloc_fmt(format_args!("{}", bytes.len())).ok())
+            .map_or(fallback_len.as_str(), |x| &*x);
+        let mut h: Vec<(&str, &str)> = meta
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        h.push(("vary", meta.vary.as_str()));
+        h.push(("age", age_s));
+        h.push(("content-length", len_s));
+        h.push(("x-cache", label));
+        if let Some(e) = ce {
+            h.push(("content-encoding", e));
+        }
+        host::send(meta.status, &h, (!client.head).then_some(bytes));
+        drop(h);
+        drop(scratch);
+        if let Some(w) = ws.as_mut() {
+            let m = self.m();
+            let draw = u32::try_from(self.draw() >> 32).unwrap_or(0);
+            match w.reset(draw) {
+                Ok(r) => Metrics::set(m.workspace_watermark, r.watermark as u64),
+                Err(_) => Metrics::inc(m.workspace_violations),
+            }
+        }
+    }
+
+    /// Root tick: bans, parked requests, refreshes, lurker, ban feed.
+    pub fn tick(&self) {
+        if self.policy().is_none() {
+            return;
+        }
+        self.sync_bans();
+        self.wake(None);
+        self.dispatch_refreshes();
+        self.lurk();
+        self.poll_feed();
+        Metrics::set(self.m().local_bytes, self.local.borrow().bytes());
+    }
+
+    fn dispatch_refreshes(&self) {
+        let Some(p) = self.policy() else { return };
+        let jobs = std::mem::take(&mut *self.refresh_queue.borrow_mut());
+        for job in jobs {
+            let started_ms = host::now_ms();
+            let h = self.fetch_headers(&p, &job);
+            match host::dispatch(
+                &p.config().envoy.cluster,
+                &h,
+                None,
+                p.config().origin.first_byte_timeout.0,
+            ) {
+                Ok(token) => {
+                    Metrics::inc(self.m().refreshes);
+                    self.calls
+                        .borrow_mut()
+                        .insert(token, RootCall::Refresh { job, started_ms });
+                }
+                Err(_) => {
+                    Metrics::inc(self.m().origin_errors);
+                    locks::release(job.slot, self.owner(self.root_id));
+                }
+            }
+        }
+    }
+
+    /// A root callout answered (refresh or ban feed).
+    pub fn on_root_callout(&self, token: u32, nh: usize, body_size: usize) {
+        let Some(call) = self.calls.borrow_mut().remove(&token) else {
+            return;
+        };
+        let Some(p) = self.policy() else { return };
+        let headers = if nh == 0 {
+            Vec::new()
+        } else {
+            host::headers(MapType::HttpCallResponseHeaders)
+        };
+        let body = host::buffer(BufferType::HttpCallResponseBody, body_size);
+        let status = status_of(&headers);
+        match call {
+            RootCall::Refresh { job, started_ms } => {
+                match status {
+                    Some(s) if !cachet_refresh::is_origin_error(s) => {
+                        self.store_response(&p, &job, s, &headers, &body, started_ms);
+                    }
+                    _ => Metrics::inc(self.m().origin_errors),
+                }
+                locks::release(job.slot, self.owner(self.root_id));
+                self.wake(Some(job.slot));
+            }
+            RootCall::Feed => self.apply_feed(&p, status, &body),
+        }
+    }
+
+    fn lurk(&self) {
+        let Some(p) = self.policy() else { return };
+        let cfg = p.config();
+        let now_ms = host::now_ms();
+        let lease_ms = u64::try_from(cfg.envoy.tick.0.as_millis())
+            .unwrap_or(1000)
+            .saturating_mul(10);
+        let (v, cas) = host::shared_get(LURKER_KEY);
+        let v = v.unwrap_or_default();
+        let field = |o: usize| -> u64 {
+            v.get(o..o + 8)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_le_bytes)
+        };
+        let (owner, lease_end, cursor) = (field(0), field(8), field(16));
+        let me = u64::from(self.id.get());
+        if owner != me && lease_end > now_ms {
+            return;
+        }
+        let shared = self.shared.get();
+        let dir = shared.dir();
+        let m = self.m();
+        let budget = cfg.bans.lurker_budget;
+        let mut next = cursor;
+        let mut examined = 0usize;
+        let mut evicted = 0u64;
+        let mut finished = true;
+        for e in dir.entries.iter().filter(|e| e.version > cursor) {
+            if examined >= budget {
+                finished = false;
+                break;
+            }
+            examined += 1;
+            next = e.version;
+            let obj = shared.get_slot(e.slot);
+            let gone = match &obj {
+                None => true,
+                Some(o) if o.h.version != e.version => true,
+                Some(o) => e.end_ms <= now_ms || self.bans.borrow().check_objects_only(o),
+            };
+            if gone {
+                let clear = obj.as_ref().is_some_and(|o| o.h.version == e.version);
+                if let Some((bytes, objects)) = shared.remove(e.slot, e.version, clear) {
+                    evicted += 1;
+                    Metrics::set(m.bytes_stored, bytes);
+                    Metrics::set(m.objects, objects);
+                }
+            }
+        }
+        Metrics::add(m.lurker_examined, examined as u64);
+        Metrics::add(m.lurker_evicted, evicted);
+        if finished {
+            next = 0;
+            Metrics::inc(m.lurker_passes);
+            let dir = shared.dir();
+            Metrics::set(m.bytes_stored, dir.bytes);
+            Metrics::set(m.objects, dir.entries.len() as u64);
+            let oldest = dir
+                .entries
+                .iter()
+                .map(|e| e.stored_at_ms)
+                .min()
+                .unwrap_or(now_ms);
+            if bans::trim_not_after(oldest.min(now_ms)) > 0 {
+                self.sync_bans();
+            }
+        }
+        let mut out = Vec::with_capacity(24);
+        out.extend_from_slice(&me.to_le_bytes());
+        out.extend_from_slice(&(now_ms + lease_ms).to_le_bytes());
+        out.extend_from_slice(&next.to_le_bytes());
+        host::shared_set(LURKER_KEY, &out, cas);
+    }
+
+    fn poll_feed(&self) {
+        let Some(p) = self.policy() else { return };
+        let cfg = &p.config().envoy;
+        if cfg.ban_feed_cluster.is_empty() {
+            return;
+        }
+        let now_ms = host::now_ms();
+        if now_ms < self.next_feed_ms.get() {
+            return;
+        }
+        let interval = u64::try_from(cfg.ban_feed_interval.0.as_millis()).unwrap_or(5000);
+        self.next_feed_ms.set(now_ms + interval);
+        let auth = format!("Bearer {}", p.config().admin.token);
+        let h = vec![
+            (":method", "GET"),
+            (":path", cfg.ban_feed_path.as_str()),
+            (":authority", cfg.ban_feed_cluster.as_str()),
+            (":scheme", "http"),
+            ("authorization", auth.as_str()),
+        ];
+        if let Ok(token) = host::dispatch(&cfg.ban_feed_cluster, &h, None, Duration::from_secs(5)) {
+            self.calls.borrow_mut().insert(token, RootCall::Feed);
+        }
+    }
+
+    fn apply_feed(&self, p: &Policy, status: Option<u16>, body: &[u8]) {
+        if status != Some(200) {
+            return;
+        }
+        let Ok(entries) = serde_json::from_slice::<Vec<bans::LogEntry>>(body) else {
+            host::log(
+                LogLevel::Warn,
+                "cachet: ban feed answered a body that is not a ban list",
+            );
+            return;
+        };
+        let (log, _) = bans::BanLog::read();
+        let mut new = Vec::new();
+        let mut through = log.feed_through;
+        for e in entries.iter().filter(|e| e.id > log.feed_through) {
+            through = through.max(e.id);
+            let valid = match e.kind {
+                bans::Kind::SoftPurge => e.key.is_some(),
+                _ => bans::parse_ban(&e.expr).is_ok(),
+            };
+            if valid {
+                new.push(bans::NewEntry {
+                    kind: e.kind,
+                    expr: e.expr.clone(),
+                    key: e.key.clone(),
+                    lurker_friendly: e.lurker_friendly,
+                    at_ms: Some(e.at_ms),
+                });
+            }
+        }
+        if through == log.feed_through {
+            return;
+        }
+        let max = p.config().bans.max_bans;
+        if bans::append(&new, max, host::now_ms(), Some(through)).is_ok() {
+            Metrics::inc(self.m().feed_updates);
+            Metrics::add(self.m().bans_added, new.len() as u64);
+            self.sync_bans();
+        }
+    }
+}
+
+/// Which tier served a hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    Local,
+    Shared,
+}
+
+fn status_of(headers: &[(String, Vec<u8>)]) -> Option<u16> {
+    headers
+        .iter()
+        .find(|(n, _)| n == ":status")
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        .and_then(|s| s.trim().parse().ok())
+}
+
+fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+}
+
+fn send_error(e: &EnvoyError) {
+    let (status, reason) = error_response(e);
+    let body = format!("{reason}\n");
+    let mut h = vec![
+        ("content-type", "text/plain; charset=utf-8"),
+        ("cache-control", "no-store"),
+        ("x-cache", "PASS"),
+        ("age", "0"),
+    ];
+    if status >= 502 {
+        h.push(("retry-after", "5"));
+    }
+    host::send(status, &h, Some(body.as_bytes()));
+}
+
+fn send_synth(s: &Synth) {
+    let (status, body) = match s {
+        Synth::Robots { body } => (200, body.clone()),
+        Synth::BadRequest { reason } => (400, format!("{reason}\n")),
+        _ => (500, String::new()),
+    };
+    host::send(
+        status,
+        &[
+            ("content-type", "text/plain; charset=utf-8"),
+            ("cache-control", "no-store"),
+            ("x-cache", "SYNTH"),
+            ("age", "0"),
+        ],
+        Some(body.as_bytes()),
+    );
+}
+
+/// Where one HTTP stream is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not decided yet / answered locally.
+    Local,
+    /// Forwarded to the origin uncached.
+    Pass,
+    /// Waiting for the admin request body.
+    AdminBody,
+    /// Our origin fetch is in flight (collapsing leader).
+    Fetching,
+    /// Parked behind another request's fetch.
+    Waiting,
+}
+
+/// One HTTP stream.
+pub struct Http {
+    vm: Rc<Vm>,
+    ctx: u32,
+    phase: Phase,
+    passed: Flag,
+    client: Client,
+    job: Option<Job>,
+    headers: Vec<(String, Vec<u8>)>,
+    admin: Option<AdminRequest>,
+    body: Vec<u8>,
+    started_ms: u64,
+    lock_held: bool,
+}
+
+impl Http {
+    /// A new stream of `vm`.
+    pub fn new(vm: Rc<Vm>, ctx: u32) -> Self {
+        Self {
+            vm,
+            ctx,
+            phase: Phase::Local,
+            passed: Rc::new(Cell::new(false)),
+            client: Client::default(),
+            job: None,
+            headers: Vec::new(),
+            admin: None,
+            body: Vec::new(),
+            started_ms: 0,
+            lock_held: false,
+        }
+    }
+
+    /// `on_http_request_headers`.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "the request path reads top to bottom like edge-app's handle()"
+    )]
+    pub fn on_request_headers(&mut self, end_of_stream: bool) -> proxy_wasm::types::Action {
+        use proxy_wasm::types::Action;
+        let mut headers = host::headers(MapType::HttpRequestHeaders);
+        // Client-supplied x-cachet-* never reach the origin (house rule).
+        headers.retain(|(n, _)| {
+            if n.to_ascii_lowercase().starts_with(RESERVED_PREFIX) {
+                host::set_header(MapType::HttpRequestHeaders, n, None);
+                false
+            } else {
+                true
+            }
+        });
+        let Some(p) = self.vm.policy() else {
+            send_error(&EnvoyError::Config(PolicyError::Invalid(Vec::new())));
+            return Action::Pause;
+        };
+        let get = |n: &str| header(&headers, n).map(str::to_owned);
+        let path = get(":path").unwrap_or_default();
+        let method = get(":method").unwrap_or_default();
+        if path.starts_with(admin::PREFIX) {
+            self.admin = Some(AdminRequest {
+                method,
+                path: path.split('?').next().unwrap_or("").to_owned(),
+                authorization: get("authorization"),
+                surrogate_key: get("surrogate-key"),
+                soft: get("fastly-soft-purge").is_some_and(|v| v.trim() == "1"),
+            });
+            if end_of_stream {
+                self.answer_admin(&p);
+            } else {
+                self.phase = Phase::AdminBody;
+            }
+            return Action::Pause;
+        }
+        let scheme = get(":scheme").unwrap_or_else(|| "http".to_owned());
+        let host_h = get(":authority").or_else(|| get("host"));
+        let ua = headers
+            .iter()
+            .find(|(n, _)| n == "user-agent")
+            .map(|(_, v)| v.clone());
+        let fwd_proto = get("x-forwarded-proto");
+        let fwd_host = get("x-forwarded-host");
+        let view = RequestView {
+            method: &method,
+            scheme: &scheme,
+            host: host_h.as_deref(),
+            path_and_query: &path,
+            user_agent: ua.as_deref(),
+            has_authorization: headers.iter().any(|(n, _)| n == "authorization"),
+            forwarded_proto: fwd_proto.as_deref(),
+            forwarded_host: fwd_host.as_deref(),
+        };
+        let now = host::now();
+        let plan = p.plan(&view, now);
+        // The client's device header was removed above; ours always replaces it.
+        host::set_header(
+            MapType::HttpRequestHeaders,
+            plan.device_header,
+            Some(plan.device.as_str()),
+        );
+        self.client = Client {
+            accept: get("accept-encoding"),
+            head: method == "HEAD",
+        };
+        match &plan.decision {
+            Decision::Synth(s) => {
+                Metrics::inc(self.vm.m().synth);
+                send_synth(s);
+                return Action::Pause;
+            }
+            Decision::Pass(_) => {
+                if plan.target != path {
+                    host::set_header(MapType::HttpRequestHeaders, ":path", Some(&plan.target));
+                }
+                self.phase = Phase::Pass;
+                Metrics::inc(self.vm.m().passes);
+                return Action::Continue;
+            }
+            Decision::Cache => {}
+        }
+        if plan.target != path {
+            host::set_header(MapType::HttpRequestHeaders, ":path", Some(&plan.target));
+        }
+        let fwd: Vec<(String, String)> = headers
+            .iter()
+            .filter(|(n, _)| {
+                !n.starts_with(':')
+                    && !NOT_FORWARDED.contains(&n.as_str())
+                    && !n.eq_ignore_ascii_case(p.device_header())
+            })
+            .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
+            .collect();
+        let job = Job {
+            scheme: scheme.clone(),
+            host_header: host_h.clone(),
+            path: path.clone(),
+            ua: ua.clone(),
+            fwd_proto: fwd_proto.clone(),
+            fwd_host: fwd_host.clone(),
+            route_index: plan.route_index.unwrap_or_default(),
+            device: plan.device.as_str(),
+            target: plan.target.to_string(),
+            host: plan.host.to_string(),
+            key: plan.cache_key.clone(),
+            slot: self.vm.shared.get().slot_of(&plan.cache_key),
+            fwd,
+        };
+        drop(plan);
+        self.headers = headers;
+        self.cache(&p, job)
+    }
+
+    fn cache(&mut self, p: &Policy, job: Job) -> proxy_wasm::types::Action {
+        use proxy_wasm::types::Action;
+        let vm = Rc::clone(&self.vm);
+        let m = vm.m();
+        vm.sync_bans();
+        let now_ms = host::now_ms();
+        let now = Timestamp::from_millis(now_ms);
+        if let Some((obj, f, tier)) = vm.lookup(p, &job, &self.headers, now) {
+            if obj.h.meta.pass {
+                // Hit-for-pass: the key is private; go straight to the origin.
+                self.phase = Phase::Pass;
+                Metrics::inc(m.passes);
+                return Action::Continue;
+            }
+            let label = match f {
+                Freshness::Stale => {
+                    Metrics::inc(m.stale);
+                    vm.schedule_refresh(&job, now_ms);
+                    "STALE"
+                }
+                Freshness::RefreshAhead => {
+                    vm.schedule_refresh(&job, now_ms);
+                    "HIT"
+                }
+                _ => "HIT",
+            };
+            if f != Freshness::Stale {
+                Metrics::inc(if tier == Tier::Local {
+                    m.hits_local
+                } else {
+                    m.hits_shared
+                });
+            }
+            vm.respond(&obj, label, &self.client);
+            return Action::Pause;
+        }
+        let lease = now_ms + p.config().collapse.lease_ms;
+        match locks::acquire(job.slot, vm.owner(self.ctx), now_ms, lease) {
+            Lock::Held => {
+                Metrics::inc(m.collapsed);
+                self.phase = Phase::Waiting;
+                vm.waiters.borrow_mut().push(Waiter {
+                    ctx: self.ctx,
+                    job: job.clone(),
+                    client: self.client.clone(),
+                    headers: self.headers.clone(),
+                    deadline_ms: now_ms + p.config().collapse.max_wait_ms,
+                    passed: Rc::clone(&self.passed),
+                });
+                self.job = Some(job);
+                Action::Pause
+            }
+            l => {
+                self.lock_held = l == Lock::Acquired;
+                self.fetch(p, job)
+            }
+        }
+    }
+
+    fn fetch(&mut self, p: &Policy, job: Job) -> proxy_wasm::types::Action {
+        use proxy_wasm::types::Action;
+        self.started_ms = host::now_ms();
+        let h = self.vm.fetch_headers(p, &job);
+        let r = host::dispatch(
+            &p.config().envoy.cluster,
+            &h,
+            None,
+            p.config().origin.first_byte_timeout.0,
+        );
+        drop(h);
+        self.job = Some(job);
+        match r {
+            Ok(_) => {
+                Metrics::inc(self.vm.m().misses);
+                self.phase = Phase::Fetching;
+                Action::Pause
+            }
+            Err(e) => {
+                Metrics::inc(self.vm.m().origin_errors);
+                self.release();
+                send_error(&EnvoyError::Origin(format!("dispatch refused: {e:?}")));
+                Action::Pause
+            }
+        }
+    }
+
+    fn release(&mut self) {
+        if self.lock_held {
+            self.lock_held = false;
+            if let Some(job) = &self.job {
+                locks::release(job.slot, self.vm.owner(self.ctx));
+            }
+        }
+    }
+
+    /// The leader's origin fetch answered.
+    pub fn on_fetch_response(&mut self, _token: u32, nh: usize, body_size: usize) {
+        let vm = Rc::clone(&self.vm);
+        let (Some(p), Some(job)) = (vm.policy(), self.job.clone()) else {
+            return;
+        };
+        let headers = if nh == 0 {
+            Vec::new()
+        } else {
+            host::headers(MapType::HttpCallResponseHeaders)
+        };
+        let body = host::buffer(BufferType::HttpCallResponseBody, body_size);
+        let Some(status) = status_of(&headers) else {
+            Metrics::inc(vm.m().origin_errors);
+            self.release();
+            send_error(&EnvoyError::Origin("no response".into()));
+            vm.wake(Some(job.slot));
+            return;
+        };
+        match vm.store_response(&p, &job, status, &headers, &body, self.started_ms) {
+            Fetched::Stored(obj) => vm.respond(&obj, "MISS", &self.client),
+            Fetched::Pass => self.send_origin(status, &headers, &body),
+        }
+        self.release();
+        self.phase = Phase::Local;
+        vm.wake(Some(job.slot));
+    }
+
+    /// Sends an origin response that was not stored (`PASS`).
+    fn send_origin(&self, status: u16, headers: &[(String, Vec<u8>)], body: &[u8]) {
+        let gz = header(headers, "content-encoding")
+            .is_some_and(|e| e.trim().eq_ignore_ascii_case("gzip"));
+        let inflate = gz && !accepts_encoding(self.client.accept.as_deref(), "gzip");
+        let inflated = if inflate {
+            object::gunzip(body).ok()
+        } else {
+            None
+        };
+        let out: &[u8] = inflated.as_deref().unwrap_or(body);
+        let mut h: Vec<(&str, &str)> = headers
+            .iter()
+            .filter(|(n, _)| !n.starts_with(':') && !NOT_RETURNED.contains(&n.as_str()))
+            .filter(|(n, _)| !(inflated.is_some() && n == "content-encoding"))
+            .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v).ok()?)))
+            .collect();
+        let len = out.len().to_string();
+        h.push(("content-length", &len));
+        h.push(("x-cache", "PASS"));
+        if !headers.iter().any(|(n, _)| n == "age") {
+            h.push(("age", "0"));
+        }
+        Metrics::inc(self.vm.m().passes);
+        host::send(status, &h, (!self.client.head).then_some(out));
+    }
+
+    /// `on_http_request_body`: only admin calls read bodies.
+    pub fn on_request_body(
+        &mut self,
+        size: usize,
+        end_of_stream: bool,
+    ) -> proxy_wasm::types::Action {
+        use proxy_wasm::types::Action;
+        if self.phase != Phase::AdminBody {
+            return Action::Continue;
+        }
+        if size > admin::MAX_BODY_BYTES {
+            host::send(
+                413,
+                &[("content-type", "application/json"), ("x-cache", "SYNTH")],
+                Some(br#"{"error":"admin request body too large"}"#),
+            );
+            self.phase = Phase::Local;
+            return Action::Pause;
+        }
+        if !end_of_stream {
+            return Action::Pause;
+        }
+        self.body = host::buffer(BufferType::HttpRequestBody, size);
+        if let Some(p) = self.vm.policy() {
+            self.answer_admin(&p);
+        }
+        Action::Pause
+    }
+
+    fn answer_admin(&mut self, p: &Policy) {
+        let Some(req) = self.admin.take() else { return };
+        self.phase = Phase::Local;
+        Metrics::inc(self.vm.m().synth);
+        let a = admin::handle(p, &self.vm.m(), &req, &self.body, host::now_ms());
+        let mut h = vec![
+            ("content-type", "application/json"),
+            ("cache-control", "no-store"),
+            ("x-cache", "SYNTH"),
+            ("age", "0"),
+        ];
+        if a.challenge {
+            h.push(("www-authenticate", "Bearer"));
+        }
+        host::send(a.status, &h, Some(a.body.as_bytes()));
+        // A ban or purge applies to this VM's next request at once.
+        self.vm.sync_bans();
+    }
+
+    /// `on_http_response_headers`: responses from the origin through Envoy's router
+    /// (passes) get the edge's headers.
+    pub fn on_response_headers(&mut self) -> proxy_wasm::types::Action {
+        if self.phase == Phase::Pass || self.passed.get() {
+            for h in ["surrogate-key", "surrogate-control"] {
+                host::set_header(MapType::HttpResponseHeaders, h, None);
+            }
+            host::set_header(MapType::HttpResponseHeaders, "x-cache", Some("PASS"));
+            let hs = host::headers(MapType::HttpResponseHeaders);
+            if !hs.iter().any(|(n, _)| n == "age") {
+                host::set_header(MapType::HttpResponseHeaders, "age", Some("0"));
+            }
+        }
+        proxy_wasm::types::Action::Continue
+    }
+
+    /// The stream ended: give up a lock still held (client went away) and leave the
+    /// waiting list.
+    pub fn finish(&mut self) {
+        self.release();
+        if self.phase == Phase::Waiting {
+            let ctx = self.ctx;
+            self.vm.waiters.borrow_mut().retain(|w| w.ctx != ctx);
+        }
+        if let Some(job) = &self.job {
+            self.vm.wake(Some(job.slot));
+        }
+    }
+}

