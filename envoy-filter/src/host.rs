@@ -138,3 +138,12 @@ pub fn shared_init(key: &str) {
         let _ = hostcalls::set_shared_data(key, Some(&[]), None);
     }
 }
+
+/// Whether the downstream connection uses TLS (property `connection.tls_version`; absent
+/// on plaintext connections and in hosts without properties).
+pub fn downstream_tls() -> bool {
+    hostcalls::get_property(vec!["connection", "tls_version"])
+        .ok()
+        .flatten()
+        .is_some_and(|v| !v.is_empty())
+}

@@ -1014,12 +1014,21 @@ impl Http {
             });
             if end_of_stream {
                 self.answer_admin(&p);
-            } else {
-                self.phase = Phase::AdminBody;
+                return Action::Pause;
             }
-            return Action::Pause;
+            // A body follows (POST /.cachet/ban). Envoy turns a paused request-headers
+            // callback into StopAllIterationAndWatermark, which withholds the body from
+            // this filter, so the headers continue (stripped of the token) and the body
+            // is buffered in on_request_body; the local reply then resets the upstream
+            // request the router opened (docs/envoy.md).
+            host::set_header(MapType::HttpRequestHeaders, "authorization", None);
+            self.phase = Phase::AdminBody;
+            return Action::Continue;
         }
-        let scheme = get(":scheme").unwrap_or_else(|| "http".to_owned());
+        // The request's own scheme: TLS on the downstream connection. Envoy may derive
+        // `:scheme` from a client's X-Forwarded-Proto, which only counts when
+        // `[edge].trust_forwarded` (the policy reads it separately).
+        let scheme = if host::downstream_tls() { "https" } else { "http" }.to_owned();
         let host_h = get(":authority").or_else(|| get("host"));
         let ua = headers
             .iter()

