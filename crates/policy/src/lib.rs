@@ -10,6 +10,7 @@
 //! may store; Fastly's documentation for `Surrogate-Key` limits and TTL precedence.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod config;
 pub mod glob;
 pub mod object;
@@ -163,6 +164,13 @@ impl Policy {
         &self.normalizer
     }
 
+    /// The early-refresh policy of the plan's route (`none` without a route).
+    pub fn early_refresh(&self, plan: &Plan<'_>) -> cachet_refresh::EarlyRefresh {
+        plan.route_index
+            .and_then(|i| self.config.routes.get(i))
+            .map_or(cachet_refresh::EarlyRefresh::None, |r| r.early_refresh)
+    }
+
     /// Name of the header that carries the device class to the origin.
     pub fn device_header(&self) -> &str {
         self.classifier.header()
@@ -209,6 +217,7 @@ impl Policy {
             ttl: std::time::Duration::ZERO,
             ttl_override: false,
             grace: std::time::Duration::ZERO,
+            keep: std::time::Duration::ZERO,
             surrogate_keys: Vec::new(),
             compress: false,
             decided_at: now,
@@ -242,6 +251,7 @@ impl Policy {
             plan.ttl = r.ttl.0;
             plan.ttl_override = r.ttl_override;
             plan.grace = r.grace.0;
+            plan.keep = r.keep.0;
             plan.compress = r.compress;
             plan.decision = if r.action.is_cache() {
                 Decision::Cache

@@ -3,9 +3,18 @@
 //! Seed: Hatena Blog stored objects gzip-compressed in Varnish and inflated only for the
 //! rare client without gzip: ~3x more objects in the same memory.
 
+use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 
+use cachet_ban::BanTarget;
+use cachet_refresh::{EntryTimes, Timestamp, Validators};
 use serde::{Deserialize, Serialize};
+
+/// Version of the stored [`Meta`] layout; objects stored under another version are misses.
+pub const META_VERSION: u8 = 2;
+
+/// Prefix of the per-object surrogate key ([`object_tag`]).
+pub const OBJECT_TAG_PREFIX: &str = "cachet-obj-";
 
 /// Largest inflated body served to an identity client, in bytes: a gzip bomb in the cache
 /// cannot make the edge allocate without bound.
@@ -46,9 +55,9 @@ pub enum Encoding {
 
 /// Object metadata, stored as JSON next to the body (Fastly: the core cache's user metadata,
 /// which Viceroy implements; Envoy: the shared-data entry).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
-    /// Schema version of this struct.
+    /// Layout version, [`META_VERSION`].
     pub v: u8,
     /// A hit-for-pass marker: the key's content is private; requests go to the origin.
     pub pass: bool,
@@ -66,13 +75,32 @@ pub struct Meta {
     pub origin_len: u64,
     /// Route that stored it.
     pub route: String,
+    /// Lower-cased host the object was stored for.
+    #[serde(default)]
+    pub host: String,
+    /// Request target (path + normalized query) the object was stored for: Varnish's
+    /// `req.url` / the conventional `obj.http.x-url` of lurker-friendly bans.
+    #[serde(default)]
+    pub url: String,
+    /// Surrogate keys attached to the object (origin's then route's).
+    #[serde(default)]
+    pub surrogate_keys: Vec<String>,
+    /// Storage time, TTL, grace, keep and the measured fetch time (XFetch's delta).
+    pub times: EntryTimes,
+    /// `ETag` / `Last-Modified` for conditional revalidation (RFC 9111 §4.3.1).
+    #[serde(default)]
+    pub validators: Validators,
+    /// Per-object surrogate key ([`object_tag`]), so one object can be purged or
+    /// soft-purged alone (bans found at lookup, early refresh on Fastly).
+    #[serde(default)]
+    pub tag: String,
 }
 
 impl Meta {
-    /// A hit-for-pass marker for `route`.
-    pub fn marker(route: &str) -> Self {
+    /// A hit-for-pass marker for `route`, stored at `now` for `ttl`.
+    pub fn marker(route: &str, now: Timestamp, ttl: std::time::Duration) -> Self {
         Self {
-            v: 1,
+            v: META_VERSION,
             pass: true,
             status: 0,
             headers: Vec::new(),
@@ -81,12 +109,21 @@ impl Meta {
             stored_len: 0,
             origin_len: 0,
             route: route.to_owned(),
+            host: String::new(),
+            url: String::new(),
+            surrogate_keys: Vec::new(),
+            times: EntryTimes::new(now, ttl),
+            validators: Validators::default(),
+            tag: String::new(),
         }
     }
 
-    /// Parses stored metadata; `None` if it is not ours (treated as a miss).
+    /// Parses stored metadata; `None` if it is not ours or from another layout version
+    /// (treated as a miss).
     pub fn from_bytes(b: &[u8]) -> Option<Self> {
-        serde_json::from_slice::<Self>(b).ok().filter(|m| m.v == 1)
+        serde_json::from_slice::<Self>(b)
+            .ok()
+            .filter(|m| m.v == META_VERSION)
     }
 
     /// Serialized form (JSON).
@@ -94,6 +131,85 @@ impl Meta {
         // Serializing plain strings and integers cannot fail.
         serde_json::to_vec(self).unwrap_or_default()
     }
+
+    /// The first stored value of header `name` (ASCII case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The object as a ban target (Varnish `obj.*`): `obj.http.x-url` and `obj.http.x-host`
+/// answer the stored URL and host when the origin sent no such header (the lurker-friendly
+/// ban convention of the Varnish Users Guide, "Lurker-Friendly Bans"); `obj.http.surrogate-key`
+/// answers the object's surrogate keys, space-separated. Times are seconds since the epoch.
+impl BanTarget for Meta {
+    fn inserted_at_s(&self) -> f64 {
+        ms_to_s(self.times.stored_at.as_millis())
+    }
+
+    fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        if let Some(v) = Meta::header(self, name) {
+            return Some(v);
+        }
+        if name.eq_ignore_ascii_case("x-url") {
+            Some(&self.url)
+        } else if name.eq_ignore_ascii_case("x-host") {
+            Some(&self.host)
+        } else {
+            None
+        }
+    }
+
+    fn status(&self) -> u16 {
+        self.status
+    }
+
+    fn ttl_s_at(&self, at_s: f64) -> f64 {
+        ms_to_s(self.times.expiry().as_millis()) - at_s
+    }
+
+    fn age_s_at(&self, at_s: f64) -> f64 {
+        at_s - self.inserted_at_s()
+    }
+
+    fn grace_s(&self) -> f64 {
+        self.times.grace.as_secs_f64()
+    }
+
+    fn keep_s(&self) -> f64 {
+        self.times.keep.as_secs_f64()
+    }
+
+    fn surrogate_keys(&self) -> Option<&str> {
+        None
+    }
+}
+
+#[allow(
+    clippy::cast_precision_loss,
+    reason = "ms since the epoch stay below 2^53 for the next 285,000 years"
+)]
+fn ms_to_s(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+/// The per-object surrogate key of `cache_key`: [`OBJECT_TAG_PREFIX`] + 16 hex digits of a
+/// 64-bit SipHash (fixed keys, so every instance computes the same tag).
+pub fn object_tag(cache_key: &str) -> String {
+    #[allow(
+        deprecated,
+        reason = "SipHasher with fixed zero keys is what we want: stable across instances"
+    )]
+    let mut h = std::hash::SipHasher::new();
+    cache_key.hash(&mut h);
+    format!("{OBJECT_TAG_PREFIX}{:016x}", h.finish())
 }
 
 /// Whether an origin header is kept with the object.
@@ -144,9 +260,53 @@ mod tests {
 
     #[test]
     fn meta_roundtrip() {
-        let m = Meta::marker("css");
+        let m = Meta::marker(
+            "css",
+            Timestamp::from_millis(5_000),
+            std::time::Duration::from_secs(60),
+        );
         let back = Meta::from_bytes(&m.to_bytes());
-        assert!(back.is_some_and(|b| b.pass && b.route == "css"));
+        assert!(back.as_ref().is_some_and(|b| b.pass && b.route == "css"));
+        assert_eq!(back.as_ref(), Some(&m));
         assert!(Meta::from_bytes(b"{}").is_none());
+        let mut old = m.clone();
+        old.v = 1;
+        assert!(
+            Meta::from_bytes(&old.to_bytes()).is_none(),
+            "older layouts are misses"
+        );
+    }
+
+    #[test]
+    fn meta_is_a_ban_target() {
+        let mut m = Meta::marker(
+            "article",
+            Timestamp::from_millis(100_000),
+            std::time::Duration::from_secs(30),
+        );
+        m.pass = false;
+        m.status = 200;
+        m.url = "/blog/alice/1".into();
+        m.host = "blog.example".into();
+        m.headers.push(("X-Owner".into(), "alice".into()));
+        assert_eq!(BanTarget::header(&m, "x-owner"), Some("alice"));
+        assert_eq!(BanTarget::header(&m, "X-URL"), Some("/blog/alice/1"));
+        assert_eq!(BanTarget::header(&m, "x-host"), Some("blog.example"));
+        assert!((m.inserted_at_s() - 100.0).abs() < 1e-9);
+        assert!((m.ttl_s_at(110.0) - 20.0).abs() < 1e-9);
+        assert!((m.age_s_at(110.0) - 10.0).abs() < 1e-9);
+        let mut bans = cachet_ban::BanList::new();
+        let added = bans.add("obj.http.x-url ~ ^/blog/alice/", 120.0).unwrap();
+        assert!(added.lurker_friendly);
+        let req = cachet_ban::Request::new("/blog/alice/1");
+        assert!(bans.check(&m, &req, cachet_ban::BanId::ZERO).is_banned());
+    }
+
+    #[test]
+    fn object_tags_are_stable_and_distinct() {
+        assert_eq!(object_tag("a/x|pc"), object_tag("a/x|pc"));
+        assert_ne!(object_tag("a/x|pc"), object_tag("a/x|smartphone"));
+        assert!(object_tag("k").starts_with(OBJECT_TAG_PREFIX));
+        assert_eq!(object_tag("k").len(), OBJECT_TAG_PREFIX.len() + 16);
     }
 }

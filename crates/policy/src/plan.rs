@@ -121,6 +121,8 @@ pub struct Plan<'a> {
     pub ttl_override: bool,
     /// Grace (stale-while-revalidate) after the TTL.
     pub grace: Duration,
+    /// Keep after grace: held only as the base of a conditional revalidation.
+    pub keep: Duration,
     /// Surrogate keys from the route, templates filled in.
     pub surrogate_keys: Vec<String>,
     /// Whether to store the body gzip-compressed.

@@ -82,6 +82,8 @@ pub struct Store {
     pub ttl: Duration,
     /// Stale-while-revalidate window after `ttl`.
     pub grace: Duration,
+    /// Keep window after grace (the route's): held only for conditional revalidation.
+    pub keep: Duration,
     /// The origin's keys (Fastly limits applied) followed by the route's, deduplicated.
     pub surrogate_keys: Vec<String>,
     /// Whether to gzip the body before storing (unencoded, compressible type, route allows).
@@ -298,6 +300,7 @@ impl crate::Policy {
         Storability::Store(Store {
             ttl,
             grace,
+            keep: plan.keep,
             surrogate_keys: keys,
             compress: plan.compress && !encoded && compressible(resp.content_type),
             vary,

@@ -149,8 +149,12 @@ pub struct BansConfig {
     pub sync_interval: HumanDuration,
     /// Bans kept at most; adding one more is refused with `429` until the lurker retires some.
     pub max_bans: usize,
-    /// Objects the lurker examines per step (Envoy tick, Fastly request).
+    /// Objects the lurker examines per step (Envoy tick).
     pub lurker_budget: usize,
+    /// How long a ban stays in the log. Older bans are retired and objects stored before
+    /// the newest retired ban count as banned (refetched), so retiring never resurrects
+    /// banned content; it bounds the work of a lookup that must check newer bans.
+    pub retention: HumanDuration,
 }
 
 impl Default for BansConfig {
@@ -160,6 +164,7 @@ impl Default for BansConfig {
             sync_interval: HumanDuration::from_secs(2),
             max_bans: 10_000,
             lurker_budget: 100,
+            retention: HumanDuration::from_secs(24 * 3600),
         }
     }
 }
@@ -177,6 +182,9 @@ impl BansConfig {
         }
         if self.lurker_budget == 0 {
             push("bans.lurker_budget".into(), "must be at least 1".into());
+        }
+        if self.retention.0 < Duration::from_secs(60) || self.retention.0 > MAX_DURATION {
+            push("bans.retention".into(), "must be in 1m..=1 year".into());
         }
     }
 }
@@ -218,6 +226,19 @@ impl Default for WorkspaceSettings {
 }
 
 impl WorkspaceSettings {
+    /// The `cachet-workspace` configuration for one half.
+    pub fn workspace_config(&self) -> cachet_workspace::Config {
+        cachet_workspace::Config {
+            capacity_bytes: self.capacity_bytes,
+            mode: match self.mode {
+                WorkspaceMode::Watermark => cachet_workspace::ClearMode::Watermark,
+                WorkspaceMode::Shadow => cachet_workspace::ClearMode::Shadow,
+                WorkspaceMode::Full => cachet_workspace::ClearMode::Full,
+            },
+            verify_one_in: self.verify_one_in,
+        }
+    }
+
     fn validate(&self, push: &mut dyn FnMut(String, String)) {
         if !(MIN_WORKSPACE_BYTES..=MAX_WORKSPACE_BYTES).contains(&self.capacity_bytes) {
             push(

@@ -16,6 +16,9 @@ use std::time::Duration;
 
 pub use cachet_demo_origin::{OriginConfig, RunningOrigin, Stats};
 
+/// The admin API token the harness provisions in Viceroy's secret store.
+pub const ADMIN_TOKEN: &str = "e2e-admin-token";
+
 /// How long to wait for Viceroy to say it is listening (it compiles the wasm first).
 pub const VICEROY_START_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -94,7 +97,10 @@ impl Edge {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut manifest = format!(
             "manifest_version = 3\nname = \"cachet-e2e\"\nlanguage = \"rust\"\n\n\
-             [local_server]\n[local_server.backends.origin]\nurl = \"http://{origin}\"\n"
+             [local_server]\n[local_server.backends.origin]\nurl = \"http://{origin}\"\n\
+             [local_server.kv_stores]\ncachet_bans = []\n\
+             [[local_server.secret_stores.cachet_secrets]]\nkey = \"admin_token\"\n\
+             data = \"{ADMIN_TOKEN}\"\n"
         );
         if let Some(cfg) = config_toml {
             let quoted = serde_json::to_string(cfg).expect("quote config");
@@ -139,9 +145,16 @@ impl Edge {
                     }
                     logs.lock().expect("logs").push(line);
                 }
+                // The stream closed: Viceroy exited. An empty address says so at once
+                // instead of waiting out the start timeout.
+                let _ = tx.send(String::new());
             });
         }
-        let Ok(addr) = rx.recv_timeout(VICEROY_START_TIMEOUT) else {
+        let Some(addr) = rx
+            .recv_timeout(VICEROY_START_TIMEOUT)
+            .ok()
+            .filter(|a| !a.is_empty())
+        else {
             let _ = child.kill();
             panic!(
                 "viceroy did not start listening; output:\n{}",
@@ -258,6 +271,9 @@ impl Stack {
         origin.listen = "127.0.0.1:0".parse().expect("addr");
         let origin = cachet_demo_origin::spawn(origin).expect("demo origin");
         let edge = Edge::start(origin.addr(), edge_config);
+        // Viceroy probes each backend with `GET /` when it starts ("checking if backend
+        // 'origin' is up"); count only what the edge sends.
+        origin.reset_stats();
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)

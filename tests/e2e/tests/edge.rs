@@ -263,7 +263,8 @@ fn robots_txt_is_synthesized_per_host_and_forwarded_headers_are_not_trusted_by_d
     assert_eq!(
         s.origin.stats().total,
         0,
-        "robots.txt never reaches the origin"
+        "robots.txt never reaches the origin: {:?}",
+        s.origin.stats().by_path
     );
 }
 

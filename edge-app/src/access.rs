@@ -1,0 +1,74 @@
+//! The JSON access log: one line per request to the configured Fastly log endpoint.
+//!
+//! Viceroy prints log-endpoint lines to stdout as `<endpoint> :: <line>`; the end-to-end
+//! tests read them from there. Nothing secret is ever logged: no request headers, no
+//! admin token, no bodies.
+
+use std::io::Write;
+
+/// One access-log record, written as a JSON line per request.
+#[derive(serde::Serialize, Default)]
+pub(crate) struct Access {
+    /// Request method.
+    pub method: String,
+    /// Normalized host.
+    pub host: String,
+    /// Normalized target (path + query) sent to the origin.
+    pub url: String,
+    /// Matched route (`admin` for the admin API, `-` for none).
+    pub route: String,
+    /// `HIT`, `MISS`, `PASS`, `STALE`, `SYNTH` or `ERROR`.
+    pub cache: &'static str,
+    /// Status sent to the client.
+    pub status: u16,
+    /// Device class.
+    pub device: &'static str,
+    /// Cache key.
+    pub key: String,
+    /// Why the request was passed or the response not stored.
+    pub pass_reason: Option<&'static str>,
+    /// Milliseconds spent waiting for the origin (foreground).
+    pub origin_ms: Option<u64>,
+    /// Body bytes sent to the client.
+    pub body_bytes: Option<u64>,
+    /// Stored (possibly gzip) body bytes of the object served or stored.
+    pub stored_bytes: Option<u64>,
+    /// Origin body bytes of that object.
+    pub origin_bytes: Option<u64>,
+    /// The ban that invalidated the object found (0: stored before the ban log's floor).
+    pub banned_by: Option<u64>,
+    /// Refresh work: `ahead` (early refresh), `stale` (grace), `revalidated-304`,
+    /// `replaced`, `kept-stored` (origin error), `private` (now uncacheable).
+    pub refresh: Option<String>,
+    /// Milliseconds the background refresh took (after the response was sent).
+    pub refresh_ms: Option<u64>,
+    /// Workspace high watermark of this request, bytes (client + backend halves).
+    pub ws_watermark: Option<u64>,
+    /// Bytes the workspace reset zeroed.
+    pub ws_cleared: Option<u64>,
+    /// Whether the workspace overflowed (an allocation failed cleanly).
+    pub ws_overflow: Option<bool>,
+    /// Sampled verification result: `ok` or `violation`.
+    pub ws_verified: Option<&'static str>,
+    /// Error text, when something failed.
+    pub error: Option<String>,
+}
+
+impl Access {
+    /// Writes the record to the configured log endpoint (stdout in Viceroy).
+    pub fn write(&self) {
+        let endpoint =
+            crate::policy().map_or("cachet_log", |p| p.config().edge.log_endpoint.as_str());
+        if let (Ok(mut ep), Ok(json)) = (
+            fastly::log::Endpoint::try_from_name(endpoint),
+            serde_json::to_string(self),
+        ) {
+            let _ = writeln!(ep, "{json}");
+        }
+    }
+}
+
+/// Milliseconds in `d`, saturating.
+pub(crate) fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,108 @@
+//! The admin API on Fastly: `/.cachet/ban`, `/.cachet/bans`, `/.cachet/purge`, bearer-token protected.
+//!
+//! The contract (routes, auth, bodies, errors) is `cachet_policy::admin`, shared with the
+//! Envoy filter. Here: the token comes from the secret store `[admin].secret_store` under
+//! `[admin].token_secret` (never logged); bans go to the KV-backed ban log
+//! ([`crate::bans`]); purges use Fastly's surrogate-key purge, hard or soft
+//! (`Fastly-Soft-Purge: 1`), which on Fastly is service-wide.
+
+use std::time::SystemTime;
+
+use cachet_policy::Policy;
+use cachet_policy::admin::{self, AdminCall, AdminError};
+use cachet_refresh::Timestamp;
+use fastly::http::{StatusCode, header};
+use fastly::secret_store::SecretStore;
+use fastly::{Request, Response};
+
+use crate::EdgeError;
+use crate::access::Access;
+use crate::bans;
+
+/// The configured admin token, if the secret store and secret exist.
+fn token(policy: &Policy) -> Option<Vec<u8>> {
+    let cfg = &policy.config().admin;
+    let store = SecretStore::open(&cfg.secret_store).ok()?;
+    let secret = store.try_get(&cfg.token_secret).ok()??;
+    secret.try_plaintext().ok().map(|b| b.to_vec())
+}
+
+fn json(status: StatusCode, body: String) -> Response {
+    Response::from_status(status)
+        .with_header(header::CONTENT_TYPE, "application/json")
+        .with_header(header::CACHE_CONTROL, "no-store")
+        .with_body(body)
+}
+
+/// Serves one admin call.
+///
+/// # Errors
+/// [`EdgeError::Admin`] with the status and reason (404/405/401/403/400/413/429/503).
+pub(crate) fn handle(
+    policy: &Policy,
+    mut req: Request,
+    f: &mut Access,
+) -> Result<Response, EdgeError> {
+    if !policy.config().admin.enabled {
+        return Err(AdminError::NotFound("admin API disabled".into()).into());
+    }
+    let call = admin::route(req.get_method_str(), req.get_path())?;
+    let token = token(policy);
+    admin::authorize(
+        req.get_header(header::AUTHORIZATION)
+            .map(fastly::http::HeaderValue::as_bytes),
+        token.as_deref(),
+    )?;
+    match call {
+        AdminCall::AddBan => {
+            let declared = req
+                .get_header_str(header::CONTENT_LENGTH)
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if declared > admin::MAX_BAN_BODY_BYTES {
+                return Err(AdminError::PayloadTooLarge {
+                    len: declared,
+                    limit: admin::MAX_BAN_BODY_BYTES,
+                }
+                .into());
+            }
+            let body = req.take_body_bytes();
+            let expr = admin::ban_body(&body)?;
+            let now = Timestamp::from_system_time(SystemTime::now()).as_millis();
+            let added = bans::add(policy, expr, now)?;
+            f.banned_by = Some(added.id);
+            Ok(json(StatusCode::CREATED, admin::added_body(&added)))
+        }
+        AdminCall::ListBans => {
+            let log = bans::authoritative(policy)?;
+            Ok(json(StatusCode::OK, admin::list_body(&log)))
+        }
+        AdminCall::Purge => {
+            let soft = admin::is_soft_purge(req.get_header_str("fastly-soft-purge"));
+            let keys = admin::purge_keys(req.get_header_str("surrogate-key"))?;
+            let mut results = serde_json::Map::new();
+            let mut failed = false;
+            for k in keys {
+                let r = if soft {
+                    fastly::http::purge::soft_purge_surrogate_key(k)
+                } else {
+                    fastly::http::purge::purge_surrogate_key(k)
+                };
+                let entry = match r {
+                    Ok(()) => serde_json::json!({ "ok": true, "soft": soft }),
+                    Err(e) => {
+                        failed = true;
+                        serde_json::json!({ "ok": false, "error": e.to_string() })
+                    }
+                };
+                results.insert(k.to_owned(), entry);
+            }
+            let status = if failed {
+                StatusCode::BAD_GATEWAY
+            } else {
+                StatusCode::OK
+            };
+            Ok(json(status, serde_json::Value::Object(results).to_string()))
+        }
+    }
+}

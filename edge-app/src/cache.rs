@@ -1,0 +1,700 @@
+//! Lookup, miss, refresh-ahead, stale serving and revalidation on Fastly's core cache.
+//!
+//! Mapping of `cachet-refresh` decisions onto `fastly::cache::core::Transaction`:
+//!
+//! * Objects are inserted with the core cache's TTL = the real TTL and its
+//!   stale-while-revalidate = grace + keep (+ the TTL when the route refreshes early), and
+//!   carry their `EntryTimes` and validators in user metadata. `cachet_refresh::decide`
+//!   classifies each hit; the core cache supplies the collapsing.
+//! * Miss: the first request gets the obligation and fetches; the others wait in the core
+//!   cache (request collapsing) and are served the inserted object.
+//! * Stale (within grace): the core cache hands the obligation to exactly one request,
+//!   which serves the stale copy at once (`X-Cache: STALE`) and refreshes after the
+//!   response is sent; the others are served the stale copy without waiting.
+//! * Refresh-ahead (`threshold` / `xfetch` fired while fresh): the object is soft-purged
+//!   through its own surrogate key, which turns it into a stale-while-revalidate object, and
+//!   looked up again: one request gets the obligation and refreshes in the background, every
+//!   request keeps being served from cache (`X-Cache: HIT`). On Fastly a purge is
+//!   service-wide, so other POPs revalidate the object on their next request too.
+//! * Keep window (past grace): the object is not served; the obligation holder revalidates
+//!   it in the foreground with `If-None-Match`/`If-Modified-Since` (RFC 9111 §4.3), a 304
+//!   freshens it with `Transaction::update`.
+//! * Origin errors: a stale copy within grace has already been served; otherwise a clean
+//!   `503` with `Retry-After`. A 5xx never replaces a good object.
+//! * Bans: a found object stored before a matching ban is hard-purged through its own
+//!   surrogate key and looked up again (so its refetch is collapsed too).
+//!
+//! Only one transaction handle is open at a time (Viceroy issue 698: a second lookup on a
+//! key with an open handle can hang).
+
+use std::hash::{BuildHasher, Hasher};
+use std::io::Write;
+use std::time::{Duration, Instant, SystemTime};
+
+use cachet_policy::object::{self, Encoding, Meta};
+use cachet_policy::{NoStore, Plan, Policy, ResponseView, Storability, Store};
+use cachet_refresh::{
+    Draw, EarlyRefresh, EntryTimes, Freshness, NotModified, Revalidation, Timestamp, Validators,
+    conditional_headers, decide, on_revalidation, retry_after_secs, should_store_over,
+};
+use fastly::cache::core::{CacheKey, Transaction};
+use fastly::http::header;
+use fastly::{Request, Response};
+
+use crate::access::{Access, millis};
+use crate::deliver::{self, Client};
+use crate::origin::{self, Fetched};
+use crate::{EdgeError, Outcome, bans};
+
+/// `Retry-After` sent with a `503` when the origin is unreachable and nothing may be
+/// served stale.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// Lookups per request: the first, one after a ban purge or a refresh-ahead soft purge.
+const MAX_LOOKUPS: usize = 2;
+
+/// The clock, as the refresh crate counts it.
+fn now() -> Timestamp {
+    Timestamp::from_system_time(SystemTime::now())
+}
+
+/// 64 random bits from the platform (std's `RandomState` is seeded from WASI `random_get`),
+/// for XFetch's draw.
+fn random_bits() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(now().as_millis());
+    h.finish()
+}
+
+/// Passes `req` to the origin; the response is never stored.
+///
+/// # Errors
+/// [`EdgeError::Origin`] when the origin cannot be reached.
+pub(crate) fn pass(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    req: Request,
+    f: &mut Access,
+) -> Result<Response, EdgeError> {
+    let head = req.get_method_str() == "HEAD";
+    let fetched = origin::fetch(policy, plan, req).map_err(unreachable)?;
+    origin::note(f, fetched.elapsed);
+    f.cache = "PASS";
+    Ok(deliver::unstored(fetched.resp, head))
+}
+
+fn unreachable(reason: String) -> EdgeError {
+    EdgeError::Origin {
+        reason,
+        retry_after_secs: retry_after_secs(RETRY_AFTER),
+    }
+}
+
+/// Serves a cacheable request from the core cache, fetching, refreshing or revalidating as
+/// the object's state requires.
+///
+/// # Errors
+/// [`EdgeError::Cache`] when the core cache fails; [`EdgeError::Origin`] when the origin is
+/// unreachable and no copy may be served; [`EdgeError::Body`] for corrupt stored bodies.
+pub(crate) fn cached(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    mut req: Request,
+    f: &mut Access,
+) -> Result<Outcome, EdgeError> {
+    let ctx = Lookup {
+        policy,
+        plan,
+        client: Client::of(&req),
+        early: policy.early_refresh(plan),
+        key: CacheKey::copy_from_slice(plan.cache_key.as_bytes()),
+    };
+    for attempt in 0..MAX_LOOKUPS {
+        match ctx.step(req, attempt + 1 == MAX_LOOKUPS, f)? {
+            Step::Done(outcome) => return Ok(*outcome),
+            Step::Again(r) => req = *r,
+        }
+    }
+    pass(policy, plan, req, f).map(Outcome::from)
+}
+
+/// What one lookup needs besides the request.
+struct Lookup<'p, 'a> {
+    policy: &'p Policy,
+    plan: &'p Plan<'a>,
+    client: Client,
+    early: EarlyRefresh,
+    key: CacheKey,
+}
+
+/// Result of one lookup.
+enum Step {
+    /// Answered.
+    Done(Box<Outcome>),
+    /// The object was purged (ban) or soft-purged (refresh-ahead): look it up again.
+    Again(Box<Request>),
+}
+
+impl Lookup<'_, '_> {
+    fn done(r: Result<Response, EdgeError>) -> Result<Step, EdgeError> {
+        r.map(|resp| Step::Done(Box::new(resp.into())))
+    }
+
+    /// Nothing usable for us: fetch under the obligation, or pass without it.
+    fn fetch(&self, tx: Transaction, req: Request, f: &mut Access) -> Result<Step, EdgeError> {
+        if tx.must_insert_or_update() {
+            return Self::done(miss(self.policy, self.plan, tx, req, &self.client, f));
+        }
+        drop(tx);
+        Self::done(pass(self.policy, self.plan, req, f))
+    }
+
+    fn step(&self, req: Request, last: bool, f: &mut Access) -> Result<Step, EdgeError> {
+        let tx = Transaction::lookup(self.key.clone()).execute()?;
+        let obligated = tx.must_insert_or_update();
+        let Some(found) = tx.found() else {
+            return self.fetch(tx, req, f);
+        };
+        // Not ours (another layout version): replace it when we may, else pass.
+        let Some(meta) = Meta::from_bytes(&found.user_metadata()) else {
+            drop(found);
+            return self.fetch(tx, req, f);
+        };
+        if meta.pass {
+            // A hit-for-pass marker; with the obligation it expired: ask the origin again.
+            f.pass_reason = Some("hit-for-pass");
+            drop(found);
+            return self.fetch(tx, req, f);
+        }
+        let (log, log_error) = bans::current(self.policy);
+        if log_error.is_some() {
+            f.error = log_error;
+        }
+        if let Some(ban) = bans::check(&log, &meta, &self.plan.target, |n| req.get_header_str(n)) {
+            f.banned_by = Some(ban);
+            drop(found);
+            if obligated || last || meta.tag.is_empty() {
+                return self.fetch(tx, req, f);
+            }
+            drop(tx);
+            purge(&meta.tag, false, f);
+            return Ok(Step::Again(Box::new(req)));
+        }
+        let draw = match self.early {
+            EarlyRefresh::Xfetch { .. } => Draw::from_bits(random_bits()),
+            _ => Draw::ONE,
+        };
+        let core_stale = found.is_stale();
+        let hit = Hit {
+            body: found.to_stream()?.into_bytes(),
+            age: found.age(),
+            meta,
+        };
+        let job = |tx: Transaction, why: &'static str, req: &Request, meta: &Meta| Job {
+            tx,
+            meta: meta.clone(),
+            req: req.clone_without_body(),
+            why,
+        };
+        match decide(Some(&hit.meta.times), now(), &self.early, draw) {
+            Freshness::Fresh => {
+                // Fresh by our clock but stale in the core cache: it was soft-purged.
+                f.cache = if core_stale { "STALE" } else { "HIT" };
+                let after = obligated.then(|| job(tx, "soft-purged", &req, &hit.meta));
+                self.serve(hit, after, f)
+            }
+            Freshness::RefreshAhead if obligated => {
+                f.cache = "HIT";
+                let after = Some(job(tx, "ahead", &req, &hit.meta));
+                self.serve(hit, after, f)
+            }
+            Freshness::RefreshAhead if core_stale || last || hit.meta.tag.is_empty() => {
+                // Someone else is refreshing it (or we cannot ask): serve it.
+                f.cache = "HIT";
+                drop(tx);
+                self.serve(hit, None, f)
+            }
+            Freshness::RefreshAhead => {
+                // Turn it into a stale-while-revalidate object so exactly one request
+                // gets the obligation, then look again.
+                drop(found);
+                drop(tx);
+                purge(&hit.meta.tag, true, f);
+                Ok(Step::Again(Box::new(req)))
+            }
+            Freshness::Stale => {
+                f.cache = "STALE";
+                let after = obligated.then(|| job(tx, "stale", &req, &hit.meta));
+                self.serve(hit, after, f)
+            }
+            Freshness::Expired | Freshness::Miss if obligated => Self::done(revalidate_now(
+                self.policy,
+                self.plan,
+                tx,
+                &hit,
+                req,
+                &self.client,
+                f,
+            )),
+            Freshness::Expired | Freshness::Miss => {
+                // Past grace and another request is revalidating: fetch without storing.
+                drop(found);
+                drop(tx);
+                f.pass_reason = Some("revalidating-elsewhere");
+                let mut resp = pass(self.policy, self.plan, req, f)?;
+                f.cache = "MISS";
+                resp.set_header("x-cache", "MISS");
+                Ok(Step::Done(Box::new(resp.into())))
+            }
+        }
+    }
+
+    /// Serves a found object; `after` refreshes it once the response is sent.
+    fn serve(&self, hit: Hit, after: Option<Job>, f: &mut Access) -> Result<Step, EdgeError> {
+        let resp = deliver::respond(&hit.meta, hit.body, hit.age, &self.client, f)?;
+        Ok(Step::Done(Box::new(Outcome {
+            resp,
+            after: after.map(Box::new),
+        })))
+    }
+}
+
+/// A found object: metadata, stored body, age.
+struct Hit {
+    meta: Meta,
+    body: Vec<u8>,
+    age: Duration,
+}
+
+/// Purges (or soft-purges) one surrogate key, recording failures in the access log.
+fn purge(key: &str, soft: bool, f: &mut Access) {
+    let r = if soft {
+        fastly::http::purge::soft_purge_surrogate_key(key)
+    } else {
+        fastly::http::purge::purge_surrogate_key(key)
+    };
+    if let Err(e) = r {
+        f.error = Some(format!("purge {key}: {e}"));
+    }
+}
+
+/// A refresh that runs after the client's response has been sent, holding the core
+/// cache's obligation for the key (other requests are served the cached copy meanwhile).
+pub(crate) struct Job {
+    tx: Transaction,
+    meta: Meta,
+    req: Request,
+    why: &'static str,
+}
+
+impl Job {
+    /// Refreshes the object: conditional request when it has validators; 304 freshens,
+    /// a storable response replaces, a response that may no longer be stored leaves a
+    /// hit-for-pass marker, an error or 5xx keeps the stored copy (obligation cancelled,
+    /// the next request retries).
+    pub fn run(self, policy: &Policy, f: &mut Access) {
+        let started = Instant::now();
+        let Self { tx, meta, req, why } = self;
+        let inputs = crate::Inputs::of(&req);
+        let plan = policy.plan(&inputs.view(), SystemTime::now());
+        let outcome = refresh(policy, &plan, tx, &meta, req);
+        f.refresh = Some(match outcome {
+            Ok(r) => format!("{why}:{r}"),
+            Err(e) => {
+                f.error = Some(e.to_string());
+                format!("{why}:kept-stored")
+            }
+        });
+        f.refresh_ms = Some(millis(started.elapsed()));
+    }
+}
+
+/// The origin request for a refresh or revalidation of `meta`: `GET`, gzip accepted,
+/// conditional when the stored validators are usable.
+fn revalidation_request(mut req: Request, meta: &Meta) -> Request {
+    req.set_method(fastly::http::Method::GET);
+    req.set_header(header::ACCEPT_ENCODING, "gzip");
+    req.remove_header(header::IF_NONE_MATCH);
+    req.remove_header(header::IF_MODIFIED_SINCE);
+    if let Ok(c) = conditional_headers(&meta.validators) {
+        if let Some(v) = c.if_none_match {
+            req.set_header(header::IF_NONE_MATCH, v);
+        }
+        if let Some(v) = c.if_modified_since {
+            req.set_header(header::IF_MODIFIED_SINCE, v);
+        }
+    }
+    req
+}
+
+/// What a refresh did (access-log text).
+fn refresh(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    tx: Transaction,
+    meta: &Meta,
+    req: Request,
+) -> Result<&'static str, EdgeError> {
+    let fetched = match origin::fetch(policy, plan, revalidation_request(req, meta)) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = tx.cancel_insert_or_update();
+            return Err(unreachable(e));
+        }
+    };
+    let now = now();
+    let status = fetched.resp.get_status().as_u16();
+    match revalidation(meta, &fetched, now) {
+        Revalidation::Freshen { times, validators } => {
+            freshen(policy, tx, meta, times, validators)?;
+            Ok("revalidated-304")
+        }
+        Revalidation::KeepStored => {
+            let _ = tx.cancel_insert_or_update();
+            Ok(if status == 304 {
+                "kept-stored"
+            } else {
+                "origin-error-kept-stored"
+            })
+        }
+        Revalidation::Replace => match evaluate(policy, plan, &fetched.resp) {
+            Storability::Store(store) => {
+                insert_object(policy, plan, tx, fetched, &store, now)?;
+                Ok("replaced")
+            }
+            Storability::DontStore(_) => {
+                insert_marker(policy, plan, tx, now)?;
+                Ok("now-uncacheable")
+            }
+        },
+    }
+}
+
+/// Reads a revalidation response against the stored object.
+fn revalidation(meta: &Meta, fetched: &Fetched, now: Timestamp) -> Revalidation {
+    let resp = &fetched.resp;
+    let status = resp.get_status().as_u16();
+    let cc = header_join(resp, "cache-control");
+    let ttl = cc
+        .as_deref()
+        .map(cachet_policy::CacheControl::parse)
+        .and_then(|c| c.s_maxage.or(c.max_age))
+        .map(Duration::from_secs);
+    let fresh = NotModified {
+        ttl,
+        etag: resp.get_header_str(header::ETAG).map(str::to_owned),
+        last_modified: resp
+            .get_header_str(header::LAST_MODIFIED)
+            .map(str::to_owned),
+        delta: fetched.elapsed,
+    };
+    if status != 304 && !should_store_over(true, status) {
+        return Revalidation::KeepStored;
+    }
+    on_revalidation(&meta.times, &meta.validators, status, now, fresh)
+}
+
+/// Applies a 304: same body and headers, new times and validators.
+fn freshen(
+    policy: &Policy,
+    tx: Transaction,
+    meta: &Meta,
+    times: EntryTimes,
+    validators: Validators,
+) -> Result<Meta, EdgeError> {
+    let mut fresh = meta.clone();
+    fresh.times = times;
+    fresh.validators = validators;
+    let keys = object_keys(&fresh);
+    tx.update(times.ttl)
+        .stale_while_revalidate(core_swr(policy, &fresh.route, &times))
+        .surrogate_keys(keys.iter().map(String::as_str))
+        .user_metadata(fresh.to_bytes().into())
+        .execute()?;
+    Ok(fresh)
+}
+
+/// Past grace, holding the obligation: revalidate before answering.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "internal helper with one caller; a struct would only rename them"
+)]
+fn revalidate_now(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    tx: Transaction,
+    hit: &Hit,
+    req: Request,
+    client: &Client,
+    f: &mut Access,
+) -> Result<Response, EdgeError> {
+    let meta = &hit.meta;
+    let fetched = match origin::fetch(policy, plan, revalidation_request(req, meta)) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = tx.cancel_insert_or_update();
+            return Err(unreachable(e));
+        }
+    };
+    origin::note(f, fetched.elapsed);
+    f.cache = "MISS";
+    let now = now();
+    match revalidation(meta, &fetched, now) {
+        Revalidation::Freshen { times, validators } => {
+            let fresh = freshen(policy, tx, meta, times, validators)?;
+            f.refresh = Some("revalidated-304".into());
+            deliver::respond(&fresh, hit.body.clone(), Duration::ZERO, client, f)
+        }
+        Revalidation::KeepStored => {
+            // Past grace the stored copy may not be served (RFC 5861 §4 would need
+            // stale-if-error); answer the origin's error as it is.
+            let _ = tx.cancel_insert_or_update();
+            f.refresh = Some("origin-error".into());
+            f.cache = "PASS";
+            Ok(deliver::unstored(fetched.resp, client.head))
+        }
+        Revalidation::Replace => store_or_pass(policy, plan, tx, fetched, client, f),
+    }
+}
+
+/// We hold the collapsing obligation for this key and nothing usable is stored: one origin
+/// fetch serves every waiter.
+fn miss(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    tx: Transaction,
+    req: Request,
+    client: &Client,
+    f: &mut Access,
+) -> Result<Response, EdgeError> {
+    let mut origin_req = req;
+    origin_req.set_method(fastly::http::Method::GET);
+    origin_req.set_header(header::ACCEPT_ENCODING, "gzip");
+    origin_req.remove_header(header::IF_NONE_MATCH);
+    origin_req.remove_header(header::IF_MODIFIED_SINCE);
+    let fetched = match origin::fetch(policy, plan, origin_req) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = tx.cancel_insert_or_update();
+            return Err(unreachable(e));
+        }
+    };
+    origin::note(f, fetched.elapsed);
+    store_or_pass(policy, plan, tx, fetched, client, f)
+}
+
+/// Stores a fresh origin response when allowed and answers this client from it; otherwise
+/// answers it unstored (a hit-for-pass marker for private content).
+fn store_or_pass(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    tx: Transaction,
+    fetched: Fetched,
+    client: &Client,
+    f: &mut Access,
+) -> Result<Response, EdgeError> {
+    let now = now();
+    match evaluate(policy, plan, &fetched.resp) {
+        Storability::Store(store) => {
+            let too_large = fetched
+                .resp
+                .get_header_str(header::CONTENT_LENGTH)
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .is_some_and(|n| n > policy.config().edge.max_object_bytes);
+            if too_large {
+                let _ = tx.cancel_insert_or_update();
+                f.pass_reason = Some(NoStore::TooLarge.label());
+                f.cache = "PASS";
+                return Ok(deliver::unstored(fetched.resp, client.head));
+            }
+            match insert_object(policy, plan, tx, fetched, &store, now)? {
+                Inserted::Stored(meta, stored) => {
+                    f.cache = "MISS";
+                    deliver::respond(&meta, stored, Duration::ZERO, client, f)
+                }
+                Inserted::TooLarge(resp) => {
+                    f.pass_reason = Some(NoStore::TooLarge.label());
+                    f.cache = "PASS";
+                    Ok(deliver::unstored(*resp, client.head))
+                }
+            }
+        }
+        Storability::DontStore(why) => {
+            f.pass_reason = Some(why.label());
+            f.cache = "PASS";
+            if why.is_private() {
+                // Hit-for-pass: remember that this key is private so later requests skip
+                // collapsing; the marker holds no content (never a private byte stored).
+                insert_marker(policy, plan, tx, now)?;
+            } else {
+                let _ = tx.cancel_insert_or_update();
+            }
+            Ok(deliver::unstored(fetched.resp, client.head))
+        }
+    }
+}
+
+fn header_join(resp: &Response, name: &str) -> Option<String> {
+    let all = resp.get_header_all_str(name);
+    (!all.is_empty()).then(|| all.join(", "))
+}
+
+/// The policy's verdict on an origin response.
+fn evaluate(policy: &Policy, plan: &Plan<'_>, resp: &Response) -> Storability {
+    let cc = header_join(resp, "cache-control");
+    let sc = header_join(resp, "surrogate-control");
+    let vary = header_join(resp, "vary");
+    let view = ResponseView {
+        status: resp.get_status().as_u16(),
+        cache_control: cc.as_deref(),
+        surrogate_control: sc.as_deref(),
+        has_set_cookie: resp.get_header(header::SET_COOKIE).is_some(),
+        vary: vary.as_deref(),
+        content_encoding: resp.get_header_str(header::CONTENT_ENCODING),
+        content_type: resp.get_header_str(header::CONTENT_TYPE),
+        surrogate_key: resp.get_header_str("surrogate-key"),
+        content_length: resp
+            .get_header_str(header::CONTENT_LENGTH)
+            .and_then(|v| v.trim().parse().ok()),
+    };
+    policy.storability(plan, &view)
+}
+
+/// The core cache's stale-while-revalidate for an object: grace + keep, plus the TTL when
+/// its route refreshes early (so a soft purge leaves it usable until its real expiry and
+/// beyond, on platforms where a soft-purged object is only usable within SWR).
+fn core_swr(policy: &Policy, route: &str, times: &EntryTimes) -> Duration {
+    let early = policy
+        .config()
+        .routes
+        .iter()
+        .find(|r| r.name == route)
+        .is_some_and(|r| r.early_refresh != EarlyRefresh::None);
+    let mut swr = times.grace.saturating_add(times.keep);
+    if early {
+        swr = swr.saturating_add(times.ttl);
+    }
+    swr
+}
+
+/// Surrogate keys an object is inserted with: its own, then its per-object tag.
+fn object_keys(meta: &Meta) -> Vec<String> {
+    let mut keys = meta.surrogate_keys.clone();
+    if !meta.tag.is_empty() {
+        keys.push(meta.tag.clone());
+    }
+    keys
+}
+
+/// Result of [`insert_object`].
+enum Inserted {
+    /// Stored: the metadata and the stored body bytes.
+    Stored(Box<Meta>, Vec<u8>),
+    /// Body over `[edge].max_object_bytes`: obligation cancelled, response returned.
+    TooLarge(Box<Response>),
+}
+
+/// Inserts an origin response (gzip when the verdict says so) under the obligation.
+fn insert_object(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    tx: Transaction,
+    fetched: Fetched,
+    store: &Store,
+    now: Timestamp,
+) -> Result<Inserted, EdgeError> {
+    let Fetched { mut resp, elapsed } = fetched;
+    let origin_body = resp.take_body_bytes();
+    if origin_body.len() as u64 > policy.config().edge.max_object_bytes {
+        let _ = tx.cancel_insert_or_update();
+        resp.set_body(origin_body);
+        return Ok(Inserted::TooLarge(Box::new(resp)));
+    }
+    let origin_encoding = match resp.get_header_str(header::CONTENT_ENCODING).map(str::trim) {
+        None | Some("") => Encoding::Identity,
+        Some(e) if e.eq_ignore_ascii_case("identity") => Encoding::Identity,
+        Some(e) if e.eq_ignore_ascii_case("gzip") || e.eq_ignore_ascii_case("x-gzip") => {
+            Encoding::Gzip
+        }
+        Some(e) => Encoding::Other(e.to_ascii_lowercase()),
+    };
+    let (encoding, stored) = if store.compress && origin_encoding == Encoding::Identity {
+        (Encoding::Gzip, object::gzip(&origin_body)?)
+    } else {
+        (origin_encoding, origin_body.clone())
+    };
+    let times = EntryTimes::new(now, store.ttl)
+        .with_grace(store.grace)
+        .with_keep(store.keep)
+        .with_delta(elapsed);
+    let meta = Meta {
+        v: object::META_VERSION,
+        pass: false,
+        status: resp.get_status().as_u16(),
+        headers: resp
+            .get_header_names_str()
+            .into_iter()
+            .filter(|n| object::stored_header(n))
+            .flat_map(|n| {
+                resp.get_header_all_str(n)
+                    .into_iter()
+                    .map(move |v| (n.to_owned(), v.to_owned()))
+            })
+            .collect(),
+        vary: store.vary.clone(),
+        encoding,
+        stored_len: stored.len() as u64,
+        origin_len: origin_body.len() as u64,
+        route: plan.route.to_owned(),
+        host: plan.host.to_string(),
+        url: plan.target.to_string(),
+        surrogate_keys: store.surrogate_keys.clone(),
+        times,
+        validators: Validators {
+            etag: resp.get_header_str(header::ETAG).map(str::to_owned),
+            last_modified: resp
+                .get_header_str(header::LAST_MODIFIED)
+                .map(str::to_owned),
+        },
+        tag: object::object_tag(&plan.cache_key),
+    };
+    let keys = object_keys(&meta);
+    let mut writer = tx
+        .insert(store.ttl)
+        .stale_while_revalidate(core_swr(policy, plan.route, &times))
+        .surrogate_keys(keys.iter().map(String::as_str))
+        .user_metadata(meta.to_bytes().into())
+        .known_length(meta.stored_len)
+        .execute()?;
+    writer.write_all(&stored)?;
+    writer.finish()?;
+    Ok(Inserted::Stored(Box::new(meta), stored))
+}
+
+/// Inserts a content-free hit-for-pass marker under the obligation.
+fn insert_marker(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    tx: Transaction,
+    now: Timestamp,
+) -> Result<(), EdgeError> {
+    let ttl = policy.config().edge.hit_for_pass.0;
+    let mut meta = Meta::marker(plan.route, now, ttl);
+    meta.url = plan.target.to_string();
+    meta.host = plan.host.to_string();
+    meta.tag = object::object_tag(&plan.cache_key);
+    let keys: Vec<String> = plan
+        .surrogate_keys
+        .iter()
+        .cloned()
+        .chain(std::iter::once(meta.tag.clone()))
+        .collect();
+    let w = tx
+        .insert(ttl)
+        .surrogate_keys(keys.iter().map(String::as_str))
+        .user_metadata(meta.to_bytes().into())
+        .known_length(0)
+        .execute()?;
+    w.finish()?;
+    Ok(())
+}

@@ -1,0 +1,92 @@
+//! Client responses from stored objects: headers restored, encoding chosen per client.
+//!
+//! Seed (Hatena on Varnish): bodies are stored gzip; gzip clients get the stored bytes
+//! as-is, the rest get them inflated, with `Content-Encoding`, `Content-Length` and
+//! `Vary: Accept-Encoding` set accordingly.
+
+use std::time::Duration;
+
+use cachet_policy::accepts_encoding;
+use cachet_policy::object::{Encoding, Meta};
+use fastly::http::header;
+use fastly::{Request, Response};
+
+use crate::EdgeError;
+use crate::access::Access;
+
+/// What the client asked for that shapes the answer, kept after its request is forwarded.
+pub(crate) struct Client {
+    /// `Accept-Encoding`.
+    pub accept: Option<String>,
+    /// A `HEAD` request: headers only.
+    pub head: bool,
+}
+
+impl Client {
+    /// Reads the client's preferences from its request.
+    pub fn of(req: &Request) -> Self {
+        Self {
+            accept: req
+                .get_header_str(header::ACCEPT_ENCODING)
+                .map(str::to_owned),
+            head: req.get_method_str() == "HEAD",
+        }
+    }
+}
+
+/// Builds the client response from stored metadata and body bytes, choosing the encoding
+/// for this client: stored gzip as-is to gzip clients, inflated for the rest.
+///
+/// # Errors
+/// [`EdgeError::Body`] when a stored gzip body does not inflate (corrupt or over
+/// `cachet_policy::object::MAX_INFLATED_BYTES`).
+pub(crate) fn respond(
+    meta: &Meta,
+    stored: Vec<u8>,
+    age: Duration,
+    client: &Client,
+    f: &mut Access,
+) -> Result<Response, EdgeError> {
+    let accept = client.accept.as_deref();
+    let mut resp = Response::from_status(meta.status);
+    for (n, v) in &meta.headers {
+        resp.append_header(n.as_str(), v.as_str());
+    }
+    resp.set_header(header::VARY, meta.vary.as_str());
+    resp.set_header(header::AGE, age.as_secs().to_string());
+    let body = match &meta.encoding {
+        Encoding::Gzip if accepts_encoding(accept, "gzip") => {
+            resp.set_header(header::CONTENT_ENCODING, "gzip");
+            stored
+        }
+        Encoding::Gzip => crate::scratch::gunzip(&stored)?,
+        Encoding::Identity => stored,
+        Encoding::Other(e) => {
+            if !accepts_encoding(accept, e) {
+                // We cannot decode it; RFC 9110 §15.5.7 lets us send it anyway rather than
+                // fail, so say what it is.
+                f.error = Some(format!("client does not accept stored encoding {e}"));
+            }
+            resp.set_header(header::CONTENT_ENCODING, e.as_str());
+            stored
+        }
+    };
+    f.body_bytes = Some(body.len() as u64);
+    f.stored_bytes = Some(meta.stored_len);
+    f.origin_bytes = Some(meta.origin_len);
+    resp.set_header(header::CONTENT_LENGTH, body.len().to_string());
+    if !client.head {
+        resp.set_body(body);
+    }
+    Ok(resp)
+}
+
+/// Serves an origin response that is not stored: Surrogate headers stripped.
+pub(crate) fn unstored(mut resp: Response, head: bool) -> Response {
+    resp.remove_header("surrogate-key");
+    resp.remove_header("surrogate-control");
+    if head {
+        let _ = resp.take_body();
+    }
+    resp
+}

@@ -1,0 +1,118 @@
+//! The origin: which backend to use (static, or dynamic with pooling from `[origin]`) and timed fetches.
+//!
+//! With `[origin].url` set, the edge registers a dynamic backend once per instance with the
+//! configured keep-alive, pooling, connection cap and timeouts (the service must allow
+//! dynamic backends; Viceroy does). Keep-alive rule (LIFULL): with an autoscaled origin,
+//! keep pooled connections about as long as the autoscaling interval (15 s) so new origin
+//! instances receive traffic. Without `url`, the static backend `[edge].backend` is used
+//! with the options set on the Fastly service.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use cachet_policy::{OriginConfig, Plan, Policy};
+use fastly::backend::Backend;
+use fastly::{Request, Response};
+
+use crate::access::millis;
+
+/// Name of the dynamic backend Cachet registers for `[origin].url`.
+const DYNAMIC_BACKEND: &str = "cachet-origin";
+
+/// The backend to send origin requests to: the dynamic backend for `[origin].url`
+/// (registered on first use), else the static `[edge].backend`.
+///
+/// # Errors
+/// When the dynamic backend cannot be registered (bad URL, dynamic backends disabled):
+/// the message says why.
+pub(crate) fn backend(policy: &Policy) -> Result<Backend, String> {
+    static DYNAMIC: OnceLock<Result<Backend, String>> = OnceLock::new();
+    let cfg = &policy.config().origin;
+    if cfg.url.is_empty() {
+        return Backend::from_name(&policy.config().edge.backend)
+            .map_err(|e| format!("backend {:?}: {e}", policy.config().edge.backend));
+    }
+    DYNAMIC.get_or_init(|| register(cfg)).clone()
+}
+
+fn register(cfg: &OriginConfig) -> Result<Backend, String> {
+    let (tls, rest) = if let Some(r) = cfg.url.strip_prefix("https://") {
+        (true, r)
+    } else {
+        (false, cfg.url.strip_prefix("http://").unwrap_or(&cfg.url))
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let host = authority
+        .rsplit_once(':')
+        .map_or(authority, |(h, _)| h)
+        .to_owned();
+    let target = if authority.contains(':') {
+        authority.to_owned()
+    } else if tls {
+        format!("{authority}:443")
+    } else {
+        format!("{authority}:80")
+    };
+    let mut b = Backend::builder(DYNAMIC_BACKEND, target)
+        .connect_timeout(cfg.connect_timeout.0)
+        .first_byte_timeout(cfg.first_byte_timeout.0)
+        .between_bytes_timeout(cfg.between_bytes_timeout.0)
+        .enable_pooling(cfg.pooling)
+        .http_keepalive_time(cfg.keepalive.0);
+    if cfg.max_connections > 0 {
+        b = b.max_connections(cfg.max_connections);
+    }
+    if !cfg.override_host.is_empty() {
+        b = b.override_host(&cfg.override_host);
+    }
+    if tls {
+        b = b.enable_ssl().sni_hostname(&host).check_certificate(&host);
+    }
+    match b.finish() {
+        Ok(be) => Ok(be),
+        // Registered by an earlier request of a reused instance.
+        Err(e) => Backend::from_name(DYNAMIC_BACKEND).map_err(|_| format!("dynamic backend: {e}")),
+    }
+}
+
+/// An origin response and how long it took.
+pub(crate) struct Fetched {
+    /// The response.
+    pub resp: Response,
+    /// Time to the response headers.
+    pub elapsed: Duration,
+}
+
+/// Sends `req` to the origin with the plan's normalized target.
+///
+/// # Errors
+/// The transport error's root cause (connection refused, timeout, …).
+pub(crate) fn fetch(policy: &Policy, plan: &Plan<'_>, req: Request) -> Result<Fetched, String> {
+    send(policy, &plan.target, req)
+}
+
+/// Sends `req` to the origin for `target` (path + normalized query).
+///
+/// # Errors
+/// As [`fetch`].
+pub(crate) fn send(policy: &Policy, target: &str, mut req: Request) -> Result<Fetched, String> {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    req.set_path(path);
+    if query.is_empty() {
+        req.remove_query();
+    } else {
+        req.set_query_str(query);
+    }
+    let be = backend(policy)?;
+    let started = Instant::now();
+    let resp = req.send(be).map_err(|e| e.root_cause().to_string())?;
+    Ok(Fetched {
+        resp,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Records a foreground origin wait in the access log.
+pub(crate) fn note(f: &mut crate::access::Access, elapsed: Duration) {
+    f.origin_ms = Some(f.origin_ms.unwrap_or(0).saturating_add(millis(elapsed)));
+}

@@ -1,0 +1,113 @@
+//! The per-request workspace on Fastly: one `cachet-workspace` pair per instance, reset at the end of each request.
+//!
+//! Fastly on Varnish (2025): each request's scratch memory lives in a workspace that is
+//! cleared only up to its high watermark, proven safe by sampled verification in shadow
+//! mode first. Fastly Compute usually runs one request per instance, but instances can be
+//! reused; the pair is kept in thread-local storage so a reused instance clears exactly
+//! what the previous request touched. The client half holds request-side scratch (the
+//! origin target), the backend half the inflate buffers of stored gzip bodies.
+
+use std::cell::RefCell;
+use std::hash::{BuildHasher, Hasher};
+use std::io::Read;
+
+use cachet_workspace::{Scratch, WorkspaceError, WorkspacePair};
+
+use crate::access::Access;
+
+thread_local! {
+    static PAIR: RefCell<Option<WorkspacePair>> = const { RefCell::new(None) };
+}
+
+/// Builds the instance's workspace pair on first use, from `[workspace]`.
+pub(crate) fn begin() {
+    PAIR.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.is_none() {
+            let cfg = crate::policy()
+                .map(|p| p.config().workspace.workspace_config())
+                .unwrap_or_default();
+            *p = WorkspacePair::new(cfg).ok();
+        }
+    });
+}
+
+/// Resets the workspace (sampled verification with a random draw) and records the
+/// request's watermark, cleared bytes, overflow and verification in the access log. The
+/// pair stays for the instance's next request.
+pub(crate) fn end(access: &mut Access) {
+    let f = access;
+    PAIR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let Some(pair) = slot.as_mut() else { return };
+        let (c, b) = pair.stats();
+        f.ws_watermark = Some((c.watermark + b.watermark) as u64);
+        f.ws_overflow = Some(pair.overflowed());
+        let draw = u32::try_from(random_bits() & u64::from(u32::MAX)).unwrap_or(0);
+        match pair.reset(draw) {
+            Ok(report) => {
+                f.ws_cleared =
+                    Some((report.client.bytes_cleared + report.backend.bytes_cleared) as u64);
+                if report.client.verified || report.backend.verified {
+                    f.ws_verified = Some("ok");
+                }
+            }
+            Err(e) => {
+                f.ws_verified = Some("violation");
+                f.error = Some(format!("workspace: {e}"));
+            }
+        }
+    });
+}
+
+fn random_bits() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u8(0);
+    h.finish()
+}
+
+/// Inflates a gzip body through the backend half (the inflate buffer lives in the
+/// workspace; only the finished body is copied out for the response). Falls back to the
+/// heap when there is no workspace or the body does not fit.
+///
+/// # Errors
+/// Corrupt gzip data, or output over `cachet_policy::object::MAX_INFLATED_BYTES`.
+pub(crate) fn gunzip(stored: &[u8]) -> std::io::Result<Vec<u8>> {
+    let inflated = PAIR.with(|p| {
+        let mut p = p.borrow_mut();
+        match p.as_mut() {
+            Some(pair) => inflate_into(&pair.backend.scratch(), stored),
+            None => Ok(None),
+        }
+    })?;
+    match inflated {
+        Some(body) => Ok(body),
+        None => cachet_policy::object::gunzip(stored),
+    }
+}
+
+/// `Ok(None)` when the inflated body does not fit the workspace.
+fn inflate_into(s: &Scratch<'_>, stored: &[u8]) -> std::io::Result<Option<Vec<u8>>> {
+    let Ok(mut r) = s.reserve_all() else {
+        return Ok(None);
+    };
+    let mut dec = flate2::read::GzDecoder::new(stored);
+    loop {
+        let room = r.remaining();
+        if room == 0 {
+            return Ok(None);
+        }
+        let chunk = match r.unfilled_mut(room.min(16 * 1024)) {
+            Ok(c) => c,
+            Err(WorkspaceError::Overflow { .. } | WorkspaceError::Overflowed) => return Ok(None),
+            Err(e) => return Err(std::io::Error::other(e.to_string())),
+        };
+        let n = dec.read(chunk)?;
+        if n == 0 {
+            break;
+        }
+        r.advance(n)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+    }
+    Ok(Some(r.release().to_vec()))
+}
