@@ -196,12 +196,21 @@ impl Lookup<'_, '_> {
             req: req.clone_without_body(),
             why,
         };
-        match decide(Some(&hit.meta.times), now(), &self.early, draw) {
+        let mut freshness = decide(Some(&hit.meta.times), now(), &self.early, draw);
+        if core_stale && freshness == Freshness::Fresh {
+            // Fresh by our clock but stale in the core cache: soft-purged (Fastly's soft
+            // purge, Varnish's `ttl = 0`): servable within grace, else revalidated first.
+            freshness = if hit.meta.times.grace.is_zero() {
+                Freshness::Expired
+            } else {
+                Freshness::Stale
+            };
+        }
+        match freshness {
             Freshness::Fresh => {
-                // Fresh by our clock but stale in the core cache: it was soft-purged.
-                f.cache = if core_stale { "STALE" } else { "HIT" };
-                let after = obligated.then(|| job(tx, "soft-purged", &req, &hit.meta));
-                self.serve(hit, after, f)
+                f.cache = "HIT";
+                drop(tx);
+                self.serve(hit, None, f)
             }
             Freshness::RefreshAhead if obligated => {
                 f.cache = "HIT";

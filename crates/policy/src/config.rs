@@ -396,10 +396,11 @@ fn validate_route<'a>(
             push(at(field), "longer than one year".into());
         }
     }
-    if r.action == RouteAction::Cache && r.ttl.0.is_zero() && r.ttl_override {
+    if r.action == RouteAction::Cache && r.ttl.0.is_zero() && r.grace.0.is_zero() && r.ttl_override
+    {
         push(
             at("ttl"),
-            "ttl_override with a zero ttl never stores; use action = \"pass\"".into(),
+            "ttl_override with a zero ttl and no grace never stores; use action = \"pass\"".into(),
         );
     }
     if r.surrogate_keys.len() > MAX_ROUTE_SURROGATE_KEYS {

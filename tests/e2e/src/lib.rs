@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::Duration;
 
 pub use cachet_demo_origin::{OriginConfig, RunningOrigin, Stats};
@@ -82,7 +82,7 @@ fn viceroy_bin() -> PathBuf {
 pub struct Edge {
     child: Child,
     addr: SocketAddr,
-    logs: Arc<Mutex<Vec<String>>>,
+    logs: Arc<(Mutex<Vec<String>>, Condvar)>,
     _dir: tempfile::TempDir,
 }
 
@@ -125,7 +125,7 @@ impl Edge {
             .stderr(Stdio::piped())
             .spawn()
             .expect("starting viceroy (install it with scripts/test or `cargo install viceroy --version 0.22.0 --locked`)");
-        let logs = Arc::new(Mutex::new(Vec::new()));
+        let logs = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
         let (tx, rx) = mpsc::channel();
         for stream in [
             Box::new(child.stdout.take().expect("stdout")) as Box<dyn Read + Send>,
@@ -143,7 +143,9 @@ impl Edge {
                             .collect();
                         let _ = tx.send(addr);
                     }
-                    logs.lock().expect("logs").push(line);
+                    let (lines, changed) = &*logs;
+                    lines.lock().expect("logs").push(line);
+                    changed.notify_all();
                 }
                 // The stream closed: Viceroy exited. An empty address says so at once
                 // instead of waiting out the start timeout.
@@ -158,7 +160,7 @@ impl Edge {
             let _ = child.kill();
             panic!(
                 "viceroy did not start listening; output:\n{}",
-                logs.lock().expect("logs").join("\n")
+                logs.0.lock().expect("logs").join("\n")
             );
         };
         let addr = addr.parse().expect("viceroy address");
@@ -180,13 +182,30 @@ impl Edge {
     /// # Panics
     /// When a log-reader thread panicked (poisoned lock).
     pub fn access_log(&self) -> Vec<serde_json::Value> {
-        self.logs
-            .lock()
-            .expect("logs")
-            .iter()
-            .filter_map(|l| l.split_once("cachet_log :: ").map(|(_, j)| j))
-            .filter_map(|j| serde_json::from_str(j).ok())
-            .collect()
+        parse_access_log(&self.logs.0.lock().expect("logs"))
+    }
+
+    /// Waits until an access-log record satisfies `pred` (the edge writes a request's
+    /// record after its background work, so this observes refreshes finishing), woken by
+    /// each new line, for at most `timeout`. Returns the record.
+    ///
+    /// # Panics
+    /// When a log-reader thread panicked (poisoned lock).
+    pub fn wait_for_log(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> Option<serde_json::Value> {
+        let deadline = std::time::Instant::now() + timeout;
+        let (lines, changed) = &*self.logs;
+        let mut guard = lines.lock().expect("logs");
+        loop {
+            if let Some(v) = parse_access_log(&guard).into_iter().find(|v| pred(v)) {
+                return Some(v);
+            }
+            let left = deadline.checked_duration_since(std::time::Instant::now())?;
+            guard = changed.wait_timeout(guard, left).expect("logs").0;
+        }
     }
 
     /// Everything Viceroy printed so far.
@@ -194,8 +213,16 @@ impl Edge {
     /// # Panics
     /// When a log-reader thread panicked (poisoned lock).
     pub fn output(&self) -> String {
-        self.logs.lock().expect("logs").join("\n")
+        self.logs.0.lock().expect("logs").join("\n")
     }
+}
+
+fn parse_access_log(lines: &[String]) -> Vec<serde_json::Value> {
+    lines
+        .iter()
+        .filter_map(|l| l.split_once("cachet_log :: ").map(|(_, j)| j))
+        .filter_map(|j| serde_json::from_str(j).ok())
+        .collect()
 }
 
 impl Drop for Edge {
@@ -255,6 +282,8 @@ pub struct Stack {
     /// Viceroy running the edge app.
     pub edge: Edge,
     agent: ureq::Agent,
+    origin_config: OriginConfig,
+    stopped_at: Option<SocketAddr>,
 }
 
 impl Stack {
@@ -269,21 +298,18 @@ impl Stack {
     /// When either cannot start.
     pub fn start_with(mut origin: OriginConfig, edge_config: Option<&str>) -> Self {
         origin.listen = "127.0.0.1:0".parse().expect("addr");
+        let origin_config = origin.clone();
         let origin = cachet_demo_origin::spawn(origin).expect("demo origin");
         let edge = Edge::start(origin.addr(), edge_config);
         // Viceroy probes each backend with `GET /` when it starts ("checking if backend
         // 'origin' is up"); count only what the edge sends.
         origin.reset_stats();
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
         Self {
+            origin_config,
             origin,
             edge,
-            agent,
+            agent: agent(),
+            stopped_at: None,
         }
     }
 
@@ -300,50 +326,143 @@ impl Stack {
     /// # Panics
     /// On a transport error.
     pub fn request(&self, method: &str, host: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
-        let url = format!("http://{}{path}", self.edge.addr());
-        let mut req = ureq::http::Request::builder()
-            .method(method)
-            .uri(&url)
-            .header("host", host);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let req = req.body(()).expect("request");
-        let mut resp = self.agent.run(req).unwrap_or_else(|e| {
+        self.send(method, host, path, headers, Vec::new())
+    }
+
+    /// A request with any method and a body.
+    ///
+    /// # Panics
+    /// On a transport error (the edge must always answer).
+    pub fn send(
+        &self,
+        method: &str,
+        host: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Reply {
+        send(
+            &self.agent,
+            self.edge.addr(),
+            method,
+            host,
+            path,
+            headers,
+            body,
+        )
+        .unwrap_or_else(|e| {
             panic!(
                 "{method} {path}: {e}\nviceroy output:\n{}",
                 self.edge.output()
             )
-        });
-        let mut headers = BTreeMap::new();
-        for (k, v) in resp.headers() {
-            let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
-            headers
-                .entry(k.as_str().to_ascii_lowercase())
-                .and_modify(|e: &mut String| {
-                    e.push_str(", ");
-                    e.push_str(&v);
-                })
-                .or_insert(v);
-        }
-        let status = resp.status().as_u16();
-        let body = resp
-            .body_mut()
-            .with_config()
-            .limit(64 * 1024 * 1024)
-            .read_to_vec()
-            .expect("body");
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        })
+    }
+
+    /// An admin API call with `Authorization: Bearer` [`ADMIN_TOKEN`].
+    ///
+    /// # Panics
+    /// On a transport error.
+    pub fn admin(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+        let auth = format!("Bearer {ADMIN_TOKEN}");
+        let mut all: Vec<(&str, &str)> = vec![("authorization", auth.as_str())];
+        all.extend_from_slice(headers);
+        self.send(method, "blog.example", path, &all, body.as_bytes().to_vec())
+    }
+
+    /// Stops the origin (connections are refused) until [`Stack::start_origin`]; its
+    /// address stays reserved for the restart.
+    ///
+    /// # Panics
+    /// When the placeholder origin cannot be spawned.
+    pub fn stop_origin(&mut self) {
+        let placeholder = cachet_demo_origin::spawn(OriginConfig {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            ..self.origin_config.clone()
+        })
+        .expect("placeholder origin");
+        let old = std::mem::replace(&mut self.origin, placeholder);
+        self.stopped_at = Some(old.addr());
+        old.shutdown();
+    }
+
+    /// Starts the origin again on its old address (after [`Stack::stop_origin`]).
+    ///
+    /// # Panics
+    /// When the address cannot be bound again.
+    pub fn start_origin(&mut self) {
+        let Some(addr) = self.stopped_at.take() else {
+            return;
+        };
+        let origin = cachet_demo_origin::spawn(OriginConfig {
+            listen: addr,
+            ..self.origin_config.clone()
+        })
+        .expect("origin restarts on its address");
+        self.origin = origin;
     }
 
     /// Origin request count for `path` (exactly as the origin received it).
     pub fn origin_count(&self, path: &str) -> u64 {
         self.origin.stats().by_path.get(path).copied().unwrap_or(0)
     }
+}
+
+/// Sends one request to `addr` and reads the whole reply.
+///
+/// # Errors
+/// The transport error, as text.
+pub fn send(
+    agent: &ureq::Agent,
+    addr: SocketAddr,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Result<Reply, String> {
+    let url = format!("http://{addr}{path}");
+    let mut req = ureq::http::Request::builder()
+        .method(method)
+        .uri(&url)
+        .header("host", host);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(body).map_err(|e| e.to_string())?;
+    let mut resp = agent.run(req).map_err(|e| e.to_string())?;
+    let mut headers = BTreeMap::new();
+    for (k, v) in resp.headers() {
+        let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
+        headers
+            .entry(k.as_str().to_ascii_lowercase())
+            .and_modify(|e: &mut String| {
+                e.push_str(", ");
+                e.push_str(&v);
+            })
+            .or_insert(v);
+    }
+    let status = resp.status().as_u16();
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(64 * 1024 * 1024)
+        .read_to_vec()
+        .map_err(|e| e.to_string())?;
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// A plain HTTP client: no automatic decompression, no redirects, 4xx/5xx are values.
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into()
 }
 
 /// Common user agents for the tests.

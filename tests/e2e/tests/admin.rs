@@ -1,0 +1,222 @@
+//! Bans and purges end to end: the admin API of the edge app in Viceroy, its auth, bans
+//! from the KV-backed log, surrogate-key purge and soft purge, and the design-CSS story.
+
+use std::time::Duration;
+
+use cachet_e2e::{ADMIN_TOKEN, Stack, ua};
+use serde_json::Value;
+
+const BLOG: &str = "blog.example";
+const CDN: &str = "cdn.example";
+const LOG_WAIT: Duration = Duration::from_secs(30);
+
+fn json(r: &cachet_e2e::Reply) -> Value {
+    serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", r.text()))
+}
+
+fn desktop(s: &Stack, path: &str) -> cachet_e2e::Reply {
+    s.get(BLOG, path, &[("user-agent", ua::DESKTOP)])
+}
+
+#[test]
+fn admin_calls_need_the_bearer_token_and_it_is_never_logged() {
+    let s = Stack::start();
+    let none = s.request("GET", BLOG, "/.cachet/bans", &[]);
+    assert_eq!(none.status, 401);
+    assert_eq!(none.header("www-authenticate"), Some("Bearer"));
+    let wrong = s.request(
+        "GET",
+        BLOG,
+        "/.cachet/bans",
+        &[("authorization", "Bearer not-the-token")],
+    );
+    assert_eq!(wrong.status, 403);
+    assert!(json(&wrong)["error"].as_str().unwrap().contains("wrong"));
+    let basic = s.request(
+        "GET",
+        BLOG,
+        "/.cachet/bans",
+        &[("authorization", "Basic eDp5")],
+    );
+    assert_eq!(basic.status, 401);
+    let ok = s.admin("GET", "/.cachet/bans", &[], "");
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert_eq!(json(&ok)["bans"], serde_json::json!([]));
+    assert_eq!(s.admin("GET", "/.cachet/nothing", &[], "").status, 404);
+    let m = s.admin("GET", "/.cachet/ban", &[], "");
+    assert_eq!((m.status, m.header("allow")), (405, Some("POST")));
+    // Admin calls never reach the origin, and the token is in no log line.
+    assert_eq!(s.origin.stats().total, 0);
+    assert!(!s.edge.output().contains(ADMIN_TOKEN));
+    assert!(!s.edge.output().contains("not-the-token"));
+}
+
+#[test]
+fn a_ban_invalidates_matching_objects_stored_before_it_and_nothing_else() {
+    let s = Stack::start();
+    for p in ["/blog/alice/entry/1", "/blog/bob/entry/1"] {
+        assert_eq!(desktop(&s, p).x_cache(), "MISS");
+        assert_eq!(desktop(&s, p).x_cache(), "HIT");
+    }
+    let added = s.admin(
+        "POST",
+        "/.cachet/ban",
+        &[],
+        "obj.http.x-url ~ ^/blog/alice/",
+    );
+    assert_eq!(added.status, 201, "{}", added.text());
+    let body = json(&added);
+    assert_eq!(body["lurker_friendly"], true);
+    let id = body["id"].as_u64().unwrap();
+    assert!(id >= 1);
+    // Alice's object was stored before the ban: refetched. Bob's is untouched.
+    assert_eq!(desktop(&s, "/blog/alice/entry/1").x_cache(), "MISS");
+    assert_eq!(desktop(&s, "/blog/bob/entry/1").x_cache(), "HIT");
+    // The refetched object is newer than the ban: a hit again.
+    assert_eq!(desktop(&s, "/blog/alice/entry/1").x_cache(), "HIT");
+    assert_eq!(s.origin_count("/blog/alice/entry/1"), 2);
+    assert_eq!(s.origin_count("/blog/bob/entry/1"), 1);
+    let banned = s
+        .edge
+        .access_log()
+        .into_iter()
+        .filter(|l| l["banned_by"] == id && l["route"] == "article")
+        .count();
+    assert_eq!(banned, 1, "one lookup met the ban");
+    // The log lists it, canonical.
+    let list = json(&s.admin("GET", "/.cachet/bans", &[], ""));
+    assert_eq!(list["bans"][0]["id"], id);
+    assert_eq!(
+        list["bans"][0]["expr"],
+        r#"obj.http.x-url ~ "^/blog/alice/""#
+    );
+}
+
+#[test]
+fn request_bans_work_at_lookup_and_are_not_lurker_friendly() {
+    let s = Stack::start();
+    assert_eq!(desktop(&s, "/blog/bob/entry/2").x_cache(), "MISS");
+    let added = json(&s.admin(
+        "POST",
+        "/.cachet/ban",
+        &[],
+        "req.url ~ ^/blog/bob/ && obj.status == 200",
+    ));
+    assert_eq!(added["lurker_friendly"], false);
+    assert_eq!(desktop(&s, "/blog/bob/entry/2").x_cache(), "MISS");
+    assert_eq!(desktop(&s, "/blog/bob/entry/2").x_cache(), "HIT");
+}
+
+#[test]
+fn bad_ban_expressions_and_purge_requests_get_a_reason() {
+    let s = Stack::start();
+    let r = s.admin("POST", "/.cachet/ban", &[], "obj.http.x-url ~");
+    assert_eq!(r.status, 400);
+    let msg = json(&r)["error"].as_str().unwrap().to_owned();
+    assert!(msg.contains("column"), "{msg}");
+    for bad in [
+        "",
+        "req.urlfoo == /",
+        "obj.nope == 1",
+        "req.url ~ (unclosed",
+    ] {
+        let r = s.admin("POST", "/.cachet/ban", &[], bad);
+        assert_eq!(r.status, 400, "{bad:?}: {}", r.text());
+    }
+    let big = "a".repeat(9 * 1024);
+    assert_eq!(s.admin("POST", "/.cachet/ban", &[], &big).status, 413);
+    assert_eq!(s.admin("POST", "/.cachet/purge", &[], "").status, 400);
+    let many = (0..257)
+        .map(|i| format!("k{i}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert_eq!(
+        s.admin("POST", "/.cachet/purge", &[("surrogate-key", &many)], "")
+            .status,
+        400
+    );
+    // Nothing was stored by the refused calls, and the edge keeps serving.
+    assert_eq!(
+        json(&s.admin("GET", "/.cachet/bans", &[], ""))["bans"],
+        serde_json::json!([])
+    );
+    assert_eq!(desktop(&s, "/blog/alice/").status, 200);
+}
+
+#[test]
+fn purge_by_surrogate_key_hard_and_soft() {
+    let s = Stack::start();
+    let page = "/blog/alice/entry/3";
+    assert_eq!(desktop(&s, page).x_cache(), "MISS");
+    assert_eq!(desktop(&s, page).x_cache(), "HIT");
+    let r = s.admin(
+        "POST",
+        "/.cachet/purge",
+        &[("surrogate-key", "blog-alice nothing-here")],
+        "",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let body = json(&r);
+    assert_eq!(body["blog-alice"]["ok"], true);
+    assert_eq!(body["blog-alice"]["soft"], false);
+    assert_eq!(body["nothing-here"]["ok"], true);
+    // Hard purge: gone.
+    assert_eq!(desktop(&s, page).x_cache(), "MISS");
+    assert_eq!(s.origin_count(page), 2);
+
+    // Soft purge: still served at once (stale, within grace) while one background
+    // revalidation asks the origin with the stored validator and gets a 304.
+    let r = s.admin(
+        "POST",
+        "/.cachet/purge",
+        &[("surrogate-key", "blog-alice"), ("fastly-soft-purge", "1")],
+        "",
+    );
+    assert_eq!(json(&r)["blog-alice"]["soft"], true);
+    let stale = desktop(&s, page);
+    assert_eq!((stale.status, stale.x_cache()), (200, "STALE"));
+    assert!(stale.text().contains("alice"));
+    let done = s
+        .edge
+        .wait_for_log(LOG_WAIT, |l| {
+            l["refresh"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("stale:"))
+        })
+        .expect("the background revalidation finished");
+    assert_eq!(done["refresh"], "stale:revalidated-304", "{done}");
+    assert_eq!(desktop(&s, page).x_cache(), "HIT");
+    assert_eq!(s.origin_count(page), 3, "one revalidation request");
+}
+
+#[test]
+fn design_css_story_public_hit_then_private_after_purge_never_stored() {
+    let s = Stack::start();
+    let css = "/css/alice.css";
+    assert_eq!(s.get(CDN, css, &[]).x_cache(), "MISS");
+    assert_eq!(s.get(CDN, css, &[]).x_cache(), "HIT");
+    // The blog turns private at the origin; the platform purges its CSS key at the CDN.
+    assert!(s.origin.set_private("alice", true));
+    let r = s.admin(
+        "POST",
+        "/.cachet/purge",
+        &[("surrogate-key", "css-alice")],
+        "",
+    );
+    assert_eq!(r.status, 200);
+    let first = s.get(CDN, css, &[]);
+    assert_ne!(first.x_cache(), "HIT");
+    assert_eq!(first.x_cache(), "PASS");
+    let second = s.get(CDN, css, &[]);
+    assert_eq!(
+        second.x_cache(),
+        "PASS",
+        "the private response was not stored"
+    );
+    assert_eq!(s.origin_count(css), 3);
+    assert!(
+        first
+            .header("cache-control")
+            .is_some_and(|c| c.contains("private"))
+    );
+}

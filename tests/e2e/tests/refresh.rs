@@ -1,0 +1,240 @@
+//! Refresh-ahead, request collapsing, stale serving, revalidation and origin outages end
+//! to end: the edge app in Viceroy in front of the demo origin (with its delay).
+//!
+//! Stale states are produced deterministically with a soft purge (no waiting for a TTL);
+//! background refreshes are observed through the access-log line the edge writes once its
+//! after-response work is done. Only the load scenario runs for a fixed wall-clock span,
+//! as the scaled-down version of req-shield's load test.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use cachet_e2e::{OriginConfig, Stack, ua};
+
+const BLOG: &str = "blog.example";
+const LOG_WAIT: Duration = Duration::from_secs(30);
+
+/// The built-in routes with article TTL, grace, keep and early refresh replaced.
+fn config(article: &str) -> String {
+    format!(
+        r#"
+[edge]
+backend = "origin"
+
+[[routes]]
+name = "article"
+path_prefix = "/blog/"
+vary_device = true
+{article}
+"#
+    )
+}
+
+fn desktop(s: &Stack, path: &str) -> cachet_e2e::Reply {
+    s.get(BLOG, path, &[("user-agent", ua::DESKTOP)])
+}
+
+fn soft_purge(s: &Stack, key: &str) {
+    let r = s.admin(
+        "POST",
+        "/.cachet/purge",
+        &[("surrogate-key", key), ("fastly-soft-purge", "1")],
+        "",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+fn refreshes(s: &Stack, prefix: &str) -> Vec<String> {
+    s.edge
+        .access_log()
+        .iter()
+        .filter_map(|l| l["refresh"].as_str().map(str::to_owned))
+        .filter(|r| r.starts_with(prefix))
+        .collect()
+}
+
+#[test]
+fn concurrent_misses_collapse_to_one_origin_fetch() {
+    let origin = OriginConfig {
+        delay: Duration::from_millis(400),
+        ..OriginConfig::ephemeral()
+    };
+    let s = Arc::new(Stack::start_with(origin, None));
+    let threads: Vec<_> = (0..10)
+        .map(|_| {
+            let s = Arc::clone(&s);
+            std::thread::spawn(move || desktop(&s, "/blog/alice/entry/7"))
+        })
+        .collect();
+    let replies: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(replies.iter().all(|r| r.status == 200));
+    assert_eq!(replies.iter().filter(|r| r.x_cache() == "MISS").count(), 1);
+    assert_eq!(
+        s.origin_count("/blog/alice/entry/7"),
+        1,
+        "ten misses, one fetch"
+    );
+}
+
+#[test]
+fn origin_outage_serves_stale_within_grace_then_fresh_again() {
+    let mut s = Stack::start_with(
+        OriginConfig::ephemeral(),
+        Some(&config("ttl = \"1h\"\nttl_override = true\ngrace = \"1h\"")),
+    );
+    let page = "/blog/alice/entry/4";
+    assert_eq!(desktop(&s, page).x_cache(), "MISS");
+    s.stop_origin();
+    soft_purge(&s, "blog-alice");
+    for round in 1..=2 {
+        let r = desktop(&s, page);
+        assert_eq!((r.status, r.x_cache()), (200, "STALE"), "round {round}");
+        assert!(r.text().contains("alice"));
+        s.edge
+            .wait_for_log(LOG_WAIT, |l| {
+                l["refresh"] == "stale:kept-stored" && l["error"].as_str().is_some()
+            })
+            .expect("the failed refresh kept the stored copy");
+    }
+    assert_eq!(
+        refreshes(&s, "stale:kept-stored").len(),
+        2,
+        "each request retried once"
+    );
+    s.start_origin();
+    assert_eq!(desktop(&s, page).x_cache(), "STALE");
+    s.edge
+        .wait_for_log(LOG_WAIT, |l| {
+            l["refresh"]
+                .as_str()
+                .is_some_and(|r| r == "stale:revalidated-304" || r == "stale:replaced")
+        })
+        .expect("the refresh succeeded once the origin was back");
+    let fresh = desktop(&s, page);
+    assert_eq!((fresh.status, fresh.x_cache()), (200, "HIT"));
+}
+
+#[test]
+fn origin_outage_without_grace_is_a_clean_503_with_retry_after() {
+    let mut s = Stack::start_with(
+        OriginConfig::ephemeral(),
+        Some(&config("ttl = \"1h\"\nttl_override = true")),
+    );
+    let page = "/blog/bob/entry/1";
+    assert_eq!(desktop(&s, page).x_cache(), "MISS");
+    s.stop_origin();
+    let r = s.admin(
+        "POST",
+        "/.cachet/purge",
+        &[("surrogate-key", "blog-bob")],
+        "",
+    );
+    assert_eq!(r.status, 200);
+    let down = desktop(&s, page);
+    assert_eq!(down.status, 503);
+    assert!(
+        down.header("retry-after")
+            .is_some_and(|v| v.parse::<u64>().is_ok_and(|n| n >= 1))
+    );
+    assert_eq!(down.header("cache-control"), Some("no-store"));
+    s.start_origin();
+    assert_eq!(desktop(&s, page).x_cache(), "MISS");
+    assert_eq!(desktop(&s, page).x_cache(), "HIT");
+}
+
+#[test]
+fn past_grace_the_keep_window_revalidates_with_validators_in_the_foreground() {
+    let s = Stack::start_with(
+        OriginConfig::ephemeral(),
+        Some(&config("ttl = \"1h\"\nttl_override = true\nkeep = \"1h\"")),
+    );
+    let page = "/blog/alice/entry/5";
+    assert_eq!(desktop(&s, page).x_cache(), "MISS");
+    soft_purge(&s, "blog-alice");
+    // No grace: not served stale; revalidated before answering (304 from the origin).
+    let r = desktop(&s, page);
+    assert_eq!((r.status, r.x_cache()), (200, "MISS"));
+    assert!(r.text().contains("alice"));
+    let log = s
+        .edge
+        .wait_for_log(LOG_WAIT, |l| l["refresh"] == "revalidated-304")
+        .expect("foreground revalidation");
+    assert!(log["origin_ms"].as_u64().is_some());
+    assert_eq!(desktop(&s, page).x_cache(), "HIT");
+    assert_eq!(s.origin_count(page), 2);
+}
+
+/// req-shield's load test scaled down in time: 8 clients, 4 keys, TTL 2 s with a
+/// threshold refresh at 50%, origin latency 300 ms, 7 seconds. After each key's first
+/// miss, no client waits on the origin (no MISS), and the origin sees about one fetch per
+/// key per refresh cycle.
+#[test]
+fn refresh_ahead_keeps_clients_off_the_origin_after_warm_up() {
+    let origin = OriginConfig {
+        delay: Duration::from_millis(300),
+        ..OriginConfig::ephemeral()
+    };
+    let s = Arc::new(Stack::start_with(
+        origin,
+        Some(&config(
+            "ttl = \"2s\"\nttl_override = true\ngrace = \"30s\"\n\
+             early_refresh = { policy = \"threshold\", fraction = 0.5 }",
+        )),
+    ));
+    let keys: Vec<String> = (1..=4).map(|i| format!("/blog/alice/entry/{i}")).collect();
+    for k in &keys {
+        assert_eq!(desktop(&s, k).x_cache(), "MISS", "warm-up {k}");
+    }
+    let run = Duration::from_secs(7);
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..8)
+        .map(|c| {
+            let (s, keys, stop) = (Arc::clone(&s), keys.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+                let mut i = c;
+                while !stop.load(Ordering::Relaxed) {
+                    let r = desktop(&s, &keys[i % keys.len()]);
+                    assert_eq!(r.status, 200);
+                    *seen.entry(r.x_cache().to_owned()).or_default() += 1;
+                    i += 1;
+                }
+                seen
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    while started.elapsed() < run {
+        std::thread::park_timeout(run.saturating_sub(started.elapsed()));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut total: BTreeMap<String, u32> = BTreeMap::new();
+    for c in clients {
+        for (k, n) in c.join().unwrap() {
+            *total.entry(k).or_default() += n;
+        }
+    }
+    let requests: u32 = total.values().sum();
+    assert!(requests > 40, "the clients ran: {total:?}");
+    assert_eq!(
+        total.get("MISS"),
+        None,
+        "no client waited on the origin: {total:?}"
+    );
+    let ahead = refreshes(&s, "ahead:").len();
+    let fetches: Vec<u64> = keys.iter().map(|k| s.origin_count(k)).collect();
+    eprintln!(
+        "responses {total:?}; refresh-ahead jobs {ahead}; origin fetches per key {fetches:?}"
+    );
+    assert!(
+        ahead >= keys.len(),
+        "every key refreshed ahead at least once: {ahead}"
+    );
+    // 7 s / (1 s threshold + 0.3 s fetch) ≈ 5.4 refresh cycles per key, + the warm-up miss.
+    for k in &keys {
+        let n = s.origin_count(k);
+        assert!((2..=8).contains(&n), "{k}: {n} origin fetches");
+    }
+}
