@@ -6,10 +6,8 @@ use cachet_e2e::Stack;
 fn the_edge_app_passes_the_shared_conformance_cases() {
     let suite = cachet_conformance::Suite::builtin().expect("cases.toml parses");
     let s = Stack::start();
-    let target = cachet_conformance::Target::new(
-        &format!("http://{}", s.edge.addr()),
-        &s.origin.url(""),
-    );
+    let target =
+        cachet_conformance::Target::new(&format!("http://{}", s.edge.addr()), &s.origin.url(""));
     let report = cachet_conformance::run(&suite, &target);
     assert!(report.failures.is_empty(), "{report}");
 }
