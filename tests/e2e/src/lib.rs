@@ -292,7 +292,8 @@ impl Stack {
         Self::start_with(OriginConfig::default(), None)
     }
 
-    /// Starts both with an origin configuration and an optional edge configuration.
+    /// Starts both with an origin configuration and an optional edge configuration
+    /// (`{origin}` in it is replaced by the origin's `host:port`).
     ///
     /// # Panics
     /// When either cannot start.
@@ -300,7 +301,10 @@ impl Stack {
         origin.listen = "127.0.0.1:0".parse().expect("addr");
         let origin_config = origin.clone();
         let origin = cachet_demo_origin::spawn(origin).expect("demo origin");
-        let edge = Edge::start(origin.addr(), edge_config);
+        // `{origin}` in the edge configuration stands for the origin's address (for
+        // `[origin].url`, the dynamic backend).
+        let edge_config = edge_config.map(|c| c.replace("{origin}", &origin.addr().to_string()));
+        let edge = Edge::start(origin.addr(), edge_config.as_deref());
         // Viceroy probes each backend with `GET /` when it starts ("checking if backend
         // 'origin' is up"); count only what the edge sends.
         origin.reset_stats();

@@ -238,3 +238,29 @@ fn refresh_ahead_keeps_clients_off_the_origin_after_warm_up() {
         assert!((2..=8).contains(&n), "{k}: {n} origin fetches");
     }
 }
+
+#[test]
+fn a_dynamic_backend_with_pooling_reaches_the_origin_from_the_config() {
+    let cfg = "[origin]\nurl = \"http://{origin}\"\nkeepalive = \"15s\"\nmax_connections = 8\n\
+               connect_timeout = \"1s\"\nfirst_byte_timeout = \"5s\"\n\
+               between_bytes_timeout = \"5s\"\n"
+        .to_owned()
+        + &config("ttl = \"1h\"");
+    let s = Stack::start_with(OriginConfig::ephemeral(), Some(&cfg));
+    let r = desktop(&s, "/blog/alice/entry/9");
+    assert_eq!((r.status, r.x_cache()), (200, "MISS"), "{}", r.text());
+    assert_eq!(desktop(&s, "/blog/alice/entry/9").x_cache(), "HIT");
+    assert_eq!(s.origin_count("/blog/alice/entry/9"), 1);
+}
+
+#[test]
+fn an_unreachable_dynamic_backend_is_a_clean_503() {
+    // Port 9 (discard) on loopback: nothing listens there.
+    let cfg = "[origin]\nurl = \"http://127.0.0.1:9\"\nconnect_timeout = \"1s\"\n".to_owned()
+        + &config("ttl = \"1h\"");
+    let s = Stack::start_with(OriginConfig::ephemeral(), Some(&cfg));
+    let r = desktop(&s, "/blog/alice/entry/9");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.header("retry-after").is_some());
+    assert_eq!(s.origin.stats().total, 0);
+}
