@@ -58,3 +58,25 @@ build_edge() {
   cargo build -p cachet-edge --release --target wasm32-wasip1 >&2
   echo "$ROOT/target/wasm32-wasip1/release/cachet-edge.wasm"
 }
+
+# The Fastly CLI (npm @fastly/cli, pinned) in $ROOT/.tools: `compute build`, `compute pack`,
+# `compute validate` and `compute serve --viceroy-path` work offline; `publish` needs a
+# token and network. Installed only when the pinned version is missing; prints its path.
+FASTLY_CLI_VERSION=16.1.0
+ensure_fastly_cli() {
+  local dir="$ROOT/.tools/fastly-cli" bin
+  bin="$dir/node_modules/.bin/fastly"
+  if [[ -x "$bin" ]] && "$bin" version 2>/dev/null | grep -q "v$FASTLY_CLI_VERSION"; then
+    echo "$bin"
+    return
+  fi
+  if ! command -v npm >/dev/null; then
+    echo "npm is required to install the Fastly CLI (@fastly/cli)" >&2
+    return 1
+  fi
+  say "installing @fastly/cli $FASTLY_CLI_VERSION into $dir"
+  mkdir -p "$dir"
+  (cd "$dir" && npm install --silent --no-fund --no-audit --no-save \
+    "@fastly/cli@$FASTLY_CLI_VERSION" >&2)
+  echo "$bin"
+}
