@@ -80,3 +80,13 @@ ensure_fastly_cli() {
     "@fastly/cli@$FASTLY_CLI_VERSION" >&2)
   echo "$bin"
 }
+
+# Varnish 7.1 from Debian's packages: the oracle of scripts/varnish-diff (ban semantics).
+ensure_varnish() {
+  if command -v varnishd >/dev/null && command -v varnishadm >/dev/null; then return; fi
+  say "installing varnish (Debian package)"
+  local sudo=""
+  [[ "$(id -u)" != 0 ]] && sudo="sudo"
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq varnish >/dev/null
+}
