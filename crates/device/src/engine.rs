@@ -1,26 +1,34 @@
-//! The compiled classifier: one Aho-Corasick DFA over all patterns, rules as bitsets.
+//! The compiled classifier: a strided gram filter over the required patterns, rules as
+//! bitsets.
 //!
 //! Compilation deduplicates the patterns of all rules (≤ [`crate::MAX_PATTERNS`]) and
-//! builds one Aho-Corasick DFA (`MatchKind::Standard`, so every state knows all patterns
-//! ending at it) over them. Classifying walks the DFA over the first `max_scan_bytes`
-//! bytes and ORs the ids of the patterns it sees into a 128-bit set; then the candidate
-//! rules (rules with a found `contains` pattern) are checked in rule order with two mask
-//! tests each (`found ⊇ contains`, `found ∩ unless = ∅`); the first that passes gives the
-//! class. No heap allocation happens per call.
+//! splits them in two. Patterns some rule *requires* (`contains`) are *scanned*: the gram
+//! filter of [`crate::filter`] finds all of them in one pass, and reports with them the
+//! set of rules they make candidates. Patterns that only ever *forbid* (`unless`) are
+//! *lazy*: they are searched for (`memchr::memmem`) only when a rule that names them is
+//! otherwise satisfied — in the accurate profile, `AppleWebKit`, `Gecko/` and `Presto`
+//! are looked for only in UAs that say `Android` and nothing earlier decided.
 //!
-//! Speed: a DFA walk is bound by the latency of one dependent table load per byte. To hide
-//! it, a long enough haystack is cut into up to four segments walked in lock-step by
-//! independent DFA cursors; each cursor starts `longest pattern − 1` bytes before its
-//! segment so a pattern crossing a boundary is still seen whole by one cursor (extra
-//! matches in the overlap are harmless: the found set is a union). `docs/device.md`
-//! records this against the alternatives we measured (aho-corasick's own searches with
-//! and without prefilter, Teddy, bigram tables).
+//! Candidate rules are tried in rule order with two mask tests each
+//! (`found ⊇ contains`, `found ∩ unless = ∅`); the first that passes gives the class. A
+//! rule with one `contains` pattern and no `unless` (all but one accurate rule) is
+//! decided by being the first candidate, without a loop. No heap allocation happens per
+//! call.
+//!
+//! A rule set the filter refuses (too many patterns crowding one gram, see
+//! [`crate::filter::MAX_RUN`]) runs on an Aho-Corasick DFA instead, walked by up to four
+//! cursors in lock-step over segments of the haystack; each cursor starts
+//! `longest pattern − 1` bytes before its segment so a pattern crossing a boundary is
+//! still seen whole by one cursor (extra matches in the overlap are harmless: the found
+//! set is a union). `docs/device.md` records the measurements behind these choices.
 
 use std::sync::Arc;
 
 use aho_corasick::automaton::{Automaton, StateID};
 use aho_corasick::{Anchored, MatchKind, dfa::DFA, nfa::contiguous::NFA};
+use memchr::memmem;
 
+use crate::filter::{Found, GramFilter};
 use crate::{DeviceClass, DeviceConfig, DeviceError, Profile};
 
 /// Segments shorter than this many bytes (beyond the overlap) are not worth an extra
@@ -36,36 +44,66 @@ struct CompiledRule {
     none: u128,
     /// The class the rule assigns.
     class: DeviceClass,
+    /// One `contains` pattern and no `unless`: the rule holds as soon as it is a
+    /// candidate (a pattern of its `contains` was found).
+    simple: bool,
 }
 
-/// The automaton: a DFA normally; a contiguous NFA should the DFA ever be refused.
+/// What finds the scanned patterns: the strided gram filter normally; an Aho-Corasick DFA
+/// (walked by lock-step cursors) for rule sets the filter refuses.
 #[derive(Debug, Clone)]
 enum Engine {
-    /// Aho-Corasick DFA (one table load per byte).
-    Dfa(DFA),
-    /// Aho-Corasick contiguous NFA (fallback; follows failure links).
-    Nfa(NFA),
-    /// No automaton could be built (not reachable within the limits): nothing is found.
+    /// Strided gram filter + verification (`crate::filter`).
+    Filter(GramFilter),
+    /// Aho-Corasick DFA (one table load per byte) and its unanchored start state.
+    Dfa(DFA, StateID),
+    /// Aho-Corasick contiguous NFA (follows failure links) and its start state.
+    Nfa(NFA, StateID),
+    /// Nothing to scan for (or no automaton could be built): nothing is found.
     None,
 }
 
-/// A compiled, immutable rule set. `Send + Sync`; cloning shares the automaton (an `Arc`),
-/// so it is cheap to hand to every request. Build it once per configuration.
-///
-/// Build it with [`Classifier::new`] (or [`Classifier::from_profile`]) and call
-/// [`Classifier::classify`] per request.
-#[derive(Debug, Clone)]
-pub struct Classifier {
-    /// Automaton over the deduplicated patterns; pattern id = bit index.
-    engine: Arc<Engine>,
-    /// Start state of the unanchored search.
-    start: Option<StateID>,
-    /// Longest pattern length minus one: how far a cursor starts before its segment.
+/// Everything compiled from the rules; shared by clones of a [`Classifier`].
+#[derive(Debug)]
+struct Compiled {
+    /// Finds the patterns of `contains` lists (pattern id = bit index).
+    engine: Engine,
+    /// Longest scanned pattern length minus one: how far a DFA cursor starts before its
+    /// segment.
     overlap: usize,
     /// For each pattern id, the set of rules whose `contains` list has it.
     pattern_rules: Box<[u128]>,
     /// The rules, in order (rule index = bit index in `pattern_rules`).
     rules: Box<[CompiledRule]>,
+    /// Patterns that occur only in `unless` lists: not scanned, searched for only when a
+    /// rule that names them is otherwise satisfied (indexed by pattern id).
+    lazy: Box<[Option<memmem::Finder<'static>>]>,
+}
+
+impl Compiled {
+    /// `patterns` with the union of their rules (for the automata, which only report
+    /// patterns).
+    fn with_rules(&self, patterns: u128) -> Found {
+        let mut payload = 0u128;
+        let mut rest = patterns;
+        while rest != 0 {
+            let id = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            payload |= self.pattern_rules.get(id).copied().unwrap_or(0);
+        }
+        Found { patterns, payload }
+    }
+}
+
+/// A compiled, immutable rule set. `Send + Sync`; cloning shares the compiled tables (an
+/// `Arc`), so it is cheap to hand to every request. Build it once per configuration.
+///
+/// Build it with [`Classifier::new`] (or [`Classifier::from_profile`]) and call
+/// [`Classifier::classify`] per request.
+#[derive(Debug, Clone)]
+pub struct Classifier {
+    /// Compiled rules and pattern finder.
+    compiled: Arc<Compiled>,
     /// Class when no rule matches.
     default: DeviceClass,
     /// Bytes of the UA that are scanned.
@@ -103,44 +141,63 @@ impl Classifier {
     /// Compiles a configuration whose custom rules (if any) passed validation; the
     /// built-in profiles are within every limit by construction (unit tests check it).
     fn compile(config: &DeviceConfig) -> Self {
+        Self::compile_with(config, true)
+    }
+
+    /// [`Classifier::compile`], optionally without the gram filter (tests use it to run
+    /// the DFA fallback on any rule set).
+    fn compile_with(config: &DeviceConfig, allow_filter: bool) -> Self {
         let rules = config.effective_rules();
+        // Ids: first every pattern some rule requires (the scanned ones, ids 0..k in
+        // first-appearance order, which is also Aho-Corasick's numbering of them), then
+        // the patterns only ever forbidden (lazy).
         let mut patterns: Vec<&str> = Vec::new();
-        let mut compiled = Vec::with_capacity(rules.len());
         let mut pattern_rules: Vec<u128> = Vec::new();
+        let mut all = vec![0u128; rules.len()];
         for (ri, rule) in rules.iter().enumerate() {
-            let mut all = 0u128;
-            let mut none = 0u128;
             for p in &rule.contains {
                 let id = id_of(p, &mut patterns);
-                all |= bit(id);
+                all[ri] |= bit(id);
                 if pattern_rules.len() <= id {
                     pattern_rules.resize(id + 1, 0);
                 }
                 pattern_rules[id] |= bit(ri);
             }
-            for p in &rule.unless {
-                none |= bit(id_of(p, &mut patterns));
-            }
-            compiled.push(CompiledRule {
-                all,
-                none,
-                class: rule.class,
-            });
         }
+        let scanned: Vec<(usize, &[u8], u128)> = patterns
+            .iter()
+            .enumerate()
+            .map(|(id, p)| (id, p.as_bytes(), pattern_rules[id]))
+            .collect();
+        let compiled: Vec<CompiledRule> = rules
+            .iter()
+            .zip(all)
+            .map(|(rule, all)| CompiledRule {
+                all,
+                none: rule
+                    .unless
+                    .iter()
+                    .fold(0, |none, p| none | bit(id_of(p, &mut patterns))),
+                class: rule.class,
+                simple: all.is_power_of_two() && rule.unless.is_empty(),
+            })
+            .collect();
         pattern_rules.resize(patterns.len(), 0);
-        let engine = Arc::new(build_engine(&patterns));
-        let start = match &*engine {
-            Engine::Dfa(a) => a.start_state(Anchored::No).ok(),
-            Engine::Nfa(a) => a.start_state(Anchored::No).ok(),
-            Engine::None => None,
-        };
-        let longest = patterns.iter().map(|p| p.len()).max().unwrap_or(1);
+        let lazy = patterns
+            .iter()
+            .enumerate()
+            .map(|(id, p)| (pattern_rules[id] == 0).then(|| memmem::Finder::new(p).into_owned()))
+            .collect();
+        let engine = build_engine(&scanned, allow_filter);
+        let longest = scanned.iter().map(|p| p.1.len()).max().unwrap_or(1);
         Classifier {
-            engine,
-            start,
-            overlap: longest.saturating_sub(1),
-            pattern_rules: pattern_rules.into_boxed_slice(),
-            rules: compiled.into_boxed_slice(),
+            compiled: Arc::new(Compiled {
+                engine,
+                overlap: longest.saturating_sub(1),
+                pattern_rules: pattern_rules.into_boxed_slice(),
+                rules: compiled.into_boxed_slice(),
+                lazy,
+            }),
             default: config.default,
             max_scan_bytes: config.max_scan_bytes,
             header: config.header.clone().into_boxed_str(),
@@ -152,42 +209,52 @@ impl Classifier {
     /// looked at. Rules are tried in order and the first match wins; with no match the
     /// configured default applies. Never panics and never allocates.
     pub fn classify(&self, user_agent: &[u8]) -> DeviceClass {
+        let c = &*self.compiled;
         let hay = user_agent.get(..self.max_scan_bytes).unwrap_or(user_agent);
-        let found = match (&*self.engine, self.start) {
-            (Engine::Dfa(a), Some(start)) => self.scan(a, start, hay),
-            (Engine::Nfa(a), Some(start)) => self.scan(a, start, hay),
-            _ => 0,
+        let found = match &c.engine {
+            Engine::Filter(f) => f.scan(hay),
+            Engine::Dfa(a, start) => c.with_rules(scan(a, *start, hay, c.overlap)),
+            Engine::Nfa(a, start) => c.with_rules(scan(a, *start, hay, c.overlap)),
+            Engine::None => Found::default(),
         };
-        let mut candidates = 0u128;
-        let mut rest = found;
-        while rest != 0 {
-            let id = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
-            candidates |= self.pattern_rules.get(id).copied().unwrap_or(0);
+        // Fast path: the first candidate rule needs nothing but the pattern that made it
+        // a candidate (every accurate rule but the Android-app one).
+        let mut candidates = found.payload;
+        let first = candidates.trailing_zeros() as usize;
+        match c.rules.get(first) {
+            None => return self.default,
+            Some(r) if r.simple => return r.class,
+            Some(_) => {}
         }
+        let found = found.patterns;
+        // Lazy (`unless`-only) patterns already searched for, and those of them present.
+        let mut searched = 0u128;
+        let mut present = 0u128;
         while candidates != 0 {
             let ri = candidates.trailing_zeros() as usize;
             candidates &= candidates - 1;
-            if let Some(r) = self.rules.get(ri)
-                && found & r.all == r.all
-                && found & r.none == 0
-            {
+            let Some(r) = c.rules.get(ri) else { continue };
+            if found & r.all != r.all || found & r.none != 0 {
+                continue;
+            }
+            // Search the rule's lazy patterns not searched yet, stopping at the first one
+            // present (it blocks the rule).
+            let mut pending = r.none & !searched;
+            while pending != 0 && r.none & present == 0 {
+                let id = pending.trailing_zeros() as usize;
+                pending &= pending - 1;
+                searched |= bit(id);
+                if let Some(Some(finder)) = c.lazy.get(id)
+                    && finder.find(hay).is_some()
+                {
+                    present |= bit(id);
+                }
+            }
+            if r.none & present == 0 {
                 return r.class;
             }
         }
         self.default
-    }
-
-    /// The set of pattern ids occurring in `hay`, walking 1, 2 or 4 cursors by length.
-    fn scan<A: Automaton>(&self, a: &A, start: StateID, hay: &[u8]) -> u128 {
-        let per = self.overlap + MIN_SEGMENT_BYTES;
-        if hay.len() >= 4 * per {
-            scan_lockstep::<A, 4>(a, start, hay, self.overlap)
-        } else if hay.len() >= 2 * per {
-            scan_lockstep::<A, 2>(a, start, hay, self.overlap)
-        } else {
-            scan_lockstep::<A, 1>(a, start, hay, self.overlap)
-        }
     }
 
     /// The request header name in which the edge sends the class to the origin.
@@ -203,6 +270,18 @@ impl Classifier {
     /// How many leading User-Agent bytes are scanned.
     pub fn max_scan_bytes(&self) -> usize {
         self.max_scan_bytes
+    }
+}
+
+/// The set of pattern ids occurring in `hay`, walking 1, 2 or 4 DFA cursors by length.
+fn scan<A: Automaton>(a: &A, start: StateID, hay: &[u8], overlap: usize) -> u128 {
+    let per = overlap + MIN_SEGMENT_BYTES;
+    if hay.len() >= 4 * per {
+        scan_lockstep::<A, 4>(a, start, hay, overlap)
+    } else if hay.len() >= 2 * per {
+        scan_lockstep::<A, 2>(a, start, hay, overlap)
+    } else {
+        scan_lockstep::<A, 1>(a, start, hay, overlap)
     }
 }
 
@@ -281,7 +360,7 @@ fn matches_at<A: Automaton>(a: &A, sid: StateID) -> u128 {
 
 /// The bit for index `i` (< 128) of a 128-bit set; indexes past 127 cannot occur (the
 /// limits cap patterns and rules at 128) and map to no bit.
-fn bit(i: usize) -> u128 {
+pub(crate) fn bit(i: usize) -> u128 {
     1u128
         .checked_shl(u32::try_from(i).unwrap_or(u32::MAX))
         .unwrap_or(0)
@@ -298,24 +377,38 @@ fn id_of<'a>(p: &'a str, patterns: &mut Vec<&'a str>) -> usize {
     }
 }
 
-/// Builds the automaton: a DFA (no prefilter: the lock-step walk replaces it), else a
-/// contiguous NFA. The DFA is bounded by the limits: ≤ 128 patterns of ≤
-/// [`crate::MAX_PATTERN_BYTES`] bytes give ≤ 8,193 states.
-fn build_engine(patterns: &[&str]) -> Engine {
+/// Builds the pattern finder for the scanned patterns (`(id, bytes)`): the gram filter
+/// when allowed and it accepts the set, else a DFA, else a contiguous NFA. The DFA is
+/// bounded by the limits: ≤ 128 patterns of ≤ [`crate::MAX_PATTERN_BYTES`] bytes give ≤
+/// 8,193 states.
+fn build_engine(patterns: &[(usize, &[u8], u128)], allow_filter: bool) -> Engine {
+    if patterns.is_empty() {
+        return Engine::None;
+    }
+    if allow_filter && let Some(f) = GramFilter::build(patterns) {
+        return Engine::Filter(f);
+    }
+    // Aho-Corasick numbers patterns 0.. in the order given; map them back to our ids.
+    let bytes: Vec<&[u8]> = patterns.iter().map(|p| p.1).collect();
     let dfa = DFA::builder()
         .match_kind(MatchKind::Standard)
         .prefilter(false)
         .byte_classes(true)
-        .build(patterns);
-    if let Ok(dfa) = dfa {
-        return Engine::Dfa(dfa);
+        .build(&bytes);
+    if let Ok(dfa) = dfa
+        && let Ok(start) = dfa.start_state(Anchored::No)
+    {
+        return Engine::Dfa(dfa, start);
     }
     match NFA::builder()
         .match_kind(MatchKind::Standard)
         .prefilter(false)
-        .build(patterns)
+        .build(&bytes)
     {
-        Ok(nfa) => Engine::Nfa(nfa),
+        Ok(nfa) => match nfa.start_state(Anchored::No) {
+            Ok(start) => Engine::Nfa(nfa, start),
+            Err(_) => Engine::None,
+        },
         Err(_) => Engine::None,
     }
 }
@@ -323,7 +416,8 @@ fn build_engine(patterns: &[&str]) -> Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MAX_PATTERNS, MAX_RULES, Rule};
+    use crate::{MAX_PATTERNS, MAX_RULES, MAX_SCAN_BYTES, Rule};
+    use proptest::prelude::*;
 
     fn rule(contains: &[&str], unless: &[&str], class: DeviceClass) -> Rule {
         Rule {
@@ -345,6 +439,7 @@ mod tests {
         }
         assert!(
             Classifier::from_profile(Profile::Accurate)
+                .compiled
                 .pattern_rules
                 .len()
                 <= MAX_PATTERNS
@@ -401,7 +496,7 @@ mod tests {
             ..DeviceConfig::default()
         };
         let c = Classifier::new(&cfg).unwrap();
-        assert_eq!(c.pattern_rules.len(), 2);
+        assert_eq!(c.compiled.pattern_rules.len(), 2);
         assert_eq!(c.classify(b"B"), DeviceClass::Smartphone);
         assert_eq!(c.classify(b"AB"), DeviceClass::Pc);
     }
@@ -457,5 +552,177 @@ mod tests {
     fn classifier_is_send_sync() {
         fn assert_send_sync<T: Send + Sync + Clone>() {}
         assert_send_sync::<Classifier>();
+    }
+
+    /// Which pattern finder a classifier ended up with.
+    fn engine_name(c: &Classifier) -> &'static str {
+        match c.compiled.engine {
+            Engine::Filter(_) => "filter",
+            Engine::Dfa(..) => "dfa",
+            Engine::Nfa(..) => "nfa",
+            Engine::None => "none",
+        }
+    }
+
+    /// The naive evaluator: first rule whose `contains` all occur (`memmem`) and whose
+    /// `unless` none occur, on the scanned prefix.
+    fn naive(
+        rules: &[Rule],
+        default: DeviceClass,
+        ua: &[u8],
+        max_scan_bytes: usize,
+    ) -> DeviceClass {
+        let hay = &ua[..ua.len().min(max_scan_bytes)];
+        let has = |p: &String| memmem::find(hay, p.as_bytes()).is_some();
+        rules
+            .iter()
+            .find(|r| r.contains.iter().all(has) && !r.unless.iter().any(has))
+            .map_or(default, |r| r.class)
+    }
+
+    #[test]
+    fn builtin_profiles_use_the_gram_filter() {
+        for p in [Profile::Seed, Profile::Accurate] {
+            assert_eq!(engine_name(&Classifier::from_profile(p)), "filter", "{p:?}");
+        }
+    }
+
+    #[test]
+    fn crowded_rule_sets_fall_back_to_the_dfa() {
+        // 100 patterns sharing their first two grams overflow a run of checks.
+        let rules: Vec<Rule> = (0..100)
+            .map(|i| rule(&[&format!("ab{i}")], &[], DeviceClass::Smartphone))
+            .collect();
+        let cfg = DeviceConfig {
+            rules: rules.clone(),
+            ..DeviceConfig::default()
+        };
+        let c = Classifier::new(&cfg).unwrap();
+        assert_eq!(engine_name(&c), "dfa");
+        for ua in [&b"xxab99"[..], b"ab", b"a b7", b"zzab7zz", b""] {
+            assert_eq!(
+                c.classify(ua),
+                naive(&rules, DeviceClass::Pc, ua, MAX_SCAN_BYTES)
+            );
+        }
+    }
+
+    #[test]
+    fn unless_only_patterns_are_searched_lazily() {
+        let cfg = DeviceConfig {
+            rules: vec![
+                rule(
+                    &["Android"],
+                    &["AppleWebKit", "Gecko/"],
+                    DeviceClass::Smartphone,
+                ),
+                rule(&["Android"], &[], DeviceClass::Pc),
+            ],
+            ..DeviceConfig::default()
+        };
+        let c = Classifier::new(&cfg).unwrap();
+        assert!(c.compiled.lazy[1].is_some() && c.compiled.lazy[2].is_some());
+        assert!(c.compiled.lazy[0].is_none());
+        assert_eq!(c.classify(b"Dalvik (Android 13)"), DeviceClass::Smartphone);
+        assert_eq!(c.classify(b"Android 13 AppleWebKit/5"), DeviceClass::Pc);
+        assert_eq!(c.classify(b"Android 13 Gecko/2"), DeviceClass::Pc);
+        assert_eq!(c.classify(b"AppleWebKit Gecko/"), DeviceClass::Pc); // default
+    }
+
+    /// Tokens for generated rule sets: 1- to 12-byte patterns, shared prefixes, overlaps.
+    const TOKENS: &[&str] = &[
+        " ",
+        ";",
+        "M",
+        "Mo",
+        "Mob",
+        "Mobile",
+        "obi",
+        "bile",
+        "iPad",
+        "iPa",
+        "Pad",
+        "HTC",
+        "TC",
+        "Android",
+        "droid",
+        "; KF",
+        "KF",
+        "SM-T",
+        "SM-P",
+        "SonyEricsson",
+        "Ericsson",
+        "Windows Phone",
+        "ab",
+        "aba",
+        "abab",
+    ];
+
+    fn ua_strategy() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(
+            prop_oneof![
+                3 => prop::sample::select(TOKENS).prop_map(|t| t.as_bytes().to_vec()),
+                1 => prop::collection::vec(any::<u8>(), 0..6),
+            ],
+            0..150,
+        )
+        .prop_map(|parts| parts.concat())
+    }
+
+    /// 1–12 rules over the tokens at least `shortest` bytes long (`shortest` drawn first,
+    /// so every gram length and stride of the filter is exercised).
+    fn rules_strategy() -> impl Strategy<Value = Vec<Rule>> {
+        (1usize..=5).prop_flat_map(|shortest| {
+            let tokens: Vec<&'static str> = TOKENS
+                .iter()
+                .copied()
+                .filter(|t| t.len() >= shortest)
+                .collect();
+            let class = prop_oneof![Just(DeviceClass::Pc), Just(DeviceClass::Smartphone)];
+            prop::collection::vec(
+                (
+                    prop::collection::vec(prop::sample::select(tokens.clone()), 1..3),
+                    prop::collection::vec(prop::sample::select(tokens), 0..3),
+                    class,
+                ),
+                1..12,
+            )
+            .prop_map(|rows| {
+                rows.into_iter()
+                    .map(|(c, u, class)| Rule {
+                        unless: u
+                            .into_iter()
+                            .filter(|p| !c.contains(p))
+                            .map(str::to_owned)
+                            .collect(),
+                        contains: c.into_iter().map(str::to_owned).collect(),
+                        class,
+                    })
+                    .collect()
+            })
+        })
+    }
+
+    proptest! {
+        /// The gram filter and the DFA fallback agree with the naive evaluator on random
+        /// rule sets (any shortest pattern, so every stride and gram length is used),
+        /// random windows (across the 512-byte chunks of the stride-2 loop) and UAs up to ~1.5 KB.
+        #[test]
+        fn filter_and_dfa_match_the_naive_evaluator(
+            rules in rules_strategy(),
+            ua in ua_strategy(),
+            max_scan_bytes in prop_oneof![Just(MAX_SCAN_BYTES), 12usize..200, 500usize..1100],
+            default_pc in any::<bool>(),
+        ) {
+            let default = if default_pc { DeviceClass::Pc } else { DeviceClass::Smartphone };
+            let cfg = DeviceConfig { rules: rules.clone(), default, max_scan_bytes, ..DeviceConfig::default() };
+            prop_assume!(cfg.validate().is_empty());
+            let expected = naive(&rules, default, &ua, max_scan_bytes);
+            let filter = Classifier::compile_with(&cfg, true);
+            let dfa = Classifier::compile_with(&cfg, false);
+            prop_assert_ne!(engine_name(&dfa), "filter");
+            prop_assert_eq!(filter.classify(&ua), expected);
+            prop_assert_eq!(dfa.classify(&ua), expected);
+        }
     }
 }

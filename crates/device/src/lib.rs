@@ -24,6 +24,7 @@
 
 mod config;
 mod engine;
+mod filter;
 mod profiles;
 
 pub use config::{DeviceConfig, Rule};

@@ -1,0 +1,533 @@
+//! Strided gram filter: finds which of a set of byte patterns occur in a haystack.
+//!
+//! Coverage argument. With gram length `g` and stride `s`, every pattern is at least
+//! `g + s − 1` bytes long, so an occurrence of it covers at least `s` consecutive gram
+//! start positions; for any fixed *window* of `s` consecutive gram offsets inside the
+//! pattern, exactly one of them lands on a multiple of `s` of the haystack. The filter
+//! therefore looks up only the grams starting at `0, s, 2s, …`: `n / s` lookups in a
+//! 64 Ki-entry byte table indexed by the 2-byte gram read as a little-endian `u16`.
+//! A non-zero entry is the index of the first of a run of *checks*: `(pattern, offset)`
+//! pairs whose window has that gram at that offset. A check compares the pattern with
+//! the haystack at `position − offset` (one masked 8-byte word compare, then the tail of
+//! patterns longer than 8 bytes).
+//!
+//! Stride 2 (the accurate profile: shortest pattern `HTC`, 3 bytes) has a branch-light
+//! loop: each 8-byte word gives four lookups whose entries are ORed, one bit per word
+//! records "something here", and only the flagged words are revisited. A 108-byte UA
+//! costs 54 lookups and about three checks. Each pattern's window is placed where its
+//! grams are rare in ordinary UAs ([`SAMPLE`]), so `Mozilla`, `KHTML`, `; ` and friends
+//! rarely trigger a check; correctness does not depend on that choice, only speed does.
+//!
+//! A rule set whose grams crowd onto one key (more than [`MAX_RUN`] checks, e.g. 100
+//! patterns `ab0`…`ab99`) would make every lookup of that gram expensive;
+//! [`GramFilter::build`] refuses it and the caller falls back to an Aho-Corasick DFA.
+
+use std::hint::select_unpredictable;
+
+/// Largest stride used: beyond it each pattern puts more grams in the table than the
+/// shorter walk saves.
+pub(crate) const MAX_STRIDE: usize = 4;
+
+/// Most checks one gram may trigger; a denser rule set is refused by
+/// [`GramFilter::build`] (it bounds the work per lookup, hence the worst case per UA).
+pub(crate) const MAX_RUN: usize = 16;
+
+/// Longest pattern the filter accepts (offsets are stored as `u8`).
+const MAX_FILTER_PATTERN_BYTES: usize = 255;
+
+/// Number of entries of the gram table: every 2-byte gram.
+const TABLE_LEN: usize = 1 << 16;
+
+/// Most checks in all (table entries are `u8` indexes, `0` meaning "none"). The stride
+/// is lowered until `patterns × stride` fits.
+const MAX_CHECKS: usize = 255;
+
+/// Bytes scanned per pass of the stride-2 loop: 64 words, one flag bit each.
+const CHUNK_BYTES: usize = 512;
+
+/// How much one occurrence of a gram in [`SAMPLE`] weighs against one check already
+/// placed on that gram when a pattern's window is chosen.
+const SAMPLE_WEIGHT: u8 = 4;
+
+/// Ordinary browser and HTTP-stack User-Agent shapes, written for this crate. Grams that
+/// occur here are expensive filter keys (they would trigger a check on most real
+/// traffic); the window of each pattern is placed to avoid them where it can.
+const SAMPLE: &[u8] = b"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 \
+(KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36 Edg/124.0.0.0\n\
+Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) \
+Version/17.4 Safari/605.1.15\n\
+Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0\n\
+Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) \
+Chrome/124.0.0.0 Mobile Safari/537.36\n\
+Mozilla/5.0 (Linux; U; Android 4.0.3; en-us; Build/IML74K) AppleWebKit/534.30 \
+(KHTML, like Gecko) Version/4.0 Mobile Safari/534.30\n\
+Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 \
+(KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1\n\
+Mozilla/4.0 (compatible; MSIE 8.0; Windows NT 6.1; Trident/4.0; .NET CLR 2.0.50727)\n\
+Dalvik/2.1.0 (Linux; U; Android 13; Build/TP1A.220624.014)\n";
+
+/// Gram length: 1 byte when some pattern is a single byte, else 2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gram {
+    /// Key = one byte.
+    One,
+    /// Key = two bytes as a little-endian `u16`.
+    Two,
+}
+
+impl Gram {
+    fn len(self) -> usize {
+        match self {
+            Gram::One => 1,
+            Gram::Two => 2,
+        }
+    }
+
+    /// The key of the gram at the start of `bytes` (`0` if `bytes` is too short; callers
+    /// only pass slices that hold a whole gram).
+    fn key(self, bytes: &[u8]) -> usize {
+        match (self, bytes) {
+            (Gram::One, [a, ..]) => usize::from(*a),
+            (Gram::Two, [a, b, ..]) => usize::from(u16::from_le_bytes([*a, *b])),
+            _ => 0,
+        }
+    }
+}
+
+/// What a scan found: the patterns (bit = the caller's pattern id) and the union of the
+/// payloads the caller attached to them (the classifier attaches "rules that need this
+/// pattern").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// Bit `id` is set for every pattern found.
+    pub(crate) patterns: u128,
+    /// OR of the payloads of the patterns found.
+    pub(crate) payload: u128,
+}
+
+/// One check: does pattern `pattern` start `offset` bytes before the looked-up gram?
+#[derive(Debug, Clone, Copy)]
+struct Check {
+    /// The pattern's first `min(8, len)` bytes, little-endian.
+    head: u64,
+    /// Selects the bytes of `head` that belong to the pattern.
+    mask: u64,
+    /// The pattern's bit in [`Found::patterns`].
+    bit: u128,
+    /// The pattern's payload.
+    payload: u128,
+    /// Offset of the gram inside the pattern.
+    offset: u8,
+    /// Whether the pattern is longer than 8 bytes (its tail needs a second compare).
+    long: bool,
+    /// Whether this is the last check of its run.
+    last: bool,
+    /// Index of the pattern in [`GramFilter::patterns`].
+    pattern: u8,
+}
+
+/// The compiled filter. Immutable; the classifier shares it through an `Arc`.
+#[derive(Clone)]
+pub(crate) struct GramFilter {
+    /// Gram length.
+    gram: Gram,
+    /// Distance between looked-up gram positions, `1..=MAX_STRIDE`.
+    stride: usize,
+    /// Gram key → index in `checks` of the first check of its run (`0` = nothing).
+    table: Box<[u8; TABLE_LEN]>,
+    /// The checks, in runs; entry 0 is unused.
+    checks: Box<[Check]>,
+    /// The patterns' bytes (for tails and for checks near the haystack's ends).
+    patterns: Box<[Box<[u8]>]>,
+}
+
+impl std::fmt::Debug for GramFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GramFilter")
+            .field("gram", &self.gram)
+            .field("stride", &self.stride)
+            .field("checks", &self.checks.len().saturating_sub(1))
+            .field("patterns", &self.patterns.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GramFilter {
+    /// Builds the filter for `patterns`: `(id, bytes, payload)` with ids `< 128` and
+    /// distinct, non-empty byte strings. `None` when the set is empty, a pattern is longer
+    /// than 255 bytes, there are more than 255 patterns, or more than [`MAX_RUN`] checks
+    /// would share one gram.
+    pub(crate) fn build(patterns: &[(usize, &[u8], u128)]) -> Option<Self> {
+        let shortest = patterns.iter().map(|p| p.1.len()).min()?;
+        if shortest == 0
+            || patterns.len() > MAX_CHECKS
+            || patterns
+                .iter()
+                .any(|p| p.1.len() > MAX_FILTER_PATTERN_BYTES)
+        {
+            return None;
+        }
+        let gram = if shortest == 1 { Gram::One } else { Gram::Two };
+        // g + s − 1 ≤ shortest, and patterns × s ≤ MAX_CHECKS.
+        let stride = (shortest + 1 - gram.len())
+            .min(MAX_STRIDE)
+            .min(MAX_CHECKS / patterns.len())
+            .max(1);
+
+        // The table doubles as the cost scratchpad: SAMPLE_WEIGHT per occurrence in the
+        // sample, plus one per check already placed on the gram (saturating).
+        let mut table: Box<[u8; TABLE_LEN]> =
+            vec![0u8; TABLE_LEN].into_boxed_slice().try_into().ok()?;
+        for w in SAMPLE.windows(gram.len()) {
+            let c = &mut table[gram.key(w)];
+            *c = c.saturating_add(SAMPLE_WEIGHT);
+        }
+        // (key, pattern index, offset) for every check, placed greedily pattern by pattern.
+        let mut placed: Vec<(usize, u8, u8)> = Vec::with_capacity(patterns.len() * stride);
+        for (local, (_, bytes, _)) in patterns.iter().enumerate() {
+            let cost = |k: usize| -> usize {
+                (k..k + stride)
+                    .map(|off| usize::from(table[gram.key(bytes.get(off..).unwrap_or(&[]))]))
+                    .sum()
+            };
+            let last_start = bytes.len() + 1 - gram.len() - stride;
+            let best = (0..=last_start).min_by_key(|&k| cost(k)).unwrap_or(0);
+            for off in best..best + stride {
+                let key = gram.key(bytes.get(off..).unwrap_or(&[]));
+                table[key] = table[key].saturating_add(1);
+                placed.push((key, u8::try_from(local).ok()?, u8::try_from(off).ok()?));
+            }
+        }
+        table.fill(0);
+
+        // Runs of checks, one per distinct key.
+        placed.sort_by_key(|&(key, _, _)| key);
+        let mut checks = Vec::with_capacity(placed.len() + 1);
+        checks.push(Check {
+            head: 1,
+            mask: 0,
+            bit: 0,
+            payload: 0,
+            offset: 0,
+            long: false,
+            last: true,
+            pattern: 0,
+        });
+        for run in placed.chunk_by(|a, b| a.0 == b.0) {
+            if run.len() > MAX_RUN {
+                return None;
+            }
+            table[run[0].0] = u8::try_from(checks.len()).ok()?;
+            for (i, &(_, local, offset)) in run.iter().enumerate() {
+                let (id, bytes, payload) = patterns[usize::from(local)];
+                let mut head = [0u8; 8];
+                let n = bytes.len().min(8);
+                head[..n].copy_from_slice(&bytes[..n]);
+                checks.push(Check {
+                    head: u64::from_le_bytes(head),
+                    mask: u64::MAX
+                        .checked_shr(u32::try_from(64 - 8 * n).ok()?)
+                        .unwrap_or(0),
+                    bit: crate::engine::bit(id),
+                    payload,
+                    offset,
+                    long: bytes.len() > 8,
+                    last: i + 1 == run.len(),
+                    pattern: local,
+                });
+            }
+        }
+        Some(GramFilter {
+            gram,
+            stride,
+            table,
+            checks: checks.into_boxed_slice(),
+            patterns: patterns.iter().map(|p| p.1.into()).collect(),
+        })
+    }
+
+    /// The patterns occurring in `hay`, and the union of their payloads.
+    pub(crate) fn scan(&self, hay: &[u8]) -> Found {
+        match (self.gram, self.stride) {
+            (Gram::Two, 2) => self.scan_words(hay),
+            (Gram::Two, 3) => self.scan_strided::<3>(hay),
+            (Gram::Two, 4) => self.scan_strided::<4>(hay),
+            (gram, _) => self.scan_every(hay, gram),
+        }
+    }
+
+    /// Stride 1: a lookup at every position.
+    fn scan_every(&self, hay: &[u8], gram: Gram) -> Found {
+        let mut found = Found::default();
+        for (q, w) in hay.windows(gram.len()).enumerate() {
+            let first = self.table[gram.key(w)];
+            if first != 0 {
+                self.check_run(hay, q, first, &mut found);
+            }
+        }
+        found
+    }
+
+    /// Stride `S ≥ 2`, gram length 2: a lookup at every multiple of `S`.
+    fn scan_strided<const S: usize>(&self, hay: &[u8]) -> Found {
+        let mut found = Found::default();
+        let chunks = hay.chunks_exact(S);
+        let rest = chunks.remainder();
+        for (i, c) in chunks.enumerate() {
+            if let [a, b, ..] = *c {
+                let first = self.table[usize::from(u16::from_le_bytes([a, b]))];
+                if first != 0 {
+                    self.check_run(hay, i * S, first, &mut found);
+                }
+            }
+        }
+        // The remainder starts at a multiple of S; it holds a gram if it has 2 bytes.
+        if let [a, b, ..] = *rest {
+            let first = self.table[usize::from(u16::from_le_bytes([a, b]))];
+            if first != 0 {
+                self.check_run(hay, hay.len() - rest.len(), first, &mut found);
+            }
+        }
+        found
+    }
+
+    /// Stride 2, gram length 2, eight bytes at a time: the four entries of a word are
+    /// ORed and one bit per word remembers a non-zero result, so the loop over the
+    /// haystack has no data-dependent branch; flagged words are then revisited.
+    fn scan_words(&self, hay: &[u8]) -> Found {
+        let t = &*self.table;
+        let entries = |w: u64| {
+            // Truncating casts pick the four 2-byte grams of the word.
+            #[allow(clippy::cast_possible_truncation)] // reason: intended truncation to u16
+            let g = |shift: u32| usize::from((w >> shift) as u16);
+            [t[g(0)], t[g(16)], t[g(32)], t[g(48)]]
+        };
+        let mut found = Found::default();
+        for (c, chunk) in hay.chunks(CHUNK_BYTES).enumerate() {
+            let base = c * CHUNK_BYTES;
+            let words = chunk.chunks_exact(8);
+            let rest = words.remainder();
+            let mut flags = 0u64;
+            for (j, w) in words.enumerate() {
+                let any = entries(word(w)).into_iter().fold(0, |acc, e| acc | e);
+                flags |= u64::from(any != 0) << (j % 64);
+            }
+            while flags != 0 {
+                let j = flags.trailing_zeros() as usize;
+                flags &= flags - 1;
+                let at = 8 * j;
+                let firsts = entries(word(chunk.get(at..at + 8).unwrap_or(&[])));
+                let mut pending = u32::from_le_bytes(firsts);
+                while pending != 0 {
+                    let k = pending.trailing_zeros() as usize / 8;
+                    pending &= !(0xFF << (8 * k));
+                    let first = firsts.get(k).copied().unwrap_or(0);
+                    self.check_run(hay, base + at + 2 * k, first, &mut found);
+                }
+            }
+            let at = chunk.len() - rest.len();
+            for (k, pair) in rest.chunks_exact(2).enumerate() {
+                let first = self.table[usize::from(u16::from_le_bytes([pair[0], pair[1]]))];
+                if first != 0 {
+                    self.check_run(hay, base + at + 2 * k, first, &mut found);
+                }
+            }
+        }
+        found
+    }
+
+    /// Runs the checks starting at index `first` for the gram at `q`, adding what they
+    /// confirm to `found`. Selection is branch-free; only a confirmed long pattern and a
+    /// compare that would cross the haystack's ends take a branch.
+    #[inline]
+    fn check_run(&self, hay: &[u8], q: usize, first: u8, found: &mut Found) {
+        let mut i = usize::from(first);
+        while let Some(c) = self.checks.get(i) {
+            let start = q.wrapping_sub(usize::from(c.offset));
+            let hit = match hay.get(start..start.wrapping_add(8)) {
+                Some(w) => {
+                    let eq = word(w) & c.mask == c.head;
+                    if c.long {
+                        eq && self.is_at(hay, start, c.pattern)
+                    } else {
+                        eq
+                    }
+                }
+                None => self.is_at(hay, start, c.pattern),
+            };
+            // A hit is data-dependent: keep it out of the branch predictor.
+            found.patterns |= select_unpredictable(hit, c.bit, 0);
+            found.payload |= select_unpredictable(hit, c.payload, 0);
+            if c.last {
+                break;
+            }
+            i += 1;
+        }
+    }
+
+    /// Whether pattern `pattern` occurs in `hay` at `start` (the exact, slow compare).
+    #[cold]
+    fn is_at(&self, hay: &[u8], start: usize, pattern: u8) -> bool {
+        match (hay.get(start..), self.patterns.get(usize::from(pattern))) {
+            (Some(rest), Some(p)) => rest.starts_with(p),
+            _ => false,
+        }
+    }
+}
+
+/// The first 8 bytes of `bytes` as a little-endian word (`0` if there are fewer).
+#[inline]
+fn word(bytes: &[u8]) -> u64 {
+    bytes
+        .get(..8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The naive evaluator: `windows().any()` per pattern; payload of pattern `i` is
+    /// `1 << (127 - i)` so it is checked independently of the pattern bits.
+    fn naive(patterns: &[(usize, &[u8], u128)], hay: &[u8]) -> Found {
+        patterns
+            .iter()
+            .filter(|(_, p, _)| hay.windows(p.len()).any(|w| w == *p))
+            .fold(Found::default(), |acc, (id, _, payload)| Found {
+                patterns: acc.patterns | crate::engine::bit(*id),
+                payload: acc.payload | payload,
+            })
+    }
+
+    fn owned(pats: &[Vec<u8>]) -> Vec<(usize, &[u8], u128)> {
+        pats.iter()
+            .enumerate()
+            .map(|(i, p)| (i, &p[..], crate::engine::bit(127 - i)))
+            .collect()
+    }
+
+    #[test]
+    fn strides_follow_the_shortest_pattern() {
+        let f = |ps: &[&[u8]]| {
+            let v: Vec<(usize, &[u8], u128)> =
+                ps.iter().enumerate().map(|(i, p)| (i, *p, 0)).collect();
+            let g = GramFilter::build(&v).unwrap();
+            (g.gram, g.stride)
+        };
+        assert_eq!(f(&[b"a", b"Mobile"]), (Gram::One, 1));
+        assert_eq!(f(&[b"ab", b"Mobile"]), (Gram::Two, 1));
+        assert_eq!(f(&[b"HTC", b"Mobile"]), (Gram::Two, 2));
+        assert_eq!(f(&[b"iPad", b"Mobile"]), (Gram::Two, 3));
+        assert_eq!(f(&[b"Mobile"]), (Gram::Two, MAX_STRIDE));
+        // patterns × stride must fit the u8 check indexes.
+        let many: Vec<Vec<u8>> = (0..100)
+            .map(|i| format!("Mobile{i:03}").into_bytes())
+            .collect();
+        let many: Vec<&[u8]> = many.iter().map(Vec::as_slice).collect();
+        assert_eq!(f(&many), (Gram::Two, 2));
+    }
+
+    #[test]
+    fn crowded_slots_are_refused() {
+        let pats: Vec<Vec<u8>> = (0..100).map(|i| format!("ab{i}").into_bytes()).collect();
+        assert!(GramFilter::build(&owned(&pats)).is_none());
+        assert!(GramFilter::build(&[]).is_none());
+    }
+
+    #[test]
+    fn finds_patterns_at_every_alignment_and_at_the_edges() {
+        let pats: Vec<Vec<u8>> = ["HTC", "Mobile", "SonyEricsson", "; KF", "iPad"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        let ps = owned(&pats);
+        let f = GramFilter::build(&ps).unwrap();
+        for p in &pats {
+            for pad in 0..12 {
+                for tail in 0..12 {
+                    let hay = [vec![b'.'; pad], p.clone(), vec![b'.'; tail]].concat();
+                    assert_eq!(f.scan(&hay), naive(&ps, &hay), "{hay:?}");
+                }
+            }
+        }
+    }
+
+    /// A set of 1–24 distinct patterns over a small alphabet (so generated haystacks hold
+    /// them often), all at least `shortest` bytes long: `shortest` is drawn first so that
+    /// every gram length and stride (1 to 4, and the stride-2 word loop) is exercised.
+    fn pattern_set(alphabet: &'static [u8]) -> impl Strategy<Value = Vec<Vec<u8>>> {
+        (1usize..=6).prop_flat_map(move |shortest| {
+            prop::collection::vec(
+                prop::collection::vec(prop::sample::select(alphabet), shortest..shortest + 9),
+                1..24,
+            )
+            .prop_map(|mut pats| {
+                pats.sort();
+                pats.dedup();
+                pats
+            })
+        })
+    }
+
+    /// `hay` with some of `pats` inserted at random places, so matches are not rare.
+    fn plant(
+        mut hay: Vec<u8>,
+        pats: &[Vec<u8>],
+        at: &[(prop::sample::Index, prop::sample::Index)],
+    ) -> Vec<u8> {
+        for (which, pos) in at {
+            let p = &pats[which.index(pats.len())];
+            let pos = pos.index(hay.len() + 1);
+            hay.splice(pos..pos, p.iter().copied());
+        }
+        hay
+    }
+
+    proptest! {
+        #[test]
+        fn matches_a_naive_search(
+            pats in pattern_set(b"abAB; /-"),
+            hay in prop::collection::vec(prop::sample::select(&b"abAB; /-xyz\xff"[..]), 0..1200),
+            at in prop::collection::vec(any::<(prop::sample::Index, prop::sample::Index)>(), 0..8),
+        ) {
+            let hay = plant(hay, &pats, &at);
+            let ps = owned(&pats);
+            let f = GramFilter::build(&ps);
+            // Small alphabets crowd grams; the filter may refuse, never mis-scan.
+            if let Some(f) = f {
+                prop_assert_eq!(f.scan(&hay), naive(&ps, &hay));
+            }
+        }
+
+        #[test]
+        fn matches_a_naive_search_on_arbitrary_bytes(
+            pats in pattern_set(&[0, 1, 2, 0x41, 0x42, 0x7f, 0x80, 0xfe, 0xff]),
+            hay in prop::collection::vec(any::<u8>(), 0..1200),
+            at in prop::collection::vec(any::<(prop::sample::Index, prop::sample::Index)>(), 0..8),
+        ) {
+            let hay = plant(hay, &pats, &at);
+            let ps = owned(&pats);
+            if let Some(f) = GramFilter::build(&ps) {
+                prop_assert_eq!(f.scan(&hay), naive(&ps, &hay));
+            }
+        }
+
+        /// Realistic pattern sets always build (no crowding) and match the naive search.
+        #[test]
+        fn ua_like_sets_build_and_match(
+            pats in pattern_set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ;/-"),
+            hay in prop::collection::vec(any::<u8>(), 0..1200),
+            at in prop::collection::vec(any::<(prop::sample::Index, prop::sample::Index)>(), 1..8),
+        ) {
+            let hay = plant(hay, &pats, &at);
+            let ps = owned(&pats);
+            let f = GramFilter::build(&ps);
+            prop_assert!(f.is_some());
+            if let Some(f) = f {
+                prop_assert_eq!(f.scan(&hay), naive(&ps, &hay));
+            }
+        }
+    }
+}
