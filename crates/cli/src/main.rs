@@ -1,8 +1,9 @@
-//! The `cachet` command: classify user agents, normalize queries, check configurations, check bans, purge through the Fastly API.
+//! The `cachet` command: classify user agents, normalize queries, check configurations, check bans, purge through the Fastly API, simulate on access logs.
 
 mod ban;
 mod fastly;
 mod purge;
+mod simulate;
 
 use std::io::{BufRead, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -53,6 +54,13 @@ enum Command {
     /// stdout, a summary on stderr. Exit 0 when all succeeded, 1 when any failed, 2 for
     /// usage or configuration errors.
     Purge(purge::PurgeArgs),
+    /// Replays access logs through the policy and an in-memory cache, baseline (raw URL,
+    /// `Vary: User-Agent`, no compression) vs the config; or generates a sample log.
+    ///
+    /// Table on stdout (or `--json`), `--html FILE` report, progress and bad lines on
+    /// stderr. Exit 0 replayed (bad lines never fatal), 1 an input could not be read to
+    /// its end, 2 usage, config or unreadable-input errors.
+    Simulate(Box<simulate::SimulateArgs>),
 }
 
 #[derive(Subcommand)]
@@ -136,6 +144,7 @@ fn main() -> ExitCode {
             command: BanCommand::Parse { expr, json },
         } => return ban::parse(&expr, json),
         Command::Purge(args) => return purge::run(&args),
+        Command::Simulate(args) => return simulate::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,577 @@
+//! `cachet simulate`: replay access logs through the pure policy, baseline vs config; generate sample logs.
+//!
+//! See `docs/simulate.md` for the model (what counts as a hit, sizes, TTLs, memory) and
+//! the measured figures.
+
+pub mod distinct;
+pub mod generate;
+pub mod html;
+pub mod input;
+pub mod logfmt;
+pub mod lru;
+pub mod replay;
+pub mod report;
+
+use std::cell::Cell;
+use std::fs::File;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use cachet_policy::Policy;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use input::{Input, Line};
+use logfmt::Format;
+use replay::{Engine, Settings};
+use report::{BadLine, InputReport, InputsSummary, Report};
+
+/// Default `--gzip-ratio`: gzip (level 6) size over raw size, summed over the demo
+/// origin's cacheable text pages (entry and blog top in both layouts, feed, design CSS,
+/// index): 10,112 / 28,287 bytes = 0.357 (re-measured by `tests/simulate.rs`).
+pub const DEFAULT_GZIP_RATIO: f64 = 0.36;
+
+/// Default `--object-overhead`: bytes charged per stored object on top of its body, for
+/// the stored response headers and cache metadata.
+pub const DEFAULT_OBJECT_OVERHEAD: u64 = 256;
+
+/// Default `--host` for records whose log names no host.
+pub const DEFAULT_HOST: &str = "localhost";
+
+/// Bad lines shown with their line numbers (all are counted).
+pub const BAD_LINE_EXAMPLES: usize = 5;
+
+/// Default `--start` of `--generate`.
+pub const DEFAULT_START: &str = "2025-03-01T00:00:00Z";
+
+/// Lines between progress-bar updates.
+const PROGRESS_EVERY: u64 = 16_384;
+
+/// `cachet simulate` arguments.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    cachet simulate --generate 200000 --out gen.log.gz\n  \
+    cachet simulate --config edge-app/cachet.toml gen.log.gz --html report.html\n  \
+    cachet simulate --generate 1000000 | cachet simulate --config edge-app/cachet.toml -")]
+pub struct SimulateArgs {
+    /// The Cachet config to replay (TOML, or JSON when the name ends in `.json`).
+    #[arg(long, value_name = "FILE", required_unless_present = "generate")]
+    pub config: Option<PathBuf>,
+    /// Access logs, replayed in order (`-` = stdin): combined/common or JSON lines, each
+    /// detected per file; gzip detected by its magic bytes.
+    #[arg(value_name = "LOG", required_unless_present = "generate")]
+    pub logs: Vec<PathBuf>,
+    /// Cache size of each side (`512MiB`, `2GiB`, `100MB`, bytes).
+    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = parse_size)]
+    pub memory: u64,
+    /// Stored/original size of compressible bodies on routes that compress.
+    #[arg(long, value_name = "RATIO", default_value_t = DEFAULT_GZIP_RATIO, value_parser = parse_ratio)]
+    pub gzip_ratio: f64,
+    /// A fixed baseline TTL (`5m`, `120`); default: the TTL the config uses per request.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub baseline_ttl: Option<Duration>,
+    /// A fixed baseline grace; default: the grace the config uses per request.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub baseline_grace: Option<Duration>,
+    /// Host for log lines that name none (common/combined logs without a vhost field).
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+    /// Bytes charged per stored object besides its body (headers, metadata).
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_OBJECT_OVERHEAD)]
+    pub object_overhead: u64,
+    /// Path templates listed (by requests).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write a self-contained HTML report (SVG charts, no scripts) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// No progress bar and no throughput line on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    /// Instead of replaying, write N lines of a realistic sample blog log.
+    #[arg(long, value_name = "N", conflicts_with_all = ["config", "logs", "json", "html"])]
+    pub generate: Option<u64>,
+    /// `--generate`: PRNG seed (same seed, same log).
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub seed: u64,
+    /// `--generate`: time of the first request (RFC 3339).
+    #[arg(long, value_name = "RFC3339", default_value = DEFAULT_START, value_parser = parse_start)]
+    pub start: i64,
+    /// `--generate`: mean page views per second.
+    #[arg(long, value_name = "PER_SECOND", default_value_t = 20.0, value_parser = parse_rate)]
+    pub rate: f64,
+    /// `--generate`: output file (`.gz` → gzip); default stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// `--generate`: output format.
+    #[arg(long, value_enum, default_value = "combined")]
+    pub format: generate::GenFormat,
+    /// `--generate`: leave out the response Cache-Control (plain combined lines).
+    #[arg(long)]
+    pub no_cache_control: bool,
+}
+
+/// Parses `512MiB`, `1.5GiB`, `100MB`, `64k`, `1048576`: binary units for `K`/`M`/`G`/`T`
+/// and `KiB`…`TiB`, decimal for `KB`…`TB`; case-insensitive; `B` optional.
+///
+/// # Errors
+/// Not a size, or zero.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid size {s:?}: expected e.g. 512MiB, 2GiB, 100MB"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        u => return Err(format!("invalid size {s:?}: unknown unit {u:?}")),
+    };
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )] // reason: finite, positive, checked below 2^63 before the cast
+    let bytes = {
+        let b = n * mult as f64;
+        if !b.is_finite() || b >= 9.2e18 {
+            return Err(format!("invalid size {s:?}: too large"));
+        }
+        b as u64
+    };
+    if bytes == 0 {
+        return Err(format!("invalid size {s:?}: must be more than 0"));
+    }
+    Ok(bytes)
+}
+
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+        _ => Err(format!("invalid ratio {s:?}: expected a number in (0, 1]")),
+    }
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r > 0.0 && r.is_finite() && r <= 1e6 => Ok(r),
+        _ => Err(format!(
+            "invalid rate {s:?}: expected a number in (0, 1000000]"
+        )),
+    }
+}
+
+/// `5m`, `1h 30m`, `2d` or whole seconds: the config's duration syntax
+/// ([`cachet_policy::HumanDuration`]).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    use serde::Deserialize as _;
+    let de = serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s.trim());
+    if let Ok(secs) = s.trim().parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    cachet_policy::HumanDuration::deserialize(de)
+        .map(|d| d.0)
+        .map_err(|e| e.to_string())
+}
+
+fn parse_start(s: &str) -> Result<i64, String> {
+    logfmt::parse_rfc3339(s.trim())
+        .ok_or_else(|| format!("invalid time {s:?}: expected RFC 3339, e.g. {DEFAULT_START}"))
+}
+
+/// Loads the policy and checks the inputs and the HTML output before anything is read:
+/// any problem is reported here and ends the command with exit status 2.
+fn prepare(
+    args: &SimulateArgs,
+    config_path: &Path,
+) -> Result<(Policy, Option<(PathBuf, File)>), ExitCode> {
+    let policy = match crate::load(config_path).and_then(|c| {
+        Policy::new(c).map_err(|e| crate::LoadError::Policy(config_path.to_owned(), e))
+    }) {
+        Ok(p) => p,
+        Err(e) => {
+            // Same lines as `cachet config check`: FILE: path: message.
+            let text = e.to_string();
+            eprint!("{text}");
+            if !text.ends_with('\n') {
+                eprintln!();
+            }
+            eprintln!("cachet: simulate: invalid or unreadable config; nothing replayed");
+            return Err(ExitCode::from(2));
+        }
+    };
+    if args.logs.iter().filter(|p| p.as_os_str() == "-").count() > 1 {
+        eprintln!("cachet: simulate: stdin (-) can be given only once");
+        return Err(ExitCode::from(2));
+    }
+    for p in &args.logs {
+        if p.as_os_str() != "-"
+            && let Err(e) = std::fs::metadata(p)
+        {
+            eprintln!("cachet: simulate: {}: {e}", p.display());
+            return Err(ExitCode::from(2));
+        }
+    }
+    let html_file = match &args.html {
+        Some(p) => match File::create(p) {
+            Ok(f) => Some((p.clone(), f)),
+            Err(e) => {
+                eprintln!("cachet: simulate: {}: {e}", p.display());
+                return Err(ExitCode::from(2));
+            }
+        },
+        None => None,
+    };
+    Ok((policy, html_file))
+}
+
+/// Runs `cachet simulate`.
+///
+/// Exit status: 0 replayed (bad lines are reported, never fatal); 1 an input could not be
+/// read to its end (corrupt gzip, I/O error) or the HTML report could not be written —
+/// the report covers what was read; 2 usage, config or unreadable-input errors before the
+/// replay started.
+pub fn run(args: &SimulateArgs) -> ExitCode {
+    if let Some(n) = args.generate {
+        return run_generate(args, n);
+    }
+    let Some(config_path) = args.config.as_deref() else {
+        eprintln!("cachet: simulate: --config FILE is required");
+        return ExitCode::from(2);
+    };
+    let (policy, html_file) = match prepare(args, config_path) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let settings = Settings {
+        memory: args.memory,
+        gzip_ratio: args.gzip_ratio,
+        object_overhead: args.object_overhead,
+        baseline_ttl: args.baseline_ttl,
+        baseline_grace: args.baseline_grace,
+        default_host: args.host.clone().unwrap_or_else(|| DEFAULT_HOST.to_owned()),
+    };
+    let mut engine = Engine::new(&policy, settings);
+    let started = Instant::now();
+    let progress = progress_bar(args);
+    let outcome = replay_all(args, &mut engine, &progress);
+    progress.finish_and_clear();
+    let elapsed = started.elapsed();
+
+    let config_name = config_path.display().to_string();
+    let lines = outcome.summary.inputs.iter().map(|i| i.lines).sum::<u64>();
+    let report = Report::build(&engine, &config_name, outcome.summary, args.top);
+    let mut code = if outcome.read_failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    };
+    if outcome.no_host > 0 && args.host.is_none() {
+        eprintln!(
+            "cachet: simulate: {} requests named no host; replayed with Host: {DEFAULT_HOST} (set --host)",
+            report::thousands(outcome.no_host)
+        );
+    }
+    if report.bad_lines > report.bad_line_examples.len() as u64 {
+        eprintln!(
+            "cachet: simulate: {} bad lines in all (first {} shown above); they were skipped",
+            report::thousands(report.bad_lines),
+            report.bad_line_examples.len()
+        );
+    }
+    if !write_outputs(args, &report, html_file) {
+        code = ExitCode::from(1);
+    }
+    if !args.quiet {
+        let secs = elapsed.as_secs_f64().max(1e-9);
+        #[allow(
+            clippy::cast_precision_loss,
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss
+        )] // reason: display only
+        let rate = (lines as f64 / secs) as u64;
+        eprintln!(
+            "cachet: simulate: {} lines in {secs:.2} s ({} lines/s)",
+            report::thousands(lines),
+            report::thousands(rate)
+        );
+    }
+    code
+}
+
+/// Prints the report (table or JSON) and writes the HTML file; `false` when a write failed.
+fn write_outputs(args: &SimulateArgs, report: &Report, html_file: Option<(PathBuf, File)>) -> bool {
+    let mut ok = true;
+    let text = if args.json {
+        match serde_json::to_string_pretty(report) {
+            Ok(mut j) => {
+                j.push('\n');
+                j
+            }
+            Err(e) => {
+                eprintln!("cachet: simulate: {e}");
+                return false;
+            }
+        }
+    } else {
+        report::text(report)
+    };
+    let mut stdout = io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        if e.kind() != io::ErrorKind::BrokenPipe {
+            eprintln!("cachet: simulate: writing stdout: {e}");
+        }
+        ok = false;
+    }
+    if let Some((path, file)) = html_file {
+        let mut w = BufWriter::new(file);
+        if let Err(e) = w
+            .write_all(html::render(report).as_bytes())
+            .and_then(|()| w.flush())
+        {
+            eprintln!("cachet: simulate: {}: {e}", path.display());
+            ok = false;
+        } else if !args.quiet {
+            eprintln!("cachet: simulate: wrote {}", path.display());
+        }
+    }
+    ok
+}
+
+fn progress_bar(args: &SimulateArgs) -> ProgressBar {
+    if args.quiet || !io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let total: Option<u64> = args.logs.iter().map(|p| input::file_size(p)).sum();
+    let (pb, template) = if let Some(t) = total {
+        (
+            ProgressBar::new(t),
+            "{spinner} [{elapsed_precise}] {wide_bar} {binary_bytes}/{binary_total_bytes} (eta {eta}) {msg}",
+        )
+    } else {
+        (
+            ProgressBar::new_spinner(),
+            "{spinner} [{elapsed_precise}] {msg}",
+        )
+    };
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        pb.set_style(style);
+    }
+    pb
+}
+
+/// What reading the inputs produced besides the engine's state.
+struct Outcome {
+    summary: InputsSummary,
+    read_failed: bool,
+    no_host: u64,
+}
+
+fn replay_all(args: &SimulateArgs, engine: &mut Engine<'_>, progress: &ProgressBar) -> Outcome {
+    let count = Rc::new(Cell::new(0u64));
+    let mut summary = InputsSummary {
+        inputs: Vec::new(),
+        bad_line_examples: Vec::new(),
+    };
+    let mut read_failed = false;
+    let mut no_host = 0u64;
+    let mut all_lines = 0u64;
+    let mut bad_before = 0u64;
+    let mut buf = Vec::with_capacity(4096);
+    for path in &args.logs {
+        let mut report = InputReport {
+            name: if path.as_os_str() == "-" {
+                "(stdin)".to_owned()
+            } else {
+                path.display().to_string()
+            },
+            format: None,
+            gzip: false,
+            lines: 0,
+            records: 0,
+            bad_lines: 0,
+            error: None,
+        };
+        let mut inp = match Input::open(path, Rc::clone(&count)) {
+            Ok(i) => i,
+            Err(e) => {
+                progress.suspend(|| eprintln!("cachet: simulate: {}: {e}", report.name));
+                report.error = Some(e.to_string());
+                read_failed = true;
+                summary.inputs.push(report);
+                continue;
+            }
+        };
+        report.gzip = inp.gzip;
+        loop {
+            match inp.next_line(&mut buf) {
+                Ok(None) => break,
+                Ok(Some(Line::TooLong)) => {
+                    report.lines += 1;
+                    let why = format!("line longer than {} bytes", input::MAX_LINE_BYTES);
+                    note_bad(&mut report, &mut summary.bad_line_examples, progress, &why);
+                }
+                Ok(Some(Line::Ok)) => {
+                    report.lines += 1;
+                    if buf.trim_ascii().is_empty() {
+                        continue;
+                    }
+                    let format = *report.format.get_or_insert_with(|| Format::detect(&buf));
+                    match logfmt::parse_line(format, &buf) {
+                        Ok(rec) => {
+                            no_host += u64::from(rec.host.is_none());
+                            engine.record(&rec);
+                            report.records += 1;
+                        }
+                        Err(why) => {
+                            note_bad(&mut report, &mut summary.bad_line_examples, progress, why);
+                        }
+                    }
+                }
+                Err(e) => {
+                    let msg = format!("read error after line {}: {e}", report.lines);
+                    progress.suspend(|| eprintln!("cachet: simulate: {}: {msg}", report.name));
+                    report.error = Some(msg);
+                    read_failed = true;
+                    break;
+                }
+            }
+            all_lines += 1;
+            if all_lines.is_multiple_of(PROGRESS_EVERY) {
+                progress.set_position(count.get());
+                progress.set_message(format!(
+                    "{} lines, {} bad",
+                    report::thousands(all_lines),
+                    report::thousands(bad_before + report.bad_lines)
+                ));
+            }
+        }
+        bad_before += report.bad_lines;
+        summary.inputs.push(report);
+    }
+    Outcome {
+        summary,
+        read_failed,
+        no_host,
+    }
+}
+
+/// Counts a bad line of `report` (its current line) and keeps the first few as examples,
+/// printing each on stderr as it is found.
+fn note_bad(
+    report: &mut InputReport,
+    examples: &mut Vec<BadLine>,
+    progress: &ProgressBar,
+    reason: &str,
+) {
+    report.bad_lines += 1;
+    if examples.len() < BAD_LINE_EXAMPLES {
+        progress.suspend(|| {
+            eprintln!(
+                "cachet: simulate: {}:{}: {reason}",
+                report.name, report.lines
+            );
+        });
+        examples.push(BadLine {
+            file: report.name.clone(),
+            line: report.lines,
+            reason: reason.to_owned(),
+        });
+    }
+}
+
+fn run_generate(args: &SimulateArgs, lines: u64) -> ExitCode {
+    let opts = generate::Options {
+        lines,
+        seed: args.seed,
+        start: args.start,
+        rate: args.rate,
+        format: args.format,
+        cache_control: !args.no_cache_control,
+    };
+    let result = if let Some(path) = &args.out {
+        write_generated(path, &opts)
+    } else {
+        let stdout = io::stdout();
+        let mut w = BufWriter::with_capacity(256 * 1024, stdout.lock());
+        generate::generate(&opts, &mut w)
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            let target = args
+                .out
+                .as_deref()
+                .map_or_else(|| "stdout".to_owned(), |p| p.display().to_string());
+            eprintln!("cachet: simulate: writing {target}: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn write_generated(path: &Path, opts: &generate::Options) -> io::Result<()> {
+    let file = BufWriter::with_capacity(256 * 1024, File::create(path)?);
+    if path.extension().is_some_and(|e| e == "gz") {
+        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+        generate::generate(opts, &mut gz)?;
+        gz.finish()?.flush()
+    } else {
+        let mut file = file;
+        generate::generate(opts, &mut file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("512mib"), Ok(512 << 20));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("100MB"), Ok(100_000_000));
+        assert_eq!(parse_size("64k"), Ok(65_536));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size(" 2 G "), Ok(2 << 30));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("MiB").is_err());
+        assert!(parse_size("99999999999TiB").is_err());
+    }
+
+    #[test]
+    fn durations_ratios_starts() {
+        assert_eq!(parse_duration("120"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(parse_ratio("0.36"), Ok(0.36));
+        assert!(
+            parse_ratio("0").is_err() && parse_ratio("1.5").is_err() && parse_ratio("x").is_err()
+        );
+        assert_eq!(parse_start(DEFAULT_START), Ok(1_740_787_200));
+        assert!(parse_start("yesterday").is_err());
+        assert!(parse_rate("0").is_err() && parse_rate("inf").is_err());
+    }
+}

@@ -1,0 +1,619 @@
+//! The replay's report: one serializable structure, printed as a table or as JSON.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::logfmt::{Format, format_rfc3339};
+use super::replay::{Counters, Engine, Side};
+
+/// Version of the JSON report's schema (`"schema"`), raised on incompatible changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One input file.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputReport {
+    /// The name given (`(stdin)` for `-`).
+    pub name: String,
+    /// Detected format (`None` for an empty file).
+    pub format: Option<Format>,
+    /// Whether it was gzip-compressed.
+    pub gzip: bool,
+    /// Lines read (blank lines included).
+    pub lines: u64,
+    /// Lines replayed as requests.
+    pub records: u64,
+    /// Lines that could not be read as a request.
+    pub bad_lines: u64,
+    /// A read error that stopped this input early (corrupt gzip, I/O).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A bad line worth showing.
+#[derive(Debug, Clone, Serialize)]
+pub struct BadLine {
+    /// The input's name.
+    pub file: String,
+    /// 1-based line number in that input (after decompression).
+    pub line: u64,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+/// The settings as reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct SettingsReport {
+    /// Cache size per side, bytes.
+    pub memory_bytes: u64,
+    /// Eviction policy.
+    pub eviction: &'static str,
+    /// Stored/original size for compressible bodies on the config side.
+    pub gzip_ratio: f64,
+    /// Bytes charged per stored object besides the body.
+    pub object_overhead_bytes: u64,
+    /// Fixed baseline TTL in seconds, or `null`: the config's TTL per request.
+    pub baseline_ttl_seconds: Option<u64>,
+    /// Fixed baseline grace in seconds, or `null`: the config's grace per request.
+    pub baseline_grace_seconds: Option<u64>,
+    /// Host used when a record names none.
+    pub default_host: String,
+}
+
+/// One side's figures (overall or for one endpoint).
+#[derive(Debug, Clone, Serialize)]
+pub struct SideReport {
+    /// Requests.
+    pub requests: u64,
+    /// (Fresh hits + stale hits) / requests; synthesized answers are not hits.
+    pub hit_ratio: f64,
+    /// Fresh hits.
+    pub hits: u64,
+    /// Stale hits (served within grace; each triggers one background origin fetch).
+    pub stale_hits: u64,
+    /// Misses.
+    pub misses: u64,
+    /// Passes (no lookup).
+    pub passes: u64,
+    /// Synthesized at the edge (config side only).
+    pub synth: u64,
+    /// Fetched but not stored.
+    pub not_stored: u64,
+    /// Requests that reached the origin.
+    pub origin_requests: u64,
+    /// 1 − origin requests / requests.
+    pub origin_offload: f64,
+    /// Bytes sent by the origin.
+    pub origin_bytes: u64,
+    /// Bytes resident in the cache at the end of the replay.
+    pub bytes_stored: u64,
+    /// Objects resident at the end.
+    pub objects_stored: u64,
+    /// Most bytes resident at any time (overall only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_bytes_stored: Option<u64>,
+    /// Bytes written into the cache.
+    pub bytes_written: u64,
+    /// Distinct cache keys looked up.
+    pub distinct_objects: u64,
+    /// Whether `distinct_objects` is exact (else a HyperLogLog estimate, ±1–2%).
+    pub distinct_exact: bool,
+    /// Objects evicted by the LRU to make room.
+    pub evictions: u64,
+    /// Objects removed after TTL + grace + keep.
+    pub expired: u64,
+}
+
+/// One endpoint: a config route, or one of the synth / no-route groups.
+#[derive(Debug, Clone, Serialize)]
+pub struct EndpointReport {
+    /// Route name, or `(robots.txt, synth)`, `(bad request, synth)`, `(no route)`.
+    pub endpoint: String,
+    /// Baseline figures for the same requests.
+    pub baseline: SideReport,
+    /// Config figures.
+    pub config: SideReport,
+}
+
+/// Figures for one side of a template.
+#[derive(Debug, Clone, Serialize)]
+pub struct TemplateSide {
+    /// Hits (fresh + stale) / requests.
+    pub hit_ratio: f64,
+    /// Origin requests.
+    pub origin_requests: u64,
+}
+
+/// One path template (host + first two path segments).
+#[derive(Debug, Clone, Serialize)]
+pub struct TemplateReport {
+    /// E.g. `blog.example/blog/alice/…`.
+    pub template: String,
+    /// Requests.
+    pub requests: u64,
+    /// Baseline.
+    pub baseline: TemplateSide,
+    /// Config.
+    pub config: TemplateSide,
+    /// Config answers synthesized at the edge.
+    pub config_synth: u64,
+}
+
+/// One timeline bucket.
+#[derive(Debug, Clone, Serialize)]
+pub struct BucketReport {
+    /// Bucket start, RFC 3339.
+    pub start: String,
+    /// Requests.
+    pub requests: u64,
+    /// Baseline hit ratio in the bucket.
+    pub baseline_hit_ratio: f64,
+    /// Config hit ratio in the bucket.
+    pub config_hit_ratio: f64,
+    /// Baseline origin requests.
+    pub baseline_origin_requests: u64,
+    /// Config origin requests.
+    pub config_origin_requests: u64,
+}
+
+/// Hit ratio over time.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineReport {
+    /// Bucket width, seconds.
+    pub bucket_seconds: i64,
+    /// The buckets.
+    pub buckets: Vec<BucketReport>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// The config file replayed.
+    pub config_file: String,
+    /// Inputs in replay order.
+    pub inputs: Vec<InputReport>,
+    /// Lines read over all inputs.
+    pub lines: u64,
+    /// Requests replayed.
+    pub records: u64,
+    /// Bad lines over all inputs.
+    pub bad_lines: u64,
+    /// The first bad lines (at most 5).
+    pub bad_line_examples: Vec<BadLine>,
+    /// Earliest record time, RFC 3339.
+    pub first_time: Option<String>,
+    /// Latest record time, RFC 3339.
+    pub last_time: Option<String>,
+    /// Seconds between them.
+    pub duration_seconds: u64,
+    /// Settings.
+    pub settings: SettingsReport,
+    /// Baseline totals.
+    pub baseline: SideReport,
+    /// Config totals.
+    pub config: SideReport,
+    /// Per endpoint, config routes in config order, then the synth/no-route groups; only
+    /// endpoints that saw requests.
+    pub endpoints: Vec<EndpointReport>,
+    /// The top templates by requests.
+    pub templates: Vec<TemplateReport>,
+    /// Templates seen (before the top-N cut).
+    pub templates_seen: usize,
+    /// Hit ratio over time.
+    pub timeline: TimelineReport,
+    /// Heap bytes of the simulator's own cache metadata (both sides' slabs and indexes)
+    /// and distinct-key counters at the end: the replay's memory beyond fixed buffers.
+    pub simulator_memory_bytes: usize,
+}
+
+/// A ratio rounded to 6 decimals (0 when the denominator is 0).
+pub fn ratio(num: u64, den: u64) -> f64 {
+    if den == 0 {
+        return 0.0;
+    }
+    #[allow(clippy::cast_precision_loss)] // reason: counts far below 2^52
+    let r = num as f64 / den as f64;
+    (r * 1e6).round() / 1e6
+}
+
+fn side_report(
+    c: &Counters,
+    stored: (u64, u64),
+    distinct: (u64, bool),
+    evict: (u64, u64),
+) -> SideReport {
+    SideReport {
+        requests: c.requests,
+        hit_ratio: ratio(c.hits + c.stale_hits, c.requests),
+        hits: c.hits,
+        stale_hits: c.stale_hits,
+        misses: c.misses,
+        passes: c.passes,
+        synth: c.synth,
+        not_stored: c.not_stored,
+        origin_requests: c.origin_requests,
+        origin_offload: if c.requests == 0 {
+            0.0
+        } else {
+            ((1.0 - ratio(c.origin_requests, c.requests)) * 1e6).round() / 1e6
+        },
+        origin_bytes: c.origin_bytes,
+        bytes_stored: stored.0,
+        objects_stored: stored.1,
+        peak_bytes_stored: None,
+        bytes_written: c.bytes_written,
+        distinct_objects: distinct.0,
+        distinct_exact: distinct.1,
+        evictions: evict.0,
+        expired: evict.1,
+    }
+}
+
+fn side_total(s: &Side) -> SideReport {
+    let tags = s.cache.tags();
+    let mut r = side_report(
+        &s.total,
+        (s.cache.used(), s.cache.len() as u64),
+        (s.distinct.count(), s.distinct.is_exact()),
+        (
+            tags.iter().map(|t| t.evictions).sum(),
+            tags.iter().map(|t| t.expired).sum(),
+        ),
+    );
+    r.peak_bytes_stored = Some(s.cache.peak());
+    r
+}
+
+fn side_endpoint(s: &Side, i: usize) -> SideReport {
+    let t = s.cache.tags()[i];
+    side_report(
+        &s.per[i],
+        (t.bytes, t.objects),
+        (s.per_distinct[i].count(), s.per_distinct[i].is_exact()),
+        (t.evictions, t.expired),
+    )
+}
+
+/// Inputs' bookkeeping, gathered by the caller while reading.
+pub struct InputsSummary {
+    /// Per input.
+    pub inputs: Vec<InputReport>,
+    /// First bad lines.
+    pub bad_line_examples: Vec<BadLine>,
+}
+
+impl Report {
+    /// Builds the report of a finished replay; `top` templates are kept.
+    pub fn build(
+        engine: &Engine<'_>,
+        config_file: &str,
+        inputs: InputsSummary,
+        top: usize,
+    ) -> Self {
+        let s = engine.settings();
+        let endpoints = (0..engine.endpoints.len())
+            .filter(|&i| engine.config.per[i].requests > 0)
+            .map(|i| EndpointReport {
+                endpoint: engine.endpoints[i].clone(),
+                baseline: side_endpoint(&engine.baseline, i),
+                config: side_endpoint(&engine.config, i),
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..engine.templates.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (na, ta) = &engine.templates[a];
+            let (nb, tb) = &engine.templates[b];
+            tb.requests.cmp(&ta.requests).then_with(|| na.cmp(nb))
+        });
+        let templates = order
+            .into_iter()
+            .take(top)
+            .map(|i| {
+                let (name, t) = &engine.templates[i];
+                TemplateReport {
+                    template: name.clone(),
+                    requests: t.requests,
+                    baseline: TemplateSide {
+                        hit_ratio: ratio(t.baseline_hits, t.requests),
+                        origin_requests: t.baseline_origin,
+                    },
+                    config: TemplateSide {
+                        hit_ratio: ratio(t.config_hits, t.requests),
+                        origin_requests: t.config_origin,
+                    },
+                    config_synth: t.config_synth,
+                }
+            })
+            .collect();
+        let tl = &engine.timeline;
+        let buckets = tl
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, b)| BucketReport {
+                start: format_rfc3339(
+                    tl.start.unwrap_or(0) + i64::try_from(i).unwrap_or(0) * tl.width,
+                ),
+                requests: b.requests,
+                baseline_hit_ratio: ratio(b.baseline_hits, b.requests),
+                config_hit_ratio: ratio(b.config_hits, b.requests),
+                baseline_origin_requests: b.baseline_origin,
+                config_origin_requests: b.config_origin,
+            })
+            .collect();
+        let lines = inputs.inputs.iter().map(|i| i.lines).sum();
+        let records = inputs.inputs.iter().map(|i| i.records).sum();
+        let bad_lines = inputs.inputs.iter().map(|i| i.bad_lines).sum();
+        Self {
+            schema: SCHEMA_VERSION,
+            config_file: config_file.to_owned(),
+            inputs: inputs.inputs,
+            lines,
+            records,
+            bad_lines,
+            bad_line_examples: inputs.bad_line_examples,
+            first_time: engine.first_time.map(format_rfc3339),
+            last_time: engine.last_time.map(format_rfc3339),
+            duration_seconds: match (engine.first_time, engine.last_time) {
+                (Some(f), Some(l)) => u64::try_from(l - f).unwrap_or(0),
+                _ => 0,
+            },
+            settings: SettingsReport {
+                memory_bytes: s.memory,
+                eviction: "lru-bytes",
+                gzip_ratio: s.gzip_ratio,
+                object_overhead_bytes: s.object_overhead,
+                baseline_ttl_seconds: s.baseline_ttl.map(|d| d.as_secs()),
+                baseline_grace_seconds: s.baseline_grace.map(|d| d.as_secs()),
+                default_host: s.default_host.clone(),
+            },
+            baseline: side_total(&engine.baseline),
+            config: side_total(&engine.config),
+            endpoints,
+            templates,
+            templates_seen: engine.templates.len(),
+            timeline: TimelineReport {
+                bucket_seconds: tl.width.max(super::replay::BUCKET_SECONDS),
+                buckets,
+            },
+            simulator_memory_bytes: [&engine.baseline, &engine.config]
+                .iter()
+                .map(|s| {
+                    s.cache.heap_bytes()
+                        + s.distinct.heap_bytes()
+                        + s.per_distinct
+                            .iter()
+                            .map(super::distinct::Distinct::heap_bytes)
+                            .sum::<usize>()
+                })
+                .sum(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Formatting helpers, shared with the HTML report.
+
+/// `1234567` → `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `0.1234` → `12.3%`.
+pub fn percent(r: f64) -> String {
+    format!("{:.1}%", r * 100.0)
+}
+
+/// Bytes in binary units: `512 B`, `1.5 KiB`, `3.2 MiB`, `1.0 GiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    #[allow(clippy::cast_precision_loss)] // reason: display only
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Seconds as `2h 46m 40s` (largest units, zero parts left out).
+pub fn duration(secs: u64) -> String {
+    if secs == 0 {
+        return "0s".into();
+    }
+    [
+        (secs / 86_400, "d"),
+        (secs / 3600 % 24, "h"),
+        (secs / 60 % 60, "m"),
+        (secs % 60, "s"),
+    ]
+    .iter()
+    .filter(|(v, _)| *v > 0)
+    .map(|(v, u)| format!("{v}{u}"))
+    .collect::<Vec<_>>()
+    .join(" ")
+}
+
+/// The terminal table.
+pub fn text(r: &Report) -> String {
+    let mut o = String::new();
+    let names: Vec<&str> = r.inputs.iter().map(|i| i.name.as_str()).collect();
+    let _ = writeln!(
+        o,
+        "cachet simulate: {} requests from {} ({} lines, {} bad), config {}",
+        thousands(r.records),
+        names.join(", "),
+        thousands(r.lines),
+        thousands(r.bad_lines),
+        r.config_file
+    );
+    if let (Some(f), Some(l)) = (&r.first_time, &r.last_time) {
+        let _ = writeln!(o, "log time {f} .. {l} ({})", duration(r.duration_seconds));
+    }
+    let _ = writeln!(
+        o,
+        "cache {} per side, LRU by bytes (+{} B per object); gzip ratio {:.3}; baseline TTL {}, grace {}",
+        bytes(r.settings.memory_bytes),
+        r.settings.object_overhead_bytes,
+        r.settings.gzip_ratio,
+        r.settings
+            .baseline_ttl_seconds
+            .map_or_else(|| "= config's".to_owned(), |s| format!("{s}s")),
+        r.settings
+            .baseline_grace_seconds
+            .map_or_else(|| "= config's".to_owned(), |s| format!("{s}s")),
+    );
+    let _ = writeln!(o);
+    let _ = writeln!(o, "{:<26}{:>16}{:>16}", "", "baseline", "config");
+    for (label, bv, cv) in summary_rows(r) {
+        let _ = writeln!(o, "{label:<26}{bv:>16}{cv:>16}");
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "per endpoint (config route)      requests   hit ratio base → config   origin requests base → config   bytes stored base → config   distinct objects base → config"
+    );
+    for e in &r.endpoints {
+        let _ = writeln!(
+            o,
+            "{:<30}{:>12}   {:>9} → {:<8}   {:>13} → {:<13}   {:>11} → {:<12}   {:>14} → {}",
+            e.endpoint,
+            thousands(e.config.requests),
+            percent(e.baseline.hit_ratio),
+            percent(e.config.hit_ratio),
+            thousands(e.baseline.origin_requests),
+            thousands(e.config.origin_requests),
+            bytes(e.baseline.bytes_stored),
+            bytes(e.config.bytes_stored),
+            distinct(&e.baseline),
+            distinct(&e.config),
+        );
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "top {} path templates of {}        requests   hit ratio base → config   origin requests base → config",
+        r.templates.len(),
+        r.templates_seen
+    );
+    for t in &r.templates {
+        let _ = writeln!(
+            o,
+            "{:<40}{:>10}   {:>9} → {:<8}   {:>13} → {}",
+            t.template,
+            thousands(t.requests),
+            percent(t.baseline.hit_ratio),
+            percent(t.config.hit_ratio),
+            thousands(t.baseline.origin_requests),
+            thousands(t.config.origin_requests),
+        );
+    }
+    if r.bad_lines > 0 {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "bad lines: {} (first {} below)",
+            thousands(r.bad_lines),
+            r.bad_line_examples.len()
+        );
+        for b in &r.bad_line_examples {
+            let _ = writeln!(o, "  {}:{}: {}", b.file, b.line, b.reason);
+        }
+    }
+    o
+}
+
+/// The overall table's rows: label, baseline value, config value.
+fn summary_rows(r: &Report) -> Vec<(&'static str, String, String)> {
+    let (b, c) = (&r.baseline, &r.config);
+    vec![
+        ("requests", thousands(b.requests), thousands(c.requests)),
+        ("hit ratio", percent(b.hit_ratio), percent(c.hit_ratio)),
+        ("  fresh hits", thousands(b.hits), thousands(c.hits)),
+        (
+            "  stale hits (grace)",
+            thousands(b.stale_hits),
+            thousands(c.stale_hits),
+        ),
+        ("misses", thousands(b.misses), thousands(c.misses)),
+        ("passes", thousands(b.passes), thousands(c.passes)),
+        (
+            "synthesized at the edge",
+            thousands(b.synth),
+            thousands(c.synth),
+        ),
+        (
+            "origin requests",
+            thousands(b.origin_requests),
+            thousands(c.origin_requests),
+        ),
+        (
+            "origin offload",
+            percent(b.origin_offload),
+            percent(c.origin_offload),
+        ),
+        ("origin bytes", bytes(b.origin_bytes), bytes(c.origin_bytes)),
+        (
+            "bytes stored (end)",
+            bytes(b.bytes_stored),
+            bytes(c.bytes_stored),
+        ),
+        (
+            "bytes stored (peak)",
+            bytes(b.peak_bytes_stored.unwrap_or(0)),
+            bytes(c.peak_bytes_stored.unwrap_or(0)),
+        ),
+        (
+            "objects stored (end)",
+            thousands(b.objects_stored),
+            thousands(c.objects_stored),
+        ),
+        ("distinct objects", distinct(b), distinct(c)),
+        ("evictions", thousands(b.evictions), thousands(c.evictions)),
+    ]
+}
+
+fn distinct(s: &SideReport) -> String {
+    if s.distinct_exact {
+        thousands(s.distinct_objects)
+    } else {
+        format!("≈{}", thousands(s.distinct_objects))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formatting() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(percent(0.5834), "58.3%");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(512 * 1024 * 1024), "512.0 MiB");
+        assert_eq!(duration(0), "0s");
+        assert_eq!(duration(10_000), "2h 46m 40s");
+        assert_eq!(duration(90_061), "1d 1h 1m 1s");
+        assert!((ratio(1, 3) - 0.333_333).abs() < 1e-12);
+        assert!(ratio(1, 0).abs() < 1e-12);
+    }
+}
