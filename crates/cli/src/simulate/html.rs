@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::report::{Report, SideReport, bytes, duration, percent, thousands};
+use super::report::{
+    Report, SideReport, bytes, duration, hit_ratio_label, percent, template_config_label, thousands,
+};
 
 /// Chart width in SVG user units.
 const W: f64 = 860.0;
@@ -410,7 +412,7 @@ fn endpoint_bars(o: &mut String, r: &Report) {
                 "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
                 label_w + bar_w + 6.0,
                 y + 12.0,
-                percent(side.hit_ratio)
+                hit_ratio_label(side)
             );
         }
     }
@@ -434,7 +436,7 @@ fn endpoint_table(o: &mut String, r: &Report) {
             esc(&e.endpoint),
             thousands(e.config.requests),
             percent(e.baseline.hit_ratio),
-            percent(e.config.hit_ratio),
+            hit_ratio_label(&e.config),
             thousands(e.baseline.origin_requests),
             thousands(e.config.origin_requests),
             bytes(e.baseline.bytes_stored),
@@ -465,7 +467,7 @@ fn template_table(o: &mut String, r: &Report) {
             esc(&t.template),
             thousands(t.requests),
             percent(t.baseline.hit_ratio),
-            percent(t.config.hit_ratio),
+            template_config_label(t),
             thousands(t.baseline.origin_requests),
             thousands(t.config.origin_requests),
         );

@@ -272,6 +272,7 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
     let started = Instant::now();
     let progress = progress_bar(args);
     let outcome = replay_all(args, &mut engine, &progress);
+    engine.finish();
     progress.finish_and_clear();
     let elapsed = started.elapsed();
 

@@ -33,9 +33,12 @@ pub const MAX_BUCKETS: usize = 240;
 /// Initial timeline bucket width, in seconds.
 pub const BUCKET_SECONDS: i64 = 60;
 
-/// Simulated seconds between expiry sweeps of the caches (also at most one sweep per as
-/// many requests as there are resident objects, so sweeping costs O(1) per request).
+/// Simulated seconds between expiry sweeps of the caches.
 const SWEEP_SECONDS: i64 = 60;
+
+/// Resident objects a sweep may visit per request replayed since the last one, so
+/// sweeping costs O(1) per request however large the caches are.
+const SWEEP_VISITS_PER_REQUEST: u64 = 4;
 
 /// Replay settings.
 #[derive(Debug, Clone)]
@@ -589,12 +592,22 @@ impl<'p> Engine<'p> {
         // ---- expiry sweep, amortized
         self.since_sweep += 1;
         if t.saturating_sub(self.last_sweep) >= SWEEP_SECONDS
-            && self.since_sweep >= (self.baseline.cache.len() + self.config.cache.len()) as u64
+            && self.since_sweep * SWEEP_VISITS_PER_REQUEST
+                >= (self.baseline.cache.len() + self.config.cache.len()) as u64
         {
             self.baseline.cache.sweep(t);
             self.config.cache.sweep(t);
             self.last_sweep = t;
             self.since_sweep = 0;
+        }
+    }
+
+    /// Ends the replay: removes what expired by the last record's time, so the resident
+    /// figures describe the caches at the end of the log.
+    pub fn finish(&mut self) {
+        if let Some(t) = self.last_time {
+            self.baseline.cache.sweep(t);
+            self.config.cache.sweep(t);
         }
     }
 

@@ -414,6 +414,24 @@ pub fn percent(r: f64) -> String {
     format!("{:.1}%", r * 100.0)
 }
 
+/// A side's hit ratio for tables: `synth` when every request was answered at the edge.
+pub fn hit_ratio_label(s: &SideReport) -> String {
+    if s.requests > 0 && s.synth == s.requests {
+        "synth".to_owned()
+    } else {
+        percent(s.hit_ratio)
+    }
+}
+
+/// A template's config hit ratio for tables (`synth` as in [`hit_ratio_label`]).
+pub fn template_config_label(t: &TemplateReport) -> String {
+    if t.requests > 0 && t.config_synth == t.requests {
+        "synth".to_owned()
+    } else {
+        percent(t.config.hit_ratio)
+    }
+}
+
 /// Bytes in binary units: `512 B`, `1.5 KiB`, `3.2 MiB`, `1.0 GiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -495,7 +513,7 @@ pub fn text(r: &Report) -> String {
             e.endpoint,
             thousands(e.config.requests),
             percent(e.baseline.hit_ratio),
-            percent(e.config.hit_ratio),
+            hit_ratio_label(&e.config),
             thousands(e.baseline.origin_requests),
             thousands(e.config.origin_requests),
             bytes(e.baseline.bytes_stored),
@@ -518,7 +536,7 @@ pub fn text(r: &Report) -> String {
             t.template,
             thousands(t.requests),
             percent(t.baseline.hit_ratio),
-            percent(t.config.hit_ratio),
+            template_config_label(t),
             thousands(t.baseline.origin_requests),
             thousands(t.config.origin_requests),
         );
