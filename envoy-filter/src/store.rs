@@ -456,7 +456,7 @@ impl SharedTier {
     /// Removes the directory entry of `slot` with `version` (lurker) and, when `clear`,
     /// empties the slot (not when the slot already holds another object). Returns the
     /// directory totals after the removal, or `None` when nothing was removed.
-    pub fn remove(&self, slot: u32, version: u64, clear: bool) -> Option<(u64, u64)> {
+    pub fn remove(slot: u32, version: u64, clear: bool) -> Option<(u64, u64)> {
         for _ in 0..DIR_CAS_RETRIES {
             let (raw, cas) = host::shared_get(DIR_KEY);
             let mut dir = raw.as_deref().map(Dir::decode).unwrap_or_default();
@@ -477,7 +477,7 @@ impl SharedTier {
     }
 
     /// A copy of the directory.
-    pub fn dir(&self) -> Dir {
+    pub fn dir() -> Dir {
         host::shared_get(DIR_KEY)
             .0
             .as_deref()
@@ -486,7 +486,7 @@ impl SharedTier {
     }
 
     /// Reads the object in `slot` (whatever its key).
-    pub fn get_slot(&self, slot: u32) -> Option<StoredObject> {
+    pub fn get_slot(slot: u32) -> Option<StoredObject> {
         StoredObject::decode(&host::shared_get(&slot_key(slot)).0?)
     }
 }

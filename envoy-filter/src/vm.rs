@@ -139,7 +139,7 @@ struct Waiter {
 
 /// A callout the root context made.
 enum RootCall {
-    Refresh { job: Job, started_ms: u64 },
+    Refresh { job: Box<Job>, started_ms: u64 },
     Feed,
 }
 
@@ -409,7 +409,7 @@ impl Vm {
     }
 
     /// Origin fetch headers for `job`.
-    fn fetch_headers<'a>(&self, p: &'a Policy, job: &'a Job) -> Vec<(&'a str, &'a str)> {
+    fn fetch_headers<'a>(p: &'a Policy, job: &'a Job) -> Vec<(&'a str, &'a str)> {
         let authority = if p.config().origin.override_host.is_empty() {
             job.host.as_str()
         } else {
@@ -677,8 +677,10 @@ impl Vm {
         self.sync_bans();
         self.wake(None);
         self.dispatch_refreshes();
-        self.lurk();
-        self.poll_feed();
+        // One worker (the lurker-lease holder) lurks and polls the fleet ban feed.
+        if self.lurk() {
+            self.poll_feed();
+        }
         Metrics::set(self.m().local_bytes, self.local.borrow().bytes());
     }
 
@@ -687,23 +689,26 @@ impl Vm {
         let jobs = std::mem::take(&mut *self.refresh_queue.borrow_mut());
         for job in jobs {
             let started_ms = host::now_ms();
-            let h = self.fetch_headers(&p, &job);
-            match host::dispatch(
+            let h = Self::fetch_headers(&p, &job);
+            let r = host::dispatch(
                 &p.config().envoy.cluster,
                 &h,
                 None,
                 p.config().origin.first_byte_timeout.0,
-            ) {
-                Ok(token) => {
-                    Metrics::inc(self.m().refreshes);
-                    self.calls
-                        .borrow_mut()
-                        .insert(token, RootCall::Refresh { job, started_ms });
-                }
-                Err(_) => {
-                    Metrics::inc(self.m().origin_errors);
-                    locks::release(job.slot, self.owner(self.root_id));
-                }
+            );
+            drop(h);
+            if let Ok(token) = r {
+                Metrics::inc(self.m().refreshes);
+                self.calls.borrow_mut().insert(
+                    token,
+                    RootCall::Refresh {
+                        job: Box::new(job),
+                        started_ms,
+                    },
+                );
+            } else {
+                Metrics::inc(self.m().origin_errors);
+                locks::release(job.slot, self.owner(self.root_id));
             }
         }
     }
@@ -736,8 +741,10 @@ impl Vm {
         }
     }
 
-    fn lurk(&self) {
-        let Some(p) = self.policy() else { return };
+    /// One lurker step if this VM holds (or takes) the lurker lease; returns whether it
+    /// does.
+    fn lurk(&self) -> bool {
+        let Some(p) = self.policy() else { return false };
         let cfg = p.config();
         let now_ms = host::now_ms();
         let lease_ms = u64::try_from(cfg.envoy.tick.0.as_millis())
@@ -753,10 +760,9 @@ impl Vm {
         let (owner, lease_end, cursor) = (field(0), field(8), field(16));
         let me = u64::from(self.id.get());
         if owner != me && lease_end > now_ms {
-            return;
+            return false;
         }
-        let shared = self.shared.get();
-        let dir = shared.dir();
+        let dir = SharedTier::dir();
         let m = self.m();
         let budget = cfg.bans.lurker_budget;
         let mut next = cursor;
@@ -770,7 +776,7 @@ impl Vm {
             }
             examined += 1;
             next = e.version;
-            let obj = shared.get_slot(e.slot);
+            let obj = SharedTier::get_slot(e.slot);
             let gone = match &obj {
                 None => true,
                 Some(o) if o.h.version != e.version => true,
@@ -778,7 +784,7 @@ impl Vm {
             };
             if gone {
                 let clear = obj.as_ref().is_some_and(|o| o.h.version == e.version);
-                if let Some((bytes, objects)) = shared.remove(e.slot, e.version, clear) {
+                if let Some((bytes, objects)) = SharedTier::remove(e.slot, e.version, clear) {
                     evicted += 1;
                     Metrics::set(m.bytes_stored, bytes);
                     Metrics::set(m.objects, objects);
@@ -790,7 +796,7 @@ impl Vm {
         if finished {
             next = 0;
             Metrics::inc(m.lurker_passes);
-            let dir = shared.dir();
+            let dir = SharedTier::dir();
             Metrics::set(m.bytes_stored, dir.bytes);
             Metrics::set(m.objects, dir.entries.len() as u64);
             let oldest = dir
@@ -807,7 +813,8 @@ impl Vm {
         out.extend_from_slice(&me.to_le_bytes());
         out.extend_from_slice(&(now_ms + lease_ms).to_le_bytes());
         out.extend_from_slice(&next.to_le_bytes());
-        host::shared_set(LURKER_KEY, &out, cas);
+        // Losing this CAS means another worker took the lease meanwhile: it lurks next.
+        host::shared_set(LURKER_KEY, &out, cas)
     }
 
     fn poll_feed(&self) {
@@ -1028,7 +1035,12 @@ impl Http {
         // The request's own scheme: TLS on the downstream connection. Envoy may derive
         // `:scheme` from a client's X-Forwarded-Proto, which only counts when
         // `[edge].trust_forwarded` (the policy reads it separately).
-        let scheme = if host::downstream_tls() { "https" } else { "http" }.to_owned();
+        let scheme = if host::downstream_tls() {
+            "https"
+        } else {
+            "http"
+        }
+        .to_owned();
         let host_h = get(":authority").or_else(|| get("host"));
         let ua = headers
             .iter()
@@ -1168,7 +1180,7 @@ impl Http {
     fn fetch(&mut self, p: &Policy, job: Job) -> proxy_wasm::types::Action {
         use proxy_wasm::types::Action;
         self.started_ms = host::now_ms();
-        let h = self.vm.fetch_headers(p, &job);
+        let h = Vm::fetch_headers(p, &job);
         let r = host::dispatch(
             &p.config().envoy.cluster,
             &h,

@@ -1,1 +1,87 @@
-fn main() {}
+//! Per-request filter cost inside the wasmtime host: a hit from each tier, and robots.txt
+//! synthesis (the filter's floor: plan + local reply, no cache) as the peer.
+//!
+//! `cargo bench -p cachet-envoy-host-tests --bench hit` (builds the release wasm first, or
+//! set `CACHET_ENVOY_WASM`). Each iteration is one whole stream: context create, request
+//! headers, lookup, local reply, done/log/delete — every hostcall crossing included.
+
+use std::hint::black_box;
+
+use cachet_envoy_host_tests::{Host, Outcome, Response, Vm, filter_wasm, req};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+const PATH: &str = "/blog/alice/entry/1";
+
+fn config(local_bytes: u64) -> String {
+    let text = include_str!("../../../edge-app/cachet.toml");
+    let v: toml::Value = toml::from_str(text).expect("cachet.toml");
+    let mut json = serde_json::to_value(v).expect("json");
+    json["envoy"] = serde_json::json!({"cluster": "origin", "local_bytes": local_bytes});
+    json.to_string()
+}
+
+fn origin() -> Response {
+    Response {
+        status: 200,
+        headers: vec![
+            ("content-type".into(), b"text/html; charset=utf-8".to_vec()),
+            ("cache-control".into(), b"public, max-age=3600".to_vec()),
+            ("vary".into(), b"User-Agent".to_vec()),
+            ("surrogate-key".into(), b"blog-alice entry-alice-1".to_vec()),
+        ],
+        body: "<p>Lorem ipsum dolor sit amet.</p>\n"
+            .repeat(300)
+            .into_bytes(),
+    }
+}
+
+fn primed(host: &Host, local_bytes: u64) -> Vm {
+    let mut vm = host.vm(&config(local_bytes)).expect("vm");
+    let (id, o) = vm
+        .request(req("GET", "blog.example", PATH, &[]), None)
+        .expect("req");
+    assert_eq!(o, Outcome::Paused);
+    let c = vm.callouts().remove(0);
+    vm.answer(c.token, &origin()).expect("answer");
+    vm.finish(id).expect("finish");
+    vm
+}
+
+fn one(vm: &mut Vm, path: &str, headers: &[(&str, &str)]) -> usize {
+    let (id, o) = vm
+        .request(req("GET", "blog.example", path, headers), None)
+        .expect("req");
+    let Outcome::Reply(r) = o else {
+        panic!("not answered: {o:?}")
+    };
+    vm.finish(id).expect("finish");
+    r.body.len()
+}
+
+fn bench(c: &mut Criterion) {
+    let wasm = filter_wasm().expect("filter wasm");
+    let host = Host::new(&wasm).expect("compile");
+    let mut g = c.benchmark_group("envoy_filter_request");
+    let mut local = primed(&host.fresh(), 4 * 1024 * 1024);
+    g.bench_function("hit_local_tier_gzip_client", |b| {
+        b.iter(|| black_box(one(&mut local, PATH, &[("accept-encoding", "gzip")])));
+    });
+    g.bench_function("hit_local_tier_identity_client", |b| {
+        b.iter(|| black_box(one(&mut local, PATH, &[])));
+    });
+    let mut shared = primed(&host.fresh(), 0);
+    g.bench_function("hit_shared_tier_gzip_client", |b| {
+        b.iter(|| black_box(one(&mut shared, PATH, &[("accept-encoding", "gzip")])));
+    });
+    g.bench_function("peer_robots_txt_synth", |b| {
+        b.iter(|| black_box(one(&mut local, "/robots.txt", &[])));
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30);
+    targets = bench
+}
+criterion_main!(benches);

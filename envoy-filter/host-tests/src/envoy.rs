@@ -65,15 +65,27 @@ impl Envoy {
         let mut child = Command::new(envoy)
             .arg("-c")
             .arg(&path)
-            .args(["--concurrency", "2", "--use-dynamic-base-id", "--log-level", "info"])
+            .args([
+                "--concurrency",
+                "2",
+                "--use-dynamic-base-id",
+                "--log-level",
+                "info",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("starting {}", envoy.display()))?;
         let logs = Arc::new(Mutex::new(Vec::new()));
         for stream in [
-            child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
-            child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
         ]
         .into_iter()
         .flatten()
@@ -81,7 +93,9 @@ impl Envoy {
             let logs = Arc::clone(&logs);
             std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    logs.lock().unwrap_or_else(PoisonError::into_inner).push(line);
+                    logs.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(line);
                 }
             });
         }
@@ -119,10 +133,12 @@ impl Envoy {
         let mut cfg: serde_json::Value =
             serde_json::from_str(&yaml[start..end]).context("envoy.yaml: configuration JSON")?;
         rewrite(&mut cfg);
-        let block: String = serde_json::to_string_pretty(&cfg)?
-            .lines()
-            .map(|l| format!("                    {l}\n"))
-            .collect();
+        let mut block = String::new();
+        for l in serde_json::to_string_pretty(&cfg)?.lines() {
+            block.push_str("                    ");
+            block.push_str(l);
+            block.push('\n');
+        }
         let mut out = String::with_capacity(yaml.len() + 256);
         out.push_str(&yaml[..start]);
         out.push_str(block.trim_end_matches('\n'));
@@ -130,7 +146,11 @@ impl Envoy {
         let out = out
             .replacen("port_value: 9901", &format!("port_value: {admin}"), 1)
             .replacen("port_value: 10000", &format!("port_value: {listen}"), 1)
-            .replacen("port_value: 8080", &format!("port_value: {}", origin.port()), 1)
+            .replacen(
+                "port_value: 8080",
+                &format!("port_value: {}", origin.port()),
+                1,
+            )
             .replacen(
                 "filename: target/wasm32-wasip1/release/cachet_envoy.wasm",
                 &format!("filename: {}", wasm.display()),
@@ -153,7 +173,9 @@ impl Envoy {
             }
             if let Ok(mut r) = agent.get(&url).call()
                 && r.status() == 200
-                && r.body_mut().read_to_string().is_ok_and(|b| b.contains("LIVE"))
+                && r.body_mut()
+                    .read_to_string()
+                    .is_ok_and(|b| b.contains("LIVE"))
             {
                 return Ok(());
             }
@@ -161,7 +183,10 @@ impl Envoy {
             // the loop ends as soon as /ready answers LIVE).
             std::thread::sleep(Duration::from_millis(50));
         }
-        bail!("envoy not ready after {START_TIMEOUT:?}:\n{}", self.output())
+        bail!(
+            "envoy not ready after {START_TIMEOUT:?}:\n{}",
+            self.output()
+        )
     }
 
     /// Envoy's admin `/stats` text, filtered by `filter` (a regex).

@@ -102,9 +102,13 @@ pub fn filter_wasm() -> Result<PathBuf> {
     if !status.success() {
         bail!("building cachet-envoy for wasm32-wasip1 failed");
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root.join("target"), PathBuf::from);
-    Ok(target.join("wasm32-wasip1/release/cachet_envoy.wasm"))
+    Ok(target_dir().join("wasm32-wasip1/release/cachet_envoy.wasm"))
+}
+
+/// `$CARGO_TARGET_DIR`, else the workspace's `target/`.
+fn target_dir() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
 
 /// Start of the simulated clock: 2026-01-01T00:00:00Z, in ns since the epoch.
@@ -116,7 +120,16 @@ impl Host {
     /// # Errors
     /// When the file cannot be read or compiled.
     pub fn new(wasm: &Path) -> Result<Self> {
-        let engine = Engine::default();
+        // Compiling the 1.7 MB filter with a debug-built cranelift takes a minute; the
+        // on-disk cache (keyed by module bytes, settings and wasmtime version) lets every
+        // later test process load it instead (nextest runs each test in its own process).
+        let mut cache = wasmtime::CacheConfig::new();
+        cache.with_directory(target_dir().join("wasmtime-cache"));
+        let mut config = wasmtime::Config::new();
+        config.cache(Some(
+            wasmtime::Cache::new(cache).map_err(|e| anyhow!("{e:?}"))?,
+        ));
+        let engine = Engine::new(&config).map_err(|e| anyhow!("{e:?}"))?;
         let module = Module::from_file(&engine, wasm).map_err(|e| anyhow!("{e:?}"))?;
         Ok(Self {
             engine,
@@ -127,6 +140,7 @@ impl Host {
     }
 
     /// The same compiled module with fresh shared data, metrics and clock.
+    #[must_use]
     pub fn fresh(&self) -> Self {
         Self {
             engine: self.engine.clone(),
@@ -366,6 +380,10 @@ pub fn serialize_map(h: &[(String, Vec<u8>)]) -> Vec<u8> {
     out
 }
 
+#[allow(
+    clippy::many_single_char_names,
+    reason = "the ABI's layout reads best in its own terms"
+)]
 fn deserialize_map(b: &[u8]) -> Headers {
     let u32_at = |o: usize| -> usize {
         b.get(o..o + 4)
@@ -399,6 +417,10 @@ fn map_of(st: &mut State, kind: i32) -> Option<&mut Headers> {
 }
 
 #[allow(clippy::too_many_lines, reason = "one registration per hostcall")]
+#[allow(
+    clippy::many_single_char_names,
+    reason = "k/v/c mirror the ABI's key/value/caller"
+)]
 fn link(linker: &mut Linker<State>) -> Result<()> {
     let e = |r: wasmtime::Result<&mut Linker<State>>| r.map(|_| ()).map_err(|e| anyhow!("{e:?}"));
     e(linker.func_wrap(
@@ -445,9 +467,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
                 buffer::VM_CONFIGURATION => Some(Vec::new()),
                 buffer::CALL_RESPONSE_BODY => st.call_response.as_ref().map(|(_, b)| b.clone()),
                 buffer::REQUEST_BODY => st.streams.get(&st.effective).map(|s| s.req_body.clone()),
-                buffer::RESPONSE_BODY => {
-                    st.streams.get(&st.effective).map(|s| s.resp_body.clone())
-                }
+                buffer::RESPONSE_BODY => st.streams.get(&st.effective).map(|s| s.resp_body.clone()),
                 _ => None,
             };
             let Some(buf) = buf else {
@@ -682,12 +702,11 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
             let id = {
                 let mut s = lock(&shared);
                 s.metrics.entry(name.clone()).or_insert(0);
-                let id = match s.metric_ids.iter().position(|n| *n == name) {
-                    Some(i) => i,
-                    None => {
-                        s.metric_ids.push(name.clone());
-                        s.metric_ids.len() - 1
-                    }
+                let id = if let Some(i) = s.metric_ids.iter().position(|n| *n == name) {
+                    i
+                } else {
+                    s.metric_ids.push(name.clone());
+                    s.metric_ids.len() - 1
                 };
                 u32::try_from(id + 1).unwrap_or(0)
             };
@@ -828,9 +847,8 @@ impl Vm {
         let instance = linker
             .instantiate(&mut store, &host.module)
             .map_err(|e| anyhow!("{e:?}"))?;
-        let memory = match instance.get_export(&mut store, "memory") {
-            Some(Extern::Memory(m)) => m,
-            _ => bail!("the module exports no memory"),
+        let Some(Extern::Memory(memory)) = instance.get_export(&mut store, "memory") else {
+            bail!("the module exports no memory")
         };
         let alloc = instance
             .get_typed_func::<i32, i32>(&mut store, "proxy_on_memory_allocate")
@@ -975,7 +993,7 @@ impl Vm {
     ///
     /// # Errors
     /// A trap in the filter.
-    pub fn upstream_response(&mut self, id: u32, resp: Response) -> Result<Response> {
+    pub fn upstream_response(&mut self, id: u32, resp: &Response) -> Result<Response> {
         let mut h = resp.headers.clone();
         h.insert(0, (":status".into(), resp.status.to_string().into_bytes()));
         let n = i32::try_from(h.len()).unwrap_or(0);
@@ -1086,7 +1104,7 @@ pub fn drive(
             Outcome::Reply(r) => return Ok(r),
             Outcome::Upstream(h) => {
                 let resp = origin(&h);
-                return vm.upstream_response(id, resp);
+                return vm.upstream_response(id, &resp);
             }
             Outcome::Paused => {
                 let calls = vm.callouts();

@@ -55,8 +55,12 @@ fn ten_concurrent_misses_make_one_origin_request_and_stats_show_it() {
             let base = base.clone();
             std::thread::spawn(move || {
                 let t = Target::new(&base, "http://127.0.0.1:1");
-                t.send("GET", "blog.example", path, &[], None)
-                    .map(|r| (r.status, r.headers.get("x-cache").cloned().unwrap_or_default()))
+                t.send("GET", "blog.example", path, &[], None).map(|r| {
+                    (
+                        r.status,
+                        r.headers.get("x-cache").cloned().unwrap_or_default(),
+                    )
+                })
             })
         })
         .collect();
@@ -66,15 +70,39 @@ fn ten_concurrent_misses_make_one_origin_request_and_stats_show_it() {
         assert_eq!(status, 200);
         labels.push(label);
     }
-    assert_eq!(origin.stats().count(path), 1, "labels: {labels:?}\n{}", e.output());
-    assert_eq!(labels.iter().filter(|l| *l == "MISS").count(), 1, "{labels:?}");
+    assert_eq!(
+        origin.stats().count(path),
+        1,
+        "labels: {labels:?}\n{}",
+        e.output()
+    );
+    assert_eq!(
+        labels.iter().filter(|l| *l == "MISS").count(),
+        1,
+        "{labels:?}"
+    );
     let stats = e.stats("cachet").expect("stats");
-    for name in ["misses", "collapsed_waiters", "hits_local", "bytes_stored", "objects"] {
-        assert!(stats.contains(&format!("cachet.{name}")), "{name} missing:\n{stats}");
+    for name in [
+        "misses",
+        "collapsed_waiters",
+        "hits_local",
+        "bytes_stored",
+        "objects",
+    ] {
+        assert!(
+            stats.contains(&format!("cachet.{name}")),
+            "{name} missing:\n{stats}"
+        );
     }
     assert_eq!(e.metric("cachet.misses").expect("metric"), 1, "{stats}");
-    assert!(e.metric("cachet.collapsed_waiters").expect("metric") >= 1, "{stats}");
-    assert!(e.metric("cachet.bytes_stored").expect("metric") > 0, "{stats}");
+    assert!(
+        e.metric("cachet.collapsed_waiters").expect("metric") >= 1,
+        "{stats}"
+    );
+    assert!(
+        e.metric("cachet.bytes_stored").expect("metric") > 0,
+        "{stats}"
+    );
 }
 
 #[test]
@@ -127,7 +155,13 @@ fn purge_and_ban_through_the_admin_api() {
     assert_eq!(v["lurker_friendly"], true);
     assert_eq!(get(), "MISS");
     let r = t
-        .send("GET", "blog.example", "/.cachet/bans", &[("authorization", &auth)], None)
+        .send(
+            "GET",
+            "blog.example",
+            "/.cachet/bans",
+            &[("authorization", &auth)],
+            None,
+        )
         .expect("bans");
     assert_eq!(r.status, 200);
     assert!(r.text().contains("content-type"), "{}", r.text());
@@ -140,8 +174,8 @@ fn bad_plugin_configuration_is_refused_with_a_clear_log_line() {
         eprintln!("\n*** SKIPPED: CACHET_ENVOY is unset ***\n");
         return;
     };
-    let origin = cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral())
-        .expect("origin");
+    let origin =
+        cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral()).expect("origin");
     let wasm = filter_wasm().expect("wasm");
     let r = Envoy::start(&bin, &wasm, origin.addr(), &|cfg| {
         cfg["routes"][0]["ttl"] = serde_json::json!("5 parsecs");
@@ -150,12 +184,17 @@ fn bad_plugin_configuration_is_refused_with_a_clear_log_line() {
         Ok(e) => {
             // Envoy may start and refuse the plugin per worker: requests then fail closed.
             let t = Target::new(&format!("http://{}", e.addr), &origin.url(""));
-            let reply = t.send("GET", "blog.example", "/", &[], None).expect("reply");
+            let reply = t
+                .send("GET", "blog.example", "/", &[], None)
+                .expect("reply");
             assert_ne!(reply.status, 200);
             e.output()
         }
         Err(err) => err.to_string(),
     };
-    assert!(err.contains("cachet: rejecting plugin configuration"), "{err}");
+    assert!(
+        err.contains("cachet: rejecting plugin configuration"),
+        "{err}"
+    );
     assert!(err.contains("routes[0].ttl"), "{err}");
 }

@@ -78,8 +78,11 @@ impl Origin {
                 ("vary".into(), b"User-Agent".to_vec()),
                 ("surrogate-key".into(), b"blog-alice entry-1".to_vec()),
             ],
-            body: format!("<html>{path} for {device} {}</html>", "lorem ipsum ".repeat(50))
-                .into_bytes(),
+            body: format!(
+                "<html>{path} for {device} {}</html>",
+                "lorem ipsum ".repeat(50)
+            )
+            .into_bytes(),
         }
     }
 
@@ -89,7 +92,9 @@ impl Origin {
 }
 
 fn get(vm: &mut Vm, origin: &mut Origin, path: &str, extra: &[(&str, &str)]) -> Response {
-    let (id, o) = vm.request(req("GET", BLOG, path, extra), None).expect("request");
+    let (id, o) = vm
+        .request(req("GET", BLOG, path, extra), None)
+        .expect("request");
     let r = drive(vm, id, o, &mut |h| origin.serve(h)).expect("drive");
     vm.finish(id).expect("finish");
     r
@@ -117,7 +122,10 @@ fn miss_then_local_hit_then_shared_hit_on_the_other_worker() {
     assert_eq!(host.metric("cachet.hits_shared"), 1);
     assert_eq!(host.metric("cachet.misses"), 1);
     let vary = c.header("vary").unwrap_or_default().to_ascii_lowercase();
-    assert!(vary.contains("x-cachet-device") && !vary.contains("user-agent"), "{vary}");
+    assert!(
+        vary.contains("x-cachet-device") && !vary.contains("user-agent"),
+        "{vary}"
+    );
     // Age grows with the host clock.
     host.advance_ms(7_000);
     let d = get(&mut w2, &mut origin, path, &[("user-agent", DESKTOP)]);
@@ -129,14 +137,36 @@ fn device_classes_and_query_normalization_share_objects() {
     let host = host();
     let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
     let mut origin = Origin::new();
-    let p = get(&mut w, &mut origin, "/blog/bob/entry/7?utm_source=x&b=1&a=2", &[("user-agent", IPHONE)]);
+    let p = get(
+        &mut w,
+        &mut origin,
+        "/blog/bob/entry/7?utm_source=x&b=1&a=2",
+        &[("user-agent", IPHONE)],
+    );
     assert_eq!(p.x_cache(), "MISS");
-    assert_eq!(origin.calls.last().map(String::as_str), Some("/blog/bob/entry/7?a=2&b=1"));
+    assert_eq!(
+        origin.calls.last().map(String::as_str),
+        Some("/blog/bob/entry/7?a=2&b=1")
+    );
     assert!(p.text().contains("smartphone"));
-    let q = get(&mut w, &mut origin, "/blog/bob/entry/7?a=2&fbclid=z&b=1", &[("user-agent", IPHONE)]);
+    let q = get(
+        &mut w,
+        &mut origin,
+        "/blog/bob/entry/7?a=2&fbclid=z&b=1",
+        &[("user-agent", IPHONE)],
+    );
     assert_eq!(q.x_cache(), "HIT");
-    let d = get(&mut w, &mut origin, "/blog/bob/entry/7?a=2&b=1", &[("user-agent", DESKTOP), ("x-cachet-device", "smartphone")]);
-    assert_eq!(d.x_cache(), "MISS", "a client cannot choose its device class");
+    let d = get(
+        &mut w,
+        &mut origin,
+        "/blog/bob/entry/7?a=2&b=1",
+        &[("user-agent", DESKTOP), ("x-cachet-device", "smartphone")],
+    );
+    assert_eq!(
+        d.x_cache(),
+        "MISS",
+        "a client cannot choose its device class"
+    );
     assert!(d.text().contains(" pc "), "{}", d.text());
 }
 
@@ -147,10 +177,19 @@ fn gzip_is_stored_once_and_inflated_for_identity_clients() {
     let mut origin = Origin::new();
     let path = "/blog/alice/entry/3";
     let gz = get(&mut w, &mut origin, path, &[("accept-encoding", "gzip")]);
-    assert_eq!((gz.x_cache(), gz.header("content-encoding")), ("MISS", Some("gzip")));
-    assert_eq!(gz.header("content-length"), Some(gz.body.len().to_string().as_str()));
+    assert_eq!(
+        (gz.x_cache(), gz.header("content-encoding")),
+        ("MISS", Some("gzip"))
+    );
+    assert_eq!(
+        gz.header("content-length"),
+        Some(gz.body.len().to_string().as_str())
+    );
     let plain = get(&mut w, &mut origin, path, &[]);
-    assert_eq!((plain.x_cache(), plain.header("content-encoding")), ("HIT", None));
+    assert_eq!(
+        (plain.x_cache(), plain.header("content-encoding")),
+        ("HIT", None)
+    );
     assert_eq!(gz.text(), plain.text());
     assert!(gz.body.len() * 2 < plain.body.len());
 }
@@ -180,12 +219,23 @@ fn private_content_passes_and_is_never_stored() {
 fn robots_txt_is_synthesized_and_bad_hosts_get_400() {
     let host = host();
     let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
-    let (_, o) = w.request(req("GET", "Blog.Example", "/robots.txt", &[]), None).expect("req");
-    let Outcome::Reply(r) = o else { panic!("expected a local reply: {o:?}") };
+    let (_, o) = w
+        .request(req("GET", "Blog.Example", "/robots.txt", &[]), None)
+        .expect("req");
+    let Outcome::Reply(r) = o else {
+        panic!("expected a local reply: {o:?}")
+    };
     assert_eq!((r.status, r.x_cache()), (200, "SYNTH"));
-    assert!(r.text().contains("Sitemap: http://blog.example/sitemap.xml"));
-    let (_, o) = w.request(req("GET", "bad host", "/", &[]), None).expect("req");
-    let Outcome::Reply(r) = o else { panic!("expected a local reply: {o:?}") };
+    assert!(
+        r.text()
+            .contains("Sitemap: http://blog.example/sitemap.xml")
+    );
+    let (_, o) = w
+        .request(req("GET", "bad host", "/", &[]), None)
+        .expect("req");
+    let Outcome::Reply(r) = o else {
+        panic!("expected a local reply: {o:?}")
+    };
     assert_eq!(r.status, 400);
 }
 
@@ -209,7 +259,11 @@ fn ten_concurrent_misses_across_two_workers_make_one_origin_request() {
     assert_eq!(host.metric("cachet.collapsed_waiters"), 9);
     let leader = &calls[0];
     let resp = origin.serve(&leader.headers);
-    let leader_vm = if w1.callouts().is_empty() { &mut w2 } else { &mut w1 };
+    let leader_vm = if w1.callouts().is_empty() {
+        &mut w2
+    } else {
+        &mut w1
+    };
     leader_vm.answer(leader.token, &resp).expect("answer");
     // The leader's worker wakes its own waiters at once; the other worker on its tick.
     host.advance_ms(100);
@@ -237,7 +291,9 @@ fn stale_within_grace_is_served_while_the_root_refreshes() {
     assert_eq!(get(&mut w, &mut origin, path, &[]).x_cache(), "MISS");
     host.advance_ms(301_000); // past max-age=300, inside the route's 1 h grace
     let (id, o) = w.request(req("GET", BLOG, path, &[]), None).expect("req");
-    let Outcome::Reply(r) = o else { panic!("stale not served at once: {o:?}") };
+    let Outcome::Reply(r) = o else {
+        panic!("stale not served at once: {o:?}")
+    };
     assert_eq!(r.x_cache(), "STALE");
     w.finish(id).expect("finish");
     assert!(w.callouts().is_empty(), "the refresh goes out on the tick");
@@ -252,9 +308,19 @@ fn stale_within_grace_is_served_while_the_root_refreshes() {
     assert_eq!(host.metric("cachet.refreshes"), 1);
 }
 
-fn admin(vm: &mut Vm, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Response {
-    let (id, o) = vm.request(req(method, BLOG, path, headers), body).expect("admin");
-    let Outcome::Reply(r) = o else { panic!("admin not answered: {o:?}") };
+fn admin(
+    vm: &mut Vm,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Response {
+    let (id, o) = vm
+        .request(req(method, BLOG, path, headers), body)
+        .expect("admin");
+    let Outcome::Reply(r) = o else {
+        panic!("admin not answered: {o:?}")
+    };
     vm.finish(id).expect("finish");
     r
 }
@@ -265,13 +331,28 @@ fn admin_api_needs_the_bearer_token() {
     let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
     let r = admin(&mut w, "GET", "/.cachet/bans", &[], None);
     assert_eq!(r.status, 401);
-    let r = admin(&mut w, "GET", "/.cachet/bans", &[("authorization", "Bearer nope")], None);
+    let r = admin(
+        &mut w,
+        "GET",
+        "/.cachet/bans",
+        &[("authorization", "Bearer nope")],
+        None,
+    );
     assert_eq!(r.status, 403);
     let auth = format!("Bearer {TOKEN}");
-    let r = admin(&mut w, "POST", "/.cachet/ban", &[("authorization", &auth)], Some(b"obj.status >< 200"));
+    let r = admin(
+        &mut w,
+        "POST",
+        "/.cachet/ban",
+        &[("authorization", &auth)],
+        Some(b"obj.status >< 200"),
+    );
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.text().contains("column"), "{}", r.text());
-    assert!(!w.logs().join("\n").contains(TOKEN), "the token is never logged");
+    assert!(
+        !w.logs().join("\n").contains(TOKEN),
+        "the token is never logged"
+    );
 }
 
 #[test]
@@ -286,21 +367,43 @@ fn purge_and_ban_invalidate_both_tiers_on_every_worker() {
     assert_eq!(get(&mut w2, &mut origin, path, &[]).x_cache(), "HIT"); // now in w2's local tier too
     host.advance_ms(1_000);
     let auth = format!("Bearer {TOKEN}");
-    let r = admin(&mut w1, "POST", "/.cachet/purge", &[("authorization", &auth), ("surrogate-key", "entry-1")], None);
+    let r = admin(
+        &mut w1,
+        "POST",
+        "/.cachet/purge",
+        &[("authorization", &auth), ("surrogate-key", "entry-1")],
+        None,
+    );
     assert_eq!(r.status, 200, "{}", r.text());
     let v: serde_json::Value = serde_json::from_str(&r.text()).expect("json");
     assert_eq!(v["entry-1"]["soft"], false);
-    assert_eq!(get(&mut w2, &mut origin, path, &[]).x_cache(), "MISS", "w2's local copy is gone");
+    assert_eq!(
+        get(&mut w2, &mut origin, path, &[]).x_cache(),
+        "MISS",
+        "w2's local copy is gone"
+    );
     assert_eq!(get(&mut w1, &mut origin, path, &[]).x_cache(), "HIT");
     assert_eq!(origin.count(path), 2);
     // A ban by URL prefix (not lurker-friendly: req.url).
     host.advance_ms(1_000);
-    let r = admin(&mut w2, "POST", "/.cachet/ban", &[("authorization", &auth)], Some(br#"req.url ~ "^/blog/alice/""#));
+    let r = admin(
+        &mut w2,
+        "POST",
+        "/.cachet/ban",
+        &[("authorization", &auth)],
+        Some(br#"req.url ~ "^/blog/alice/""#),
+    );
     assert_eq!(r.status, 201, "{}", r.text());
     let v: serde_json::Value = serde_json::from_str(&r.text()).expect("json");
     assert_eq!(v["lurker_friendly"], false);
     assert_eq!(get(&mut w1, &mut origin, path, &[]).x_cache(), "MISS");
-    let r = admin(&mut w1, "GET", "/.cachet/bans", &[("authorization", &auth)], None);
+    let r = admin(
+        &mut w1,
+        "GET",
+        "/.cachet/bans",
+        &[("authorization", &auth)],
+        None,
+    );
     let list: serde_json::Value = serde_json::from_str(&r.text()).expect("json");
     assert_eq!(list.as_array().map(Vec::len), Some(2));
     assert!(host.metric("cachet.bans") >= 2);
@@ -315,7 +418,17 @@ fn soft_purge_serves_stale_while_revalidating() {
     assert_eq!(get(&mut w, &mut origin, path, &[]).x_cache(), "MISS");
     host.advance_ms(1_000);
     let auth = format!("Bearer {TOKEN}");
-    let r = admin(&mut w, "POST", "/.cachet/purge", &[("authorization", &auth), ("surrogate-key", "blog-alice"), ("fastly-soft-purge", "1")], None);
+    let r = admin(
+        &mut w,
+        "POST",
+        "/.cachet/purge",
+        &[
+            ("authorization", &auth),
+            ("surrogate-key", "blog-alice"),
+            ("fastly-soft-purge", "1"),
+        ],
+        None,
+    );
     assert_eq!(r.status, 200);
     let s = get(&mut w, &mut origin, path, &[]);
     assert_eq!(s.x_cache(), "STALE");
@@ -338,7 +451,13 @@ fn lurker_evicts_purged_objects_on_the_tick_and_retires_bans() {
     assert_eq!(host.metric("cachet.objects"), 5);
     host.advance_ms(1_000);
     let auth = format!("Bearer {TOKEN}");
-    admin(&mut w, "POST", "/.cachet/purge", &[("authorization", &auth), ("surrogate-key", "blog-alice")], None);
+    admin(
+        &mut w,
+        "POST",
+        "/.cachet/purge",
+        &[("authorization", &auth), ("surrogate-key", "blog-alice")],
+        None,
+    );
     for _ in 0..3 {
         host.advance_ms(100);
         w.tick().expect("tick");
@@ -347,7 +466,11 @@ fn lurker_evicts_purged_objects_on_the_tick_and_retires_bans() {
     assert_eq!(host.metric("cachet.objects"), 0);
     assert_eq!(host.metric("cachet.bytes_stored"), 0);
     assert!(host.metric("cachet.lurker_passes") >= 1);
-    assert_eq!(host.metric("cachet.bans"), 0, "the purge was retired once no object predates it");
+    assert_eq!(
+        host.metric("cachet.bans"),
+        0,
+        "the purge was retired once no object predates it"
+    );
 }
 
 #[test]
@@ -371,7 +494,12 @@ fn the_shared_tier_never_exceeds_its_bound() {
 #[test]
 fn bad_configuration_is_refused_with_a_log_line_not_a_panic() {
     let host = host();
-    for bad in ["", "not json", r#"{"routes":[{"name":"a","ttl":"5 parsecs"}]}"#, r#"{"envoy":{"tick":"1ms"}}"#] {
+    for bad in [
+        "",
+        "not json",
+        r#"{"routes":[{"name":"a","ttl":"5 parsecs"}]}"#,
+        r#"{"envoy":{"tick":"1ms"}}"#,
+    ] {
         let err = host.vm(bad).err().expect("refused").to_string();
         assert!(err.contains("on_configure returned false"), "{err}");
         assert!(err.contains("cachet:"), "{err}");
@@ -387,4 +515,104 @@ fn workspace_watermark_is_reported() {
     get(&mut w, &mut origin, "/blog/alice/entry/1", &[]);
     assert!(host.metric("cachet.workspace_watermark") > 0);
     assert_eq!(host.metric("cachet.workspace_violations"), 0);
+}
+
+#[test]
+fn refresh_ahead_refreshes_before_expiry_without_serving_stale() {
+    let host = host();
+    let cfg = config(serde_json::json!({}));
+    let mut v: serde_json::Value = serde_json::from_str(&cfg).expect("json");
+    for r in v["routes"].as_array_mut().expect("routes") {
+        r["early_refresh"] = serde_json::json!({"policy": "threshold", "fraction": 0.5});
+    }
+    let mut w = host.vm(&v.to_string()).expect("vm");
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/8";
+    assert_eq!(get(&mut w, &mut origin, path, &[]).x_cache(), "MISS");
+    host.advance_ms(200_000); // 2/3 of max-age=300
+    let r = get(&mut w, &mut origin, path, &[]);
+    assert_eq!(r.x_cache(), "HIT", "served from cache while refreshing");
+    w.tick().expect("tick");
+    let calls = w.callouts();
+    assert_eq!(calls.len(), 1, "one background refresh");
+    let resp = origin.serve(&calls[0].headers);
+    w.answer(calls[0].token, &resp).expect("answer");
+    let r = get(&mut w, &mut origin, path, &[]);
+    assert_eq!((r.x_cache(), r.header("age")), ("HIT", Some("0")));
+    assert_eq!(host.metric("cachet.stale"), 0);
+    assert_eq!(origin.count(path), 2);
+}
+
+#[test]
+fn fleet_ban_feed_is_polled_on_the_tick_and_applied_on_every_worker() {
+    let host = host();
+    let cfg = config(serde_json::json!({"envoy": {
+        "ban_feed_cluster": "bans", "ban_feed_path": "/.cachet/bans", "ban_feed_interval": "5s"
+    }}));
+    let mut w1 = host.vm(&cfg).expect("vm 1");
+    let mut w2 = host.vm(&cfg).expect("vm 2");
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/1";
+    assert_eq!(get(&mut w1, &mut origin, path, &[]).x_cache(), "MISS");
+    assert_eq!(get(&mut w2, &mut origin, path, &[]).x_cache(), "HIT");
+    host.advance_ms(1_000);
+    // One worker (the lurker-lease holder) polls the feed.
+    w1.tick().expect("tick");
+    w2.tick().expect("tick");
+    let calls: Vec<_> = w1.callouts().into_iter().chain(w2.callouts()).collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let call = &calls[0];
+    assert_eq!(call.cluster, "bans");
+    assert_eq!(call.header(":path"), Some("/.cachet/bans"));
+    assert_eq!(
+        call.header("authorization"),
+        Some(format!("Bearer {TOKEN}").as_str())
+    );
+    let feed = serde_json::json!([{
+        "id": 7, "at_ms": host.now_ms(), "kind": "ban",
+        "expr": "obj.http.content-type ~ \"^text/html\"", "lurker_friendly": true
+    }]);
+    let vm = if w1.callouts().is_empty() {
+        &mut w2
+    } else {
+        &mut w1
+    };
+    vm.answer(
+        call.token,
+        &Response {
+            status: 200,
+            headers: vec![],
+            body: feed.to_string().into_bytes(),
+        },
+    )
+    .expect("answer");
+    host.advance_ms(1_000);
+    assert_eq!(get(&mut w1, &mut origin, path, &[]).x_cache(), "MISS");
+    assert_eq!(
+        get(&mut w2, &mut origin, path, &[]).x_cache(),
+        "HIT",
+        "the refetched copy is newer than the ban"
+    );
+    assert_eq!(host.metric("cachet.feed_updates"), 1);
+    // The same feed again changes nothing (ids already merged).
+    host.advance_ms(5_000);
+    w1.tick().expect("tick");
+    w2.tick().expect("tick");
+    let calls: Vec<_> = w1.callouts().into_iter().chain(w2.callouts()).collect();
+    assert_eq!(calls.len(), 1);
+    let vm = if w1.callouts().is_empty() {
+        &mut w2
+    } else {
+        &mut w1
+    };
+    vm.answer(
+        calls[0].token,
+        &Response {
+            status: 200,
+            headers: vec![],
+            body: feed.to_string().into_bytes(),
+        },
+    )
+    .expect("answer");
+    assert_eq!(host.metric("cachet.feed_updates"), 1);
 }

@@ -200,15 +200,12 @@ impl Target {
             b = b.header(*k, *v);
         }
         let err = |e: &dyn fmt::Display| ConformanceError::Http(format!("{method} {path}: {e}"));
-        let mut resp = match body {
-            Some(body) => {
-                let req = b.body(body.to_vec()).map_err(|e| err(&e))?;
-                self.agent.run(req).map_err(|e| err(&e))?
-            }
-            None => {
-                let req = b.body(()).map_err(|e| err(&e))?;
-                self.agent.run(req).map_err(|e| err(&e))?
-            }
+        let mut resp = if let Some(body) = body {
+            let req = b.body(body.to_vec()).map_err(|e| err(&e))?;
+            self.agent.run(req).map_err(|e| err(&e))?
+        } else {
+            let req = b.body(()).map_err(|e| err(&e))?;
+            self.agent.run(req).map_err(|e| err(&e))?
         };
         let mut out = Reply {
             status: resp.status().as_u16(),
@@ -397,7 +394,8 @@ fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
         Err(e) => return fail(None, e.to_string()),
     };
     for (path, want) in &case.origin {
-        let got = after.1.get(path).copied().unwrap_or(0) - before.1.get(path).copied().unwrap_or(0);
+        let got =
+            after.1.get(path).copied().unwrap_or(0) - before.1.get(path).copied().unwrap_or(0);
         if got != *want {
             fail(None, format!("origin saw {path} {got} times (want {want})"));
         }
@@ -405,7 +403,10 @@ fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
     if let Some(want) = case.origin_total {
         let got = after.0 - before.0;
         if got != want {
-            fail(None, format!("origin saw {got} requests in total (want {want})"));
+            fail(
+                None,
+                format!("origin saw {got} requests in total (want {want})"),
+            );
         }
     }
 }
