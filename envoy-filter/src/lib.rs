@@ -1,9 +1,9 @@
 //! Cachet in Envoy: the proxy-wasm HTTP filter mapping each request onto the pure policy and a two-tier cache.
 //!
 //! One VM per Envoy worker thread runs this module. Each VM keeps an in-VM LRU tier in
-//! front of the shared-data tier every worker sees ([`store`]), replays the shared ban
-//! log ([`bans`]), collapses concurrent misses across workers with a CAS lock in shared
-//! data ([`locks`]) and parks the other requests until the object arrives (woken at once
+//! front of the shared-data tier every worker sees (`store.rs`), replays the shared ban
+//! log (`bans.rs`), collapses concurrent misses across workers with a CAS lock in shared
+//! data (`locks.rs`) and parks the other requests until the object arrives (woken at once
 //! in the leader's VM, on the root context's tick elsewhere). The root context's tick
 //! also runs the ban lurker, background refreshes (refresh-ahead, stale-while-revalidate)
 //! and the optional fleet ban feed. Design and figures: `docs/envoy.md`.

@@ -523,6 +523,24 @@ mod tests {
     use crate::target::{Object, Request};
 
     #[test]
+    fn check_objects_only_ignores_req_bans() {
+        let mut l = BanList::new();
+        let _ = l.add(r#"req.url ~ "^/a""#, 10.0);
+        let obj = Object::new("/a/1", 5.0).with_header("x-k", "v");
+        // A req.* ban can only be tested with a request; without one it never matches.
+        assert!(!l.check_objects_only(&obj, BanId::ZERO).is_banned());
+        assert!(
+            l.check(&obj, &Request::new("/a/1"), BanId::ZERO)
+                .is_banned()
+        );
+        let _ = l.add("obj.http.x-k == v", 20.0);
+        assert!(l.check_objects_only(&obj, BanId::ZERO).is_banned());
+        // Objects stored after the ban are not affected.
+        let newer = Object::new("/a/1", 25.0).with_header("x-k", "v");
+        assert!(!l.check_objects_only(&newer, BanId::ZERO).is_banned());
+    }
+
+    #[test]
     fn applies_only_to_older_objects() {
         let mut list = BanList::new();
         let old = Object::new("/a", 10.0);
