@@ -631,6 +631,18 @@ fn usage_and_input_errors_exit_2() {
         b"",
     );
     assert_eq!(code, 2, "--generate conflicts with --config");
+    let (code, _, _) = cachet(
+        &[
+            "simulate",
+            "--config",
+            config.to_str().unwrap(),
+            "--seed",
+            "3",
+            &log,
+        ],
+        b"",
+    );
+    assert_eq!(code, 2, "--seed needs --generate");
 }
 
 #[test]

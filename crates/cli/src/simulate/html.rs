@@ -87,9 +87,9 @@ pub fn render(r: &Report) -> String {
             .map_or_else(|| "as the config's".to_owned(), |s| format!("{s} s")),
     );
     summary(&mut o, r);
-    o.push_str("<h2>Hit ratio over time</h2>\n");
+    o.push_str("<h2>Hit ratio over time (UTC)</h2>\n");
     timeline_chart(&mut o, r);
-    o.push_str("<h2>Origin requests over time</h2>\n");
+    o.push_str("<h2>Origin requests over time (UTC)</h2>\n");
     origin_chart(&mut o, r);
     o.push_str("<h2>Per endpoint: hits and misses</h2>\n");
     endpoint_bars(&mut o, r);

@@ -99,22 +99,27 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "N", conflicts_with_all = ["config", "logs", "json", "html"])]
     pub generate: Option<u64>,
     /// `--generate`: PRNG seed (same seed, same log).
-    #[arg(long, value_name = "S", default_value_t = 1)]
+    #[arg(long, value_name = "S", default_value_t = 1, conflicts_with = "config")]
     pub seed: u64,
     /// `--generate`: time of the first request (RFC 3339).
-    #[arg(long, value_name = "RFC3339", default_value = DEFAULT_START, value_parser = parse_start)]
+    #[arg(long, value_name = "RFC3339", default_value = DEFAULT_START, value_parser = parse_start, conflicts_with = "config")]
     pub start: i64,
     /// `--generate`: mean page views per second.
-    #[arg(long, value_name = "PER_SECOND", default_value_t = 20.0, value_parser = parse_rate)]
+    #[arg(long, value_name = "PER_SECOND", default_value_t = 20.0, value_parser = parse_rate, conflicts_with = "config")]
     pub rate: f64,
     /// `--generate`: output file (`.gz` → gzip); default stdout.
-    #[arg(long, short, value_name = "FILE")]
+    #[arg(long, short, value_name = "FILE", conflicts_with = "config")]
     pub out: Option<PathBuf>,
     /// `--generate`: output format.
-    #[arg(long, value_enum, default_value = "combined")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "combined",
+        conflicts_with = "config"
+    )]
     pub format: generate::GenFormat,
     /// `--generate`: leave out the response Cache-Control (plain combined lines).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     pub no_cache_control: bool,
 }
 
