@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use cachet_demo_origin::{OriginConfig, OriginState, serve};
+use cachet_demo_origin::{BlogSeed, OriginConfig, OriginState, serve};
 use clap::Parser;
 
 /// Demo blog origin for Cachet (public, private and device-dependent pages).
@@ -18,6 +18,49 @@ struct Args {
     /// Delay applied before every counted response, in milliseconds.
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
+    /// The blogs to host, comma-separated, `name` or `name:private` (default:
+    /// `alice,bob,carol:private`). Names: ASCII letters, digits, `-`, `_`.
+    #[arg(long, value_parser = parse_blogs)]
+    blogs: Option<Blogs>,
+}
+
+/// The parsed `--blogs` list (a newtype so clap takes it as one value).
+#[derive(Clone, Debug)]
+struct Blogs(Vec<BlogSeed>);
+
+/// Parses `--blogs`.
+fn parse_blogs(text: &str) -> Result<Blogs, String> {
+    let mut blogs = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, private) = match item.split_once(':') {
+            Some((n, "private")) => (n, true),
+            Some((n, "public")) => (n, false),
+            Some((_, other)) => {
+                return Err(format!(
+                    "{item:?}: expected :private or :public, got :{other}"
+                ));
+            }
+            None => (item, false),
+        };
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(format!(
+                "{name:?}: blog names use ASCII letters, digits, '-' and '_'"
+            ));
+        }
+        blogs.push(if private {
+            BlogSeed::private(name)
+        } else {
+            BlogSeed::public(name)
+        });
+    }
+    if blogs.is_empty() {
+        return Err("no blogs given".into());
+    }
+    Ok(Blogs(blogs))
 }
 
 #[tokio::main]
@@ -26,7 +69,9 @@ async fn main() -> anyhow::Result<()> {
     let config = OriginConfig {
         listen: args.listen,
         delay: Duration::from_millis(args.delay_ms),
-        ..OriginConfig::default()
+        blogs: args
+            .blogs
+            .map_or_else(|| OriginConfig::default().blogs, |b| b.0),
     };
     let listen = config.listen;
     let state = OriginState::new(config);
