@@ -78,6 +78,10 @@ struct Compiled {
     /// Patterns that occur only in `unless` lists: not scanned, searched for only when a
     /// rule that names them is otherwise satisfied (indexed by pattern id).
     lazy: Box<[Option<memmem::Finder<'static>>]>,
+    /// The answer when rule `i` is the first candidate, if that alone decides it (the
+    /// rule is simple); index 128 (no candidate at all) holds the default. One table
+    /// load replaces two data-dependent branches on the common path.
+    decided: Box<[Option<DeviceClass>; 129]>,
 }
 
 impl Compiled {
@@ -188,6 +192,10 @@ impl Classifier {
             .enumerate()
             .map(|(id, p)| (pattern_rules[id] == 0).then(|| memmem::Finder::new(p).into_owned()))
             .collect();
+        let mut decided = Box::new([Some(config.default); 129]);
+        for (d, r) in decided.iter_mut().zip(&compiled) {
+            *d = r.simple.then_some(r.class);
+        }
         let engine = build_engine(&scanned, allow_filter);
         let longest = scanned.iter().map(|p| p.1.len()).max().unwrap_or(1);
         Classifier {
@@ -197,6 +205,7 @@ impl Classifier {
                 pattern_rules: pattern_rules.into_boxed_slice(),
                 rules: compiled.into_boxed_slice(),
                 lazy,
+                decided,
             }),
             default: config.default,
             max_scan_bytes: config.max_scan_bytes,
@@ -221,10 +230,8 @@ impl Classifier {
         // a candidate (every accurate rule but the Android-app one).
         let mut candidates = found.payload;
         let first = candidates.trailing_zeros() as usize;
-        match c.rules.get(first) {
-            None => return self.default,
-            Some(r) if r.simple => return r.class,
-            Some(_) => {}
+        if let Some(Some(class)) = c.decided.get(first) {
+            return *class;
         }
         let found = found.patterns;
         // Lazy (`unless`-only) patterns already searched for, and those of them present.

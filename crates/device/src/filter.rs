@@ -22,8 +22,6 @@
 //! patterns `ab0`…`ab99`) would make every lookup of that gram expensive;
 //! [`GramFilter::build`] refuses it and the caller falls back to an Aho-Corasick DFA.
 
-use std::hint::select_unpredictable;
-
 /// Largest stride used: beyond it each pattern puts more grams in the table than the
 /// shorter walk saves.
 pub(crate) const MAX_STRIDE: usize = 4;
@@ -112,10 +110,6 @@ struct Check {
     head: u64,
     /// Selects the bytes of `head` that belong to the pattern.
     mask: u64,
-    /// The pattern's bit in [`Found::patterns`].
-    bit: u128,
-    /// The pattern's payload.
-    payload: u128,
     /// Offset of the gram inside the pattern.
     offset: u8,
     /// Whether the pattern is longer than 8 bytes (its tail needs a second compare).
@@ -137,6 +131,11 @@ pub(crate) struct GramFilter {
     table: Box<[u8; TABLE_LEN]>,
     /// The checks, in runs; entry 0 is unused.
     checks: Box<[Check]>,
+    /// What check `i` adds to a [`Found`]: `yields[2 i]` when it fails (nothing),
+    /// `yields[2 i + 1]` when it hits (its pattern's bit and payload). Indexing by the
+    /// outcome keeps the data-dependent hit out of the branch predictor: the compiler
+    /// turns a select between a loaded value and zero into a branch.
+    yields: Box<[Found]>,
     /// The patterns' bytes (for tails and for checks near the haystack's ends).
     patterns: Box<[Box<[u8]>]>,
 }
@@ -203,11 +202,10 @@ impl GramFilter {
         // Runs of checks, one per distinct key.
         placed.sort_by_key(|&(key, _, _)| key);
         let mut checks = Vec::with_capacity(placed.len() + 1);
+        let mut yields = vec![Found::default(); 2];
         checks.push(Check {
             head: 1,
             mask: 0,
-            bit: 0,
-            payload: 0,
             offset: 0,
             long: false,
             last: true,
@@ -228,12 +226,15 @@ impl GramFilter {
                     mask: u64::MAX
                         .checked_shr(u32::try_from(64 - 8 * n).ok()?)
                         .unwrap_or(0),
-                    bit: crate::engine::bit(id),
-                    payload,
                     offset,
                     long: bytes.len() > 8,
                     last: i + 1 == run.len(),
                     pattern: local,
+                });
+                yields.push(Found::default());
+                yields.push(Found {
+                    patterns: crate::engine::bit(id),
+                    payload,
                 });
             }
         }
@@ -242,6 +243,7 @@ impl GramFilter {
             stride,
             table,
             checks: checks.into_boxed_slice(),
+            yields: yields.into_boxed_slice(),
             patterns: patterns.iter().map(|p| p.1.into()).collect(),
         })
     }
@@ -356,8 +358,10 @@ impl GramFilter {
                 None => self.is_at(hay, start, c.pattern),
             };
             // A hit is data-dependent: keep it out of the branch predictor.
-            found.patterns |= select_unpredictable(hit, c.bit, 0);
-            found.payload |= select_unpredictable(hit, c.payload, 0);
+            if let Some(y) = self.yields.get(2 * i + usize::from(hit)) {
+                found.patterns |= y.patterns;
+                found.payload |= y.payload;
+            }
             if c.last {
                 break;
             }
