@@ -588,6 +588,7 @@ impl Vm {
                         continue;
                     }
                     let label = if f == Freshness::Stale {
+                        Metrics::inc(self.m().stale);
                         "STALE"
                     } else {
                         "HIT"

@@ -953,12 +953,8 @@ impl Vm {
         self.store.data_mut().effective = id;
         let eos = i32::from(body.is_none());
         let action = self.call_ret("proxy_on_request_headers", (id, n, eos))?;
-        if action == 0 && body.is_some() {
-            let len = i32::try_from(body.map_or(0, <[u8]>::len)).unwrap_or(0);
-            self.store.data_mut().effective = id;
-            let a2 = self.call_ret("proxy_on_request_body", (id, len, 1))?;
-            let _ = a2;
-        } else if let Some(b) = body {
+        if let Some(b) = body {
+            // The whole body arrives at once, with end of stream.
             let len = i32::try_from(b.len()).unwrap_or(0);
             self.store.data_mut().effective = id;
             self.call_ret("proxy_on_request_body", (id, len, 1))?;

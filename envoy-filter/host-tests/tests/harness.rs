@@ -616,3 +616,32 @@ fn fleet_ban_feed_is_polled_on_the_tick_and_applied_on_every_worker() {
     .expect("answer");
     assert_eq!(host.metric("cachet.feed_updates"), 1);
 }
+
+#[test]
+fn head_requests_are_answered_from_the_cache_without_a_body() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/11";
+    let (id, o) = w.request(req("HEAD", BLOG, path, &[]), None).expect("req");
+    let c = w.callouts();
+    assert_eq!(c.len(), 1);
+    assert_eq!(
+        c[0].header(":method"),
+        Some("GET"),
+        "a HEAD miss fetches the object"
+    );
+    let resp = origin.serve(&c[0].headers);
+    w.answer(c[0].token, &resp).expect("answer");
+    let Outcome::Paused = o else { panic!("{o:?}") };
+    let Outcome::Reply(r) = w.poll(id) else {
+        panic!("not answered")
+    };
+    assert_eq!((r.x_cache(), r.body.len()), ("MISS", 0));
+    assert!(r.header("content-length").is_some_and(|l| l != "0"));
+    w.finish(id).expect("finish");
+    let g = get(&mut w, &mut origin, path, &[]);
+    assert_eq!(g.x_cache(), "HIT");
+    assert_eq!(g.header("content-length"), r.header("content-length"));
+    assert_eq!(origin.count(path), 1);
+}
