@@ -348,6 +348,31 @@ fn grace_gives_stale_hits_and_private_is_never_stored() {
 }
 
 #[test]
+fn a_failed_refresh_keeps_the_stale_copy() {
+    let line = |t: i64, status: u16| {
+        serde_json::json!({
+            "time": 1_740_787_200 + t, "host": "blog.example", "url": "/blog/bob/entry/4",
+            "user-agent": PC, "status": status, "bytes": 5000, "cache_control": "public, max-age=300",
+        })
+        .to_string()
+            + "\n"
+    };
+    // Stored at 0; at 400 (stale) the refresh gets a 503: the copy stays; at 500 still
+    // stale, the refresh succeeds; at 600 fresh.
+    let log: String = [(0, 200), (400, 503), (500, 200), (600, 200)]
+        .iter()
+        .map(|&(t, s)| line(t, s))
+        .collect();
+    let (r, _) = replay_text("refresh.jsonl", &log, &[]);
+    let c = &endpoint(&r, "article")["config"];
+    assert_eq!(
+        (u(&c["hits"]), u(&c["stale_hits"]), u(&c["misses"])),
+        (1, 2, 1)
+    );
+    assert_eq!(u(&c["origin_requests"]), 3);
+}
+
+#[test]
 fn memory_bound_is_respected() {
     let bound = 64 * 1024;
     let (r, _) = replay(&[generated().to_str().unwrap()], &["--memory", "64KiB"]);

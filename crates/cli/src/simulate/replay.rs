@@ -461,8 +461,13 @@ impl<'p> Engine<'p> {
                                 Self::store(&mut self.config, key, size, life, tag, t)
                             }
                             Storability::Store(_) => false,
-                            Storability::DontStore(_) => {
-                                self.config.cache.remove(key);
+                            Storability::DontStore(why) => {
+                                // Per-user content replaces the copy (a blog turned
+                                // private); an error or an unstorable answer to a
+                                // refresh leaves the stale copy to serve within grace.
+                                if why.is_private() {
+                                    self.config.cache.remove(key);
+                                }
                                 false
                             }
                         };
