@@ -74,9 +74,10 @@ fn feeds_and_css_do_not_vary() {
     assert_eq!(c.cache_key, "cdn.example/css/a.css|*");
     assert_eq!(c.surrogate_keys, ["css"]);
     assert_eq!(c.ttl, Duration::from_secs(86_400));
-    // The same path on the blog host is not the CDN route.
+    // The same path on the blog host is not the CDN route: the catch-all, which stores
+    // only what the origin declares cacheable (private blogs' CSS is `private, no-store`).
     let c = p.plan(&get("blog.example", "/css/a.css", None), now());
-    assert_eq!(c.decision, Decision::Pass(PassReason::NoRoute));
+    assert_eq!((c.route, c.ttl), ("other", Duration::ZERO));
 }
 
 #[test]
@@ -279,4 +280,37 @@ proptest! {
         let k2 = p.plan(&get("blog.example", &t2, None), now()).cache_key;
         prop_assert_eq!(k1, k2);
     }
+}
+
+#[test]
+fn the_catch_all_route_stores_only_what_the_origin_declares_cacheable() {
+    use cachet_policy::{ResponseView, Storability};
+    let p = policy();
+    let plan = p.plan(&get("blog.example", "/wp-login.php", None), now());
+    assert_eq!(plan.route, "other");
+    let undeclared = ResponseView {
+        status: 404,
+        ..ResponseView::default()
+    };
+    assert!(matches!(
+        p.storability(&plan, &undeclared),
+        Storability::DontStore(_)
+    ));
+    let declared = ResponseView {
+        status: 404,
+        cache_control: Some("public, max-age=10"),
+        ..ResponseView::default()
+    };
+    assert!(
+        matches!(p.storability(&plan, &declared), Storability::Store(s) if s.ttl == Duration::from_secs(10))
+    );
+    let private = ResponseView {
+        status: 200,
+        cache_control: Some("private, max-age=600"),
+        ..ResponseView::default()
+    };
+    assert!(matches!(
+        p.storability(&plan, &private),
+        Storability::DontStore(_)
+    ));
 }
