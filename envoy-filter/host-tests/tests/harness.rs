@@ -624,24 +624,24 @@ fn head_requests_are_answered_from_the_cache_without_a_body() {
     let mut origin = Origin::new();
     let path = "/blog/alice/entry/11";
     let (id, o) = w.request(req("HEAD", BLOG, path, &[]), None).expect("req");
-    let c = w.callouts();
-    assert_eq!(c.len(), 1);
+    let calls = w.callouts();
+    assert_eq!(calls.len(), 1);
     assert_eq!(
-        c[0].header(":method"),
+        calls[0].header(":method"),
         Some("GET"),
         "a HEAD miss fetches the object"
     );
-    let resp = origin.serve(&c[0].headers);
-    w.answer(c[0].token, &resp).expect("answer");
+    let resp = origin.serve(&calls[0].headers);
+    w.answer(calls[0].token, &resp).expect("answer");
     let Outcome::Paused = o else { panic!("{o:?}") };
-    let Outcome::Reply(r) = w.poll(id) else {
+    let Outcome::Reply(head) = w.poll(id) else {
         panic!("not answered")
     };
-    assert_eq!((r.x_cache(), r.body.len()), ("MISS", 0));
-    assert!(r.header("content-length").is_some_and(|l| l != "0"));
+    assert_eq!((head.x_cache(), head.body.len()), ("MISS", 0));
+    assert!(head.header("content-length").is_some_and(|l| l != "0"));
     w.finish(id).expect("finish");
-    let g = get(&mut w, &mut origin, path, &[]);
-    assert_eq!(g.x_cache(), "HIT");
-    assert_eq!(g.header("content-length"), r.header("content-length"));
+    let hit = get(&mut w, &mut origin, path, &[]);
+    assert_eq!(hit.x_cache(), "HIT");
+    assert_eq!(hit.header("content-length"), head.header("content-length"));
     assert_eq!(origin.count(path), 1);
 }
