@@ -50,6 +50,8 @@ pub(crate) struct Access {
     pub ws_overflow: Option<bool>,
     /// Sampled verification result: `ok` or `violation`.
     pub ws_verified: Option<&'static str>,
+    /// Fastly shielding tier of this instance: `single`, `edge` or `shield`.
+    pub tier: &'static str,
     /// Error text, when something failed.
     pub error: Option<String>,
 }

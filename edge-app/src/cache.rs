@@ -76,11 +76,11 @@ pub(crate) fn pass(
     req: Request,
     f: &mut Access,
 ) -> Result<Response, EdgeError> {
-    let head = req.get_method_str() == "HEAD";
+    let client = Client::of(&req);
     let fetched = origin::fetch(policy, plan, req).map_err(unreachable)?;
     origin::note(f, fetched.elapsed);
     f.cache = "PASS";
-    Ok(deliver::unstored(fetched.resp, head))
+    Ok(deliver::unstored(fetched.resp, &client))
 }
 
 fn unreachable(reason: String) -> EdgeError {
@@ -460,7 +460,7 @@ fn revalidate_now(
             let _ = tx.cancel_insert_or_update();
             f.refresh = Some("origin-error".into());
             f.cache = "PASS";
-            Ok(deliver::unstored(fetched.resp, client.head))
+            Ok(deliver::unstored(fetched.resp, client))
         }
         Revalidation::Replace => store_or_pass(policy, plan, tx, fetched, client, f),
     }
@@ -514,7 +514,7 @@ fn store_or_pass(
                 let _ = tx.cancel_insert_or_update();
                 f.pass_reason = Some(NoStore::TooLarge.label());
                 f.cache = "PASS";
-                return Ok(deliver::unstored(fetched.resp, client.head));
+                return Ok(deliver::unstored(fetched.resp, client));
             }
             match insert_object(policy, plan, tx, fetched, &store, now)? {
                 Inserted::Stored(meta, stored) => {
@@ -524,7 +524,7 @@ fn store_or_pass(
                 Inserted::TooLarge(resp) => {
                     f.pass_reason = Some(NoStore::TooLarge.label());
                     f.cache = "PASS";
-                    Ok(deliver::unstored(*resp, client.head))
+                    Ok(deliver::unstored(*resp, client))
                 }
             }
         }
@@ -538,7 +538,7 @@ fn store_or_pass(
             } else {
                 let _ = tx.cancel_insert_or_update();
             }
-            Ok(deliver::unstored(fetched.resp, client.head))
+            Ok(deliver::unstored(fetched.resp, client))
         }
     }
 }

@@ -20,6 +20,10 @@ pub(crate) struct Client {
     pub accept: Option<String>,
     /// A `HEAD` request: headers only.
     pub head: bool,
+    /// The request comes from a Cachet edge tier and this instance is its shield: answers
+    /// keep `Surrogate-Key` / `Surrogate-Control` so the edge tier stores the object under
+    /// the same keys (a purge then reaches both tiers).
+    pub keep_surrogate: bool,
 }
 
 impl Client {
@@ -30,6 +34,11 @@ impl Client {
                 .get_header_str(header::ACCEPT_ENCODING)
                 .map(str::to_owned),
             head: req.get_method_str() == "HEAD",
+            keep_surrogate: req
+                .get_header(crate::origin::FORWARDED_FROM_FASTLY)
+                .is_some()
+                && crate::policy()
+                    .is_ok_and(|p| matches!(crate::origin::tier(p), crate::origin::Tier::Shield)),
         }
     }
 }
@@ -71,6 +80,9 @@ pub(crate) fn respond(
             stored
         }
     };
+    if client.keep_surrogate && !meta.surrogate_keys.is_empty() {
+        resp.set_header("surrogate-key", meta.surrogate_keys.join(" "));
+    }
     f.body_bytes = Some(body.len() as u64);
     f.stored_bytes = Some(meta.stored_len);
     f.origin_bytes = Some(meta.origin_len);
@@ -81,11 +93,14 @@ pub(crate) fn respond(
     Ok(resp)
 }
 
-/// Serves an origin response that is not stored: Surrogate headers stripped.
-pub(crate) fn unstored(mut resp: Response, head: bool) -> Response {
-    resp.remove_header("surrogate-key");
-    resp.remove_header("surrogate-control");
-    if head {
+/// Serves an origin response that is not stored: Surrogate headers stripped (kept for a
+/// Cachet edge tier when this is its shield).
+pub(crate) fn unstored(mut resp: Response, client: &Client) -> Response {
+    if !client.keep_surrogate {
+        resp.remove_header("surrogate-key");
+        resp.remove_header("surrogate-control");
+    }
+    if client.head {
         let _ = resp.take_body();
     }
     resp

@@ -179,6 +179,7 @@ fn main() {
 }
 
 fn dispatch(policy: &Policy, req: Request, f: &mut Access) -> Result<Outcome, EdgeError> {
+    f.tier = origin::tier(policy).label();
     if req.get_path().starts_with(ADMIN_PREFIX) {
         "admin".clone_into(&mut f.route);
         f.cache = "SYNTH";

@@ -27,6 +27,9 @@ const DYNAMIC_BACKEND: &str = "cachet-origin";
 /// the message says why.
 pub(crate) fn backend(policy: &Policy) -> Result<Backend, String> {
     static DYNAMIC: OnceLock<Result<Backend, String>> = OnceLock::new();
+    if let Tier::Edge(shield) = tier(policy) {
+        return shield;
+    }
     let cfg = &policy.config().origin;
     if cfg.url.is_empty() {
         return Backend::from_name(&policy.config().edge.backend)
@@ -34,6 +37,59 @@ pub(crate) fn backend(policy: &Policy) -> Result<Backend, String> {
     }
     DYNAMIC.get_or_init(|| register(cfg)).clone()
 }
+
+/// Where this instance sits when `[edge].shield` names a shield POP.
+#[derive(Clone)]
+pub(crate) enum Tier {
+    /// No shielding configured.
+    Single,
+    /// On the shield POP: fetches go to the origin; requests come from edge POPs.
+    Shield,
+    /// On an edge POP: fetches go to the shield (its backend, or why it is unusable).
+    Edge(Result<Backend, String>),
+}
+
+impl Tier {
+    /// Name for the access log.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Single => "single",
+            Self::Shield => "shield",
+            Self::Edge(_) => "edge",
+        }
+    }
+}
+
+/// This instance's tier (Fastly shielding, `fastly::shielding::Shield`), decided once.
+pub(crate) fn tier(policy: &Policy) -> Tier {
+    static TIER: OnceLock<Tier> = OnceLock::new();
+    TIER.get_or_init(|| {
+        let edge = &policy.config().edge;
+        if edge.shield.is_empty() {
+            return Tier::Single;
+        }
+        match fastly::shielding::Shield::new(&edge.shield) {
+            Ok(s) if s.running_on() => Tier::Shield,
+            Ok(s) => {
+                let s = s
+                    .with_first_byte_timeout(policy.config().origin.first_byte_timeout.0)
+                    .with_between_bytes_timeout(policy.config().origin.between_bytes_timeout.0);
+                let be = if edge.shield_encrypted {
+                    s.encrypted_backend()
+                } else {
+                    s.unencrypted_backend()
+                };
+                Tier::Edge(be.map_err(|e| format!("shield {:?} backend: {e:?}", edge.shield)))
+            }
+            Err(e) => Tier::Edge(Err(format!("unknown shield {:?}: {e:?}", edge.shield))),
+        }
+    })
+    .clone()
+}
+
+/// Header by which a Fastly node marks a request forwarded from another Fastly node (the
+/// edge POP fetching from its shield). Cachet sets it on its shield fetches too.
+pub(crate) const FORWARDED_FROM_FASTLY: &str = "fastly-ff";
 
 fn register(cfg: &OriginConfig) -> Result<Backend, String> {
     let (tls, rest) = if let Some(r) = cfg.url.strip_prefix("https://") {
@@ -104,6 +160,11 @@ pub(crate) fn send(policy: &Policy, target: &str, mut req: Request) -> Result<Fe
         req.set_query_str(query);
     }
     let be = backend(policy)?;
+    if matches!(tier(policy), Tier::Edge(_)) {
+        // Tell the shield this comes from a Cachet edge tier: it keeps surrogate headers
+        // in its answer so this tier can store the object under the same keys.
+        req.set_header(FORWARDED_FROM_FASTLY, "cachet-edge");
+    }
     let started = Instant::now();
     let resp = req.send(be).map_err(|e| e.root_cause().to_string())?;
     Ok(Fetched {

@@ -178,6 +178,14 @@ pub struct EdgeConfig {
     pub max_object_bytes: u64,
     /// Name of the log endpoint for the JSON access log (Fastly); stdout when absent.
     pub log_endpoint: String,
+    /// Fastly shielding: the shield POP (e.g. `"pdx-or-us"`, Fastly's shield codes) in front
+    /// of the origin. Empty: no shielding. On an edge POP, origin fetches go to the shield
+    /// (itself running Cachet); on the shield POP they go to the origin. Two cache tiers:
+    /// the edge POP's, then the shield's (seed: local cache first, then the shared one).
+    pub shield: String,
+    /// Use the shield's encrypted (TLS) backend. Viceroy's local shielding sites may offer
+    /// only the unencrypted one.
+    pub shield_encrypted: bool,
 }
 
 impl Default for EdgeConfig {
@@ -188,6 +196,8 @@ impl Default for EdgeConfig {
             hit_for_pass: HumanDuration::from_secs(120),
             max_object_bytes: 16 * 1024 * 1024,
             log_endpoint: "cachet_log".to_owned(),
+            shield: String::new(),
+            shield_encrypted: true,
         }
     }
 }

@@ -94,6 +94,15 @@ impl Edge {
     /// When Viceroy cannot be started or does not listen within
     /// [`VICEROY_START_TIMEOUT`] (run `scripts/test`, which installs it).
     pub fn start(origin: SocketAddr, config_toml: Option<&str>) -> Self {
+        Self::start_with_manifest(origin, config_toml, "")
+    }
+
+    /// As [`Edge::start`], with `extra` TOML appended to the generated `fastly.toml`
+    /// (e.g. `[local_server.shielding_sites]`).
+    ///
+    /// # Panics
+    /// As [`Edge::start`].
+    pub fn start_with_manifest(origin: SocketAddr, config_toml: Option<&str>, extra: &str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut manifest = format!(
             "manifest_version = 3\nname = \"cachet-e2e\"\nlanguage = \"rust\"\n\n\
@@ -110,6 +119,7 @@ impl Edge {
                  [local_server.config_stores.cachet.contents]\nconfig = {quoted}\n"
             );
         }
+        manifest.push_str(extra);
         let manifest_path = dir.path().join("fastly.toml");
         std::fs::write(&manifest_path, manifest).expect("write fastly.toml");
         let mut child = Command::new(viceroy_bin())
