@@ -31,7 +31,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime};
 
-use cachet_policy::object::{self, Encoding, Meta};
+use cachet_policy::object::{self, Meta};
 use cachet_policy::{NoStore, Plan, Policy, ResponseView, Storability, Store};
 use cachet_refresh::{
     Draw, EarlyRefresh, EntryTimes, Freshness, NotModified, Revalidation, Timestamp, Validators,
@@ -619,19 +619,11 @@ fn insert_object(
         resp.set_body(origin_body);
         return Ok(Inserted::TooLarge(Box::new(resp)));
     }
-    let origin_encoding = match resp.get_header_str(header::CONTENT_ENCODING).map(str::trim) {
-        None | Some("") => Encoding::Identity,
-        Some(e) if e.eq_ignore_ascii_case("identity") => Encoding::Identity,
-        Some(e) if e.eq_ignore_ascii_case("gzip") || e.eq_ignore_ascii_case("x-gzip") => {
-            Encoding::Gzip
-        }
-        Some(e) => Encoding::Other(e.to_ascii_lowercase()),
-    };
-    let (encoding, stored) = if store.compress && origin_encoding == Encoding::Identity {
-        (Encoding::Gzip, object::gzip(&origin_body)?)
-    } else {
-        (origin_encoding, origin_body.clone())
-    };
+    let (encoding, stored) = object::for_storage(
+        &origin_body,
+        resp.get_header_str(header::CONTENT_ENCODING),
+        store.compress,
+    )?;
     let times = EntryTimes::new(now, store.ttl)
         .with_grace(store.grace)
         .with_keep(store.keep)
