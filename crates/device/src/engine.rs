@@ -228,11 +228,21 @@ impl Classifier {
         };
         // Fast path: the first candidate rule needs nothing but the pattern that made it
         // a candidate (every accurate rule but the Android-app one).
-        let mut candidates = found.payload;
-        let first = candidates.trailing_zeros() as usize;
+        let first = found.payload.trailing_zeros() as usize;
         if let Some(Some(class)) = c.decided.get(first) {
             return *class;
         }
+        self.evaluate(hay, found)
+    }
+
+    /// The rule evaluation behind [`Classifier::classify`] when the first candidate rule
+    /// has more than one `contains` pattern or an `unless` list: candidates in rule order,
+    /// with lazy patterns searched for on demand. Kept out of line so the common path
+    /// stays small.
+    #[inline(never)]
+    fn evaluate(&self, hay: &[u8], found: Found) -> DeviceClass {
+        let c = &*self.compiled;
+        let mut candidates = found.payload;
         let found = found.patterns;
         // Lazy (`unless`-only) patterns already searched for, and those of them present.
         let mut searched = 0u128;
@@ -281,6 +291,7 @@ impl Classifier {
 }
 
 /// The set of pattern ids occurring in `hay`, walking 1, 2 or 4 DFA cursors by length.
+#[inline(never)]
 fn scan<A: Automaton>(a: &A, start: StateID, hay: &[u8], overlap: usize) -> u128 {
     let per = overlap + MIN_SEGMENT_BYTES;
     if hay.len() >= 4 * per {
