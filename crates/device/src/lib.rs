@@ -52,7 +52,8 @@ pub const MAX_RULES: usize = 128;
 /// use (the engine keeps a 128-bit set of the patterns found in a User-Agent).
 pub const MAX_PATTERNS: usize = 128;
 
-/// Longest pattern accepted, in bytes (UA markers are short; this bounds the DFA size).
+/// Longest pattern accepted, in bytes (UA markers are short; this bounds the size of the
+/// fallback DFA and keeps the filter's offsets in a byte).
 pub const MAX_PATTERN_BYTES: usize = 64;
 
 /// Longest header name accepted for [`DeviceConfig::header`], in bytes.
