@@ -291,7 +291,7 @@ impl BanState {
     }
 
     fn soft(&self, obj: &StoredObject) -> Check {
-        let stored = obj.h.times.stored_at;
+        let stored = obj.h.meta.times.stored_at;
         let keys = obj.surrogate_keys().unwrap_or("");
         self.softs
             .iter()

@@ -5,8 +5,10 @@
 //! log (`bans.rs`), collapses concurrent misses across workers with a CAS lock in shared
 //! data (`locks.rs`) and parks the other requests until the object arrives (woken at once
 //! in the leader's VM, on the root context's tick elsewhere). The root context's tick
-//! also runs the ban lurker, background refreshes (refresh-ahead, stale-while-revalidate)
-//! and the optional fleet ban feed. Design and figures: `docs/envoy.md`.
+//! also runs the ban lurker, background refreshes (refresh-ahead, stale-while-revalidate;
+//! conditional on the stored validators, RFC 9111 §4.3) and the optional fleet ban feed.
+//! Objects carry the metadata layout the edge app uses (`cachet_policy::object::Meta`).
+//! Design and figures: `docs/envoy.md`.
 
 mod admin;
 mod bans;

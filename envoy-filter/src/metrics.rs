@@ -50,8 +50,11 @@ pub struct Metrics {
     pub workspace_violations: u32,
     /// Background refreshes dispatched (refresh-ahead and stale-while-revalidate).
     pub refreshes: u32,
-    /// Origin fetches that failed (timeout, reset, no cluster).
+    /// Origin fetches that failed (timeout, reset, no cluster) and revalidations answered
+    /// with a 5xx (the stored object kept).
     pub origin_errors: u32,
+    /// Revalidations answered `304 Not Modified` that freshened a stored object.
+    pub revalidated: u32,
     /// Admin API calls refused (401/403).
     pub admin_denied: u32,
     /// Inserts abandoned after repeated directory CAS conflicts.
@@ -88,6 +91,7 @@ impl Metrics {
             workspace_violations: c("workspace_violations"),
             refreshes: c("refreshes"),
             origin_errors: c("origin_errors"),
+            revalidated: c("revalidated"),
             admin_denied: c("admin_denied"),
             store_conflicts: c("store_conflicts"),
             feed_updates: c("feed_updates"),

@@ -23,8 +23,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 
 use cachet_ban::BanTarget;
-use cachet_policy::object::Encoding;
-use cachet_refresh::{EntryTimes, Timestamp};
+use cachet_policy::object::{self, Meta};
+use cachet_refresh::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::host;
@@ -48,8 +48,9 @@ pub const BYTES_PER_SLOT: u64 = 1024;
 /// not stored; counted as `store_conflicts`).
 pub const DIR_CAS_RETRIES: usize = 16;
 
-/// Magic prefix of an encoded object (format version 1).
-const OBJ_MAGIC: &[u8; 4] = b"CO1\0";
+/// Magic prefix of an encoded object (format version 2: [`Header`] around
+/// `cachet_policy::object::Meta`; version-1 objects of an earlier filter are misses).
+const OBJ_MAGIC: &[u8; 4] = b"CO2\0";
 
 /// Magic prefix of the encoded directory (format version 1).
 const DIR_MAGIC: &[u8; 4] = b"CD1\0";
@@ -73,58 +74,19 @@ pub fn slot_count(shared_bytes: u64) -> u64 {
     (shared_bytes / BYTES_PER_SLOT).clamp(MIN_SLOTS, MAX_SLOTS)
 }
 
-/// Response metadata of a stored object. The filter keeps its own record (rather than
-/// `cachet_policy::object::Meta`, the Fastly user-metadata layout) because its shared-data
-/// entry also carries the key, version and timing the shared tier needs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Meta {
-    /// A hit-for-pass marker: the key's content is private; requests go to the origin.
-    pub pass: bool,
-    /// Origin status.
-    pub status: u16,
-    /// Stored response headers (name, value), in origin order.
-    pub headers: Vec<(String, String)>,
-    /// The client-facing `Vary`.
-    pub vary: String,
-    /// Encoding of the stored body.
-    pub encoding: Encoding,
-    /// Stored body length, bytes.
-    pub stored_len: u64,
-    /// Origin body length, bytes.
-    pub origin_len: u64,
-    /// Route that stored it.
-    pub route: String,
-}
-
-impl Meta {
-    /// A hit-for-pass marker for `route` (no content).
-    pub fn marker(route: &str) -> Self {
-        Self {
-            pass: true,
-            status: 0,
-            headers: Vec::new(),
-            vary: String::new(),
-            encoding: Encoding::Identity,
-            stored_len: 0,
-            origin_len: 0,
-            route: route.to_owned(),
-        }
-    }
-}
-
-/// The metadata stored in front of a body.
+/// The metadata stored in front of a body: the cache key and insert version the shared tier
+/// needs, around the object metadata both adapters share
+/// ([`cachet_policy::object::Meta`], layout [`object::META_VERSION`]: status, stored
+/// headers, client `Vary`, encoding, lengths, route, host, URL, surrogate keys,
+/// `EntryTimes`, validators, per-object tag).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Header {
     /// The cache key (checked on lookup: slots are shared by colliding keys).
     pub key: String,
-    /// Response metadata (status, headers, Vary, encoding, lengths, route).
-    pub meta: Meta,
-    /// Stored-at, TTL, grace, keep and fetch duration.
-    pub times: EntryTimes,
-    /// Surrogate keys, space-separated.
-    pub skeys: String,
     /// The directory version of this insert (unique per shared-tier insert).
     pub version: u64,
+    /// The object metadata shared with the edge app.
+    pub meta: Meta,
 }
 
 /// A cached object: header plus stored body (gzip when the route compresses).
@@ -134,9 +96,32 @@ pub struct StoredObject {
     pub h: Header,
     /// Stored body bytes.
     pub body: Vec<u8>,
+    /// The surrogate keys a ban or purge sees, space-separated: the object's keys, then its
+    /// per-object tag. Derived from `h.meta` (never encoded).
+    skeys: String,
 }
 
 impl StoredObject {
+    /// An object under `key` (version 0 until the shared tier assigns one).
+    pub fn new(key: String, meta: Meta, body: Vec<u8>) -> Self {
+        let mut skeys = meta.surrogate_keys.join(" ");
+        if !meta.tag.is_empty() {
+            if !skeys.is_empty() {
+                skeys.push(' ');
+            }
+            skeys.push_str(&meta.tag);
+        }
+        Self {
+            h: Header {
+                key,
+                version: 0,
+                meta,
+            },
+            body,
+            skeys,
+        }
+    }
+
     /// Encoded form: magic, `u32` LE header length, header JSON, body.
     pub fn encode(&self) -> Vec<u8> {
         let head = serde_json::to_vec(&self.h).unwrap_or_default();
@@ -149,16 +134,18 @@ impl StoredObject {
     }
 
     /// Parses [`encode`](Self::encode)'s output; `None` for anything else (an empty,
-    /// cleared slot or a foreign value).
+    /// cleared slot, a foreign value, or metadata of another layout version: a miss).
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let rest = bytes.strip_prefix(OBJ_MAGIC.as_slice())?;
         let len = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
         let head = rest.get(4..4 + len)?;
         let h: Header = serde_json::from_slice(head).ok()?;
-        Some(Self {
-            h,
-            body: rest.get(4 + len..)?.to_vec(),
-        })
+        if h.meta.v != object::META_VERSION {
+            return None;
+        }
+        let mut obj = Self::new(h.key, h.meta, rest.get(4 + len..)?.to_vec());
+        obj.h.version = h.version;
+        Some(obj)
     }
 
     /// Bytes this object costs in a tier (its encoded size is what the bound counts;
@@ -171,54 +158,43 @@ impl StoredObject {
             .iter()
             .map(|(n, v)| n.len() + v.len())
             .sum();
-        (self.body.len() + headers + self.h.key.len() + self.h.skeys.len() + 256) as u64
+        (self.body.len() + headers + self.h.key.len() + self.skeys.len() + 256) as u64
     }
 }
 
-/// Seconds (f64, ms precision) of a timestamp: the ban crate's time unit.
-pub fn secs(t: Timestamp) -> f64 {
-    // Milliseconds since the epoch fit f64's 53-bit mantissa until the year 287,396.
-    #[allow(clippy::cast_precision_loss, reason = "see above")]
-    let ms = t.as_millis() as f64;
-    ms / 1000.0
-}
-
-fn dur_s(d: std::time::Duration) -> f64 {
-    d.as_secs_f64()
-}
-
+/// The object as a ban target is its [`Meta`] (`obj.http.<name>` from the stored headers,
+/// `obj.http.x-url` / `x-host` from the stored URL and host, times from its
+/// `EntryTimes`), with one addition: `Meta` keeps its surrogate keys as a list and answers
+/// `None` for them, while hard purges here are bans on `obj.http.surrogate-key`, so the
+/// object answers its joined keys (and its per-object tag, so one object can be purged
+/// alone, as on Fastly).
 impl BanTarget for StoredObject {
     fn inserted_at_s(&self) -> f64 {
-        secs(self.h.times.stored_at)
+        self.h.meta.inserted_at_s()
     }
     fn url(&self) -> &str {
-        self.h.key.as_str()
+        BanTarget::url(&self.h.meta)
     }
     fn header(&self, name: &str) -> Option<&str> {
-        self.h
-            .meta
-            .headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        BanTarget::header(&self.h.meta, name)
     }
     fn status(&self) -> u16 {
-        self.h.meta.status
+        BanTarget::status(&self.h.meta)
     }
     fn ttl_s_at(&self, at_s: f64) -> f64 {
-        secs(self.h.times.stored_at) + dur_s(self.h.times.ttl) - at_s
+        self.h.meta.ttl_s_at(at_s)
     }
     fn age_s_at(&self, at_s: f64) -> f64 {
-        at_s - secs(self.h.times.stored_at)
+        self.h.meta.age_s_at(at_s)
     }
     fn grace_s(&self) -> f64 {
-        dur_s(self.h.times.grace)
+        self.h.meta.grace_s()
     }
     fn keep_s(&self) -> f64 {
-        dur_s(self.h.times.keep)
+        self.h.meta.keep_s()
     }
     fn surrogate_keys(&self) -> Option<&str> {
-        (!self.h.skeys.is_empty()).then_some(self.h.skeys.as_str())
+        (!self.skeys.is_empty()).then_some(self.skeys.as_str())
     }
 }
 
@@ -422,8 +398,8 @@ impl SharedTier {
             let mut dir = raw.as_deref().map(Dir::decode).unwrap_or_default();
             obj.h.version = dir.next_version.max(1);
             let bytes = obj.encode();
-            let end_ms = obj.h.times.keep_end().as_millis();
-            let stored_at = obj.h.times.stored_at.as_millis();
+            let end_ms = obj.h.meta.times.keep_end().as_millis();
+            let stored_at = obj.h.meta.times.stored_at.as_millis();
             let Some((_, victims)) = dir.plan_insert(
                 slot,
                 bytes.len() as u64,
@@ -561,7 +537,7 @@ impl LocalTier {
         let old: Vec<String> = self
             .map
             .iter()
-            .filter(|(_, (o, _))| o.h.times.stored_at <= at)
+            .filter(|(_, (o, _))| o.h.meta.times.stored_at <= at)
             .map(|(k, _)| k.clone())
             .collect();
         for k in old {

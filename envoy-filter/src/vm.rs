@@ -5,12 +5,17 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
-use cachet_policy::object::{self, Encoding};
+use cachet_policy::config::MAX_DURATION;
+use cachet_policy::object::{self, Encoding, Meta};
 use cachet_policy::{
-    Decision, Plan, Policy, PolicyError, RequestView, ResponseView, Storability, Synth,
-    WorkspaceMode, accepts_encoding,
+    CacheControl, Decision, Plan, Policy, PolicyError, RequestView, ResponseView, Storability,
+    Synth, WorkspaceMode, accepts_encoding,
 };
-use cachet_refresh::{Draw, EntryTimes, Freshness, Timestamp, decide};
+use cachet_refresh::{
+    ConditionalHeaders, Draw, EntryTimes, ErrorAction, Freshness, NotModified, Revalidation,
+    Timestamp, Validators, conditional_headers, decide, on_origin_error, on_revalidation,
+    retry_after_secs,
+};
 use cachet_workspace::{ClearMode, Config as WsConfig, Workspace};
 use proxy_wasm::types::{BufferType, LogLevel, MapType};
 
@@ -18,7 +23,7 @@ use crate::admin::{self, AdminRequest};
 use crate::bans::{self, BanState, Check, Req};
 use crate::locks::{self, Lock};
 use crate::metrics::Metrics;
-use crate::store::{LocalTier, Meta, SharedTier, StoredObject};
+use crate::store::{LocalTier, SharedTier, StoredObject};
 use crate::{Flag, host};
 
 /// Request header prefix reserved for Cachet: client copies are removed before planning.
@@ -30,34 +35,32 @@ const LURKER_KEY: &str = "cachet.lurker";
 /// Shared-data key of the VM id counter.
 const VM_ID_KEY: &str = "cachet.vmid";
 
-/// Request headers never copied onto an origin fetch (hop-by-hop, RFC 9110 §7.6.1, or
-/// recomputed by the fetch itself).
+/// `Retry-After` of a `503` when the origin failed and nothing may be served (the edge
+/// app's value).
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// Request headers never copied onto an origin fetch besides [`object::HOP_BY_HOP`]: set
+/// by the fetch itself, or the client's own validators (a fetch is conditional only on the
+/// stored object's, RFC 9111 §4.3.1).
 const NOT_FORWARDED: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "content-length",
     "accept-encoding",
     "host",
+    "if-none-match",
+    "if-modified-since",
 ];
 
-/// Response headers never copied onto a client response built from an origin response.
-const NOT_RETURNED: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "content-length",
-    "surrogate-key",
-    "surrogate-control",
-];
+/// Response headers never copied onto a client response besides [`object::HOP_BY_HOP`].
+const NOT_RETURNED: &[&str] = &["surrogate-key", "surrogate-control"];
+
+/// Whether request header `name` goes onto an origin fetch.
+fn forwarded(name: &str) -> bool {
+    !object::is_hop_by_hop(name) && !NOT_FORWARDED.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// Whether origin response header `name` goes to the client.
+fn returned(name: &str) -> bool {
+    !object::is_hop_by_hop(name) && !NOT_RETURNED.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
 
 /// Everything that can go wrong in the filter.
 #[derive(Debug, thiserror::Error)]
@@ -65,20 +68,38 @@ pub enum EnvoyError {
     /// The plugin configuration is missing or invalid.
     #[error("configuration: {0}")]
     Config(#[from] PolicyError),
-    /// The origin fetch failed (no cluster, timeout, reset).
-    #[error("origin unreachable: {0}")]
-    Origin(String),
+    /// The origin failed (no cluster, timeout, reset, or a 5xx while revalidating) and
+    /// nothing may be served in its place.
+    #[error("origin unavailable: {reason}")]
+    Origin {
+        /// What failed.
+        reason: String,
+        /// `Retry-After`, whole seconds (`cachet_refresh::on_origin_error`).
+        retry_after_secs: u64,
+    },
     /// A stored body could not be decoded.
     #[error("body: {0}")]
     Body(#[from] std::io::Error),
 }
 
-/// The one place filter errors become HTTP responses: `(status, reason)`.
-fn error_response(e: &EnvoyError) -> (u16, &'static str) {
+impl EnvoyError {
+    /// The origin failed with nothing servable: `503` after [`RETRY_AFTER`].
+    fn unavailable(reason: impl Into<String>) -> Self {
+        Self::Origin {
+            reason: reason.into(),
+            retry_after_secs: retry_after_secs(RETRY_AFTER),
+        }
+    }
+}
+
+/// The one place filter errors become HTTP responses: `(status, reason, Retry-After)`.
+fn error_response(e: &EnvoyError) -> (u16, &'static str, Option<u64>) {
     match e {
-        EnvoyError::Config(_) => (500, "edge configuration invalid"),
-        EnvoyError::Origin(_) => (502, "origin unreachable"),
-        EnvoyError::Body(_) => (503, "edge cache error"),
+        EnvoyError::Config(_) => (500, "edge configuration invalid", None),
+        EnvoyError::Origin {
+            retry_after_secs, ..
+        } => (503, "origin unavailable", Some(*retry_after_secs)),
+        EnvoyError::Body(_) => (503, "edge cache error", Some(retry_after_secs(RETRY_AFTER))),
     }
 }
 
@@ -137,10 +158,102 @@ struct Waiter {
     passed: Flag,
 }
 
+/// A background refresh (refresh-ahead, stale within grace): the job, the stored object
+/// it refreshes (whose validators make the request conditional) and the request headers of
+/// the lookup that scheduled it (a 304 is checked against bans added meanwhile).
+struct Refresh {
+    job: Job,
+    base: Rc<StoredObject>,
+    headers: Vec<(String, Vec<u8>)>,
+}
+
 /// A callout the root context made.
 enum RootCall {
-    Refresh { job: Box<Job>, started_ms: u64 },
+    Refresh {
+        refresh: Box<Refresh>,
+        started_ms: u64,
+    },
     Feed,
+}
+
+/// An origin answer to a callout (`None` from [`OriginResponse::read`] when the callout
+/// failed: reset, timeout, no cluster; Envoy then gives no headers).
+struct OriginResponse {
+    status: u16,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+    /// Round trip since the fetch was dispatched (XFetch's `delta`).
+    elapsed: Duration,
+}
+
+impl OriginResponse {
+    /// Reads the callout answer being delivered (`nh` headers, `body_size` bytes).
+    fn read(nh: usize, body_size: usize, started_ms: u64) -> Option<Self> {
+        let headers = if nh == 0 {
+            Vec::new()
+        } else {
+            host::headers(MapType::HttpCallResponseHeaders)
+        };
+        let status = status_of(&headers)?;
+        Some(Self {
+            status,
+            body: host::buffer(BufferType::HttpCallResponseBody, body_size),
+            headers,
+            elapsed: Duration::from_millis(host::now_ms().saturating_sub(started_ms)),
+        })
+    }
+
+    /// All values of header `name`, comma-joined (RFC 9110 §5.3).
+    fn joined(&self, name: &str) -> Option<String> {
+        let v: Vec<String> = self
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+            .collect();
+        (!v.is_empty()).then(|| v.join(", "))
+    }
+
+    /// The validators it carries (`ETag`, `Last-Modified`, RFC 9110 §8.8).
+    fn validators(&self) -> Validators {
+        Validators {
+            etag: header(&self.headers, "etag").map(str::to_owned),
+            last_modified: header(&self.headers, "last-modified").map(str::to_owned),
+        }
+    }
+
+    /// What a 304 says about the stored object: its freshness lifetime by
+    /// `Policy::storability`'s precedence (`no-cache` → zero; a route with `ttl_override`
+    /// → the stored TTL; `Surrogate-Control: max-age` → `s-maxage` → `max-age`; none →
+    /// the stored TTL), new validators, and the round trip.
+    fn not_modified(&self, ttl_override: bool) -> NotModified {
+        let parse = |name| {
+            self.joined(name)
+                .map(|v| CacheControl::parse(&v))
+                .unwrap_or_default()
+        };
+        let (cc, sc) = (parse("cache-control"), parse("surrogate-control"));
+        let ttl = if cc.no_cache {
+            Some(Duration::ZERO)
+        } else if ttl_override {
+            None
+        } else {
+            sc.max_age
+                .or(cc.s_maxage)
+                .or(cc.max_age)
+                .map(|s| Duration::from_secs(s).min(MAX_DURATION))
+        };
+        let Validators {
+            etag,
+            last_modified,
+        } = self.validators();
+        NotModified {
+            ttl,
+            etag,
+            last_modified,
+            delta: self.elapsed,
+        }
+    }
 }
 
 /// What an origin response became.
@@ -149,6 +262,34 @@ enum Fetched {
     Stored(Rc<StoredObject>),
     /// Not stored: serve the origin response as is (`PASS`).
     Pass,
+}
+
+/// What a revalidation of a stored object did (RFC 9111 §4.3.3, §4.3.4).
+enum Revalidated {
+    /// `304`: the stored body and headers with new times and validators, inserted in both
+    /// tiers under a new version.
+    Freshened(Rc<StoredObject>),
+    /// A full response: handled as a fresh one (stored, or a hit-for-pass marker left in
+    /// place of the stored object).
+    Replaced(Fetched),
+    /// A `304` that cannot be applied: a ban or purge added while the request was out
+    /// matches the stored object (a 304 must not give it a new insertion time), or another
+    /// fetch stored a newer object meanwhile (a lock lease ran out; the 304 answered our
+    /// validators, not its). Nothing changes; a client still waiting is fetched for
+    /// unconditionally.
+    Unusable,
+    /// `5xx` or a failed callout: the stored object is kept as it is.
+    Kept,
+}
+
+/// An object found by a lookup.
+struct Found {
+    obj: Rc<StoredObject>,
+    /// Its state for this request (`Fresh`, `RefreshAhead`, `Stale`, `Expired`).
+    fresh: Freshness,
+    /// Its times after soft purges (what `fresh` was decided on).
+    times: EntryTimes,
+    tier: Tier,
 }
 
 /// State of one VM (one Envoy worker).
@@ -161,7 +302,7 @@ pub struct Vm {
     bans: RefCell<BanState>,
     metrics: Cell<Metrics>,
     waiters: RefCell<Vec<Waiter>>,
-    refresh_queue: RefCell<Vec<Job>>,
+    refresh_queue: RefCell<Vec<Refresh>>,
     calls: RefCell<HashMap<u32, RootCall>>,
     ws: RefCell<Option<Workspace>>,
     rng: Cell<u64>,
@@ -328,8 +469,9 @@ impl Vm {
         }
     }
 
-    /// Freshness of `obj` for this request, after bans and soft purges; `None` when it
-    /// must not be served.
+    /// Freshness of `obj` for this request after bans and soft purges, and the times it
+    /// was decided on; `None` when the object is of no use (banned, past its keep window,
+    /// an expired hit-for-pass marker).
     fn classify(
         &self,
         p: &Policy,
@@ -337,8 +479,9 @@ impl Vm {
         req: &Req<'_>,
         route_index: usize,
         now: Timestamp,
-    ) -> Option<Freshness> {
-        let mut times = obj.h.times;
+    ) -> Option<(Freshness, EntryTimes)> {
+        let held = obj.h.meta.times;
+        let mut times = held;
         match self.bans.borrow().check(obj, req) {
             Check::Banned => return None,
             Check::SoftPurged(at) => {
@@ -352,21 +495,27 @@ impl Vm {
             .get(route_index)
             .map(|r| r.early_refresh)
             .unwrap_or_default();
-        let f = decide(Some(&times), now, &policy, Draw::from_bits(self.draw()));
+        let f = match decide(Some(&times), now, &policy, Draw::from_bits(self.draw())) {
+            // Soft-purged beyond its grace and keep but still held: revalidate it (the
+            // edge app's "soft-purged without grace").
+            Freshness::Miss if times != held && now < held.keep_end() => Freshness::Expired,
+            f => f,
+        };
         match f {
-            Freshness::Fresh | Freshness::RefreshAhead | Freshness::Stale => Some(f),
+            Freshness::Fresh | Freshness::RefreshAhead => Some((f, times)),
+            Freshness::Stale | Freshness::Expired if !obj.h.meta.pass => Some((f, times)),
             _ => None,
         }
     }
 
-    /// Looks `job.key` up in both tiers: the object and its freshness.
+    /// Looks `job.key` up in both tiers.
     fn lookup(
         &self,
         p: &Policy,
         job: &Job,
         headers: &[(String, Vec<u8>)],
         now: Timestamp,
-    ) -> Option<(Rc<StoredObject>, Freshness, Tier)> {
+    ) -> Option<Found> {
         let req = Req {
             url: &job.target,
             headers,
@@ -375,8 +524,18 @@ impl Vm {
         let mut best = None;
         if let Some(obj) = local {
             match self.classify(p, &obj, &req, job.route_index, now) {
-                Some(Freshness::Fresh) => return Some((obj, Freshness::Fresh, Tier::Local)),
-                Some(f) => best = Some((obj, f, Tier::Local)),
+                Some((fresh, times)) => {
+                    let found = Found {
+                        obj,
+                        fresh,
+                        times,
+                        tier: Tier::Local,
+                    };
+                    if fresh == Freshness::Fresh {
+                        return Some(found);
+                    }
+                    best = Some(found);
+                }
                 None => self.local.borrow_mut().remove(&job.key),
             }
         }
@@ -385,31 +544,65 @@ impl Vm {
         let shared = self.shared.get().get(&job.key)?;
         if best
             .as_ref()
-            .is_some_and(|(o, _, _)| o.h.version >= shared.h.version)
+            .is_some_and(|f| f.obj.h.version >= shared.h.version)
         {
             return best;
         }
-        let f = self.classify(p, &shared, &req, job.route_index, now);
+        let c = self.classify(p, &shared, &req, job.route_index, now);
         let obj = Rc::new(shared);
-        if let Some(f) = f {
+        if let Some((fresh, times)) = c {
             let ev = self.local.borrow_mut().put(Rc::clone(&obj));
             Metrics::add(self.m().local_evictions, ev);
-            return Some((obj, f, Tier::Shared));
+            return Some(Found {
+                obj,
+                fresh,
+                times,
+                tier: Tier::Shared,
+            });
         }
         best
     }
 
-    /// Queues a background refresh of `job` if nobody is fetching it already.
-    fn schedule_refresh(&self, job: &Job, now_ms: u64) {
+    /// Queues a background refresh of `base` (found for `job` by a request with `headers`)
+    /// if nobody is fetching it already.
+    fn schedule_refresh(
+        &self,
+        job: &Job,
+        base: &Rc<StoredObject>,
+        headers: &[(String, Vec<u8>)],
+        now_ms: u64,
+    ) {
         let Some(p) = self.policy() else { return };
+        // The lock is re-entrant for its owner (this VM's root context): a refresh of the
+        // slot queued or in flight here already covers it.
+        let slot = job.slot;
+        let pending = self
+            .refresh_queue
+            .borrow()
+            .iter()
+            .any(|r| r.job.slot == slot)
+            || self.calls.borrow().values().any(
+                |c| matches!(c, RootCall::Refresh { refresh, .. } if refresh.job.slot == slot),
+            );
         let lease = now_ms + p.config().collapse.lease_ms;
-        if locks::acquire(job.slot, self.owner(self.root_id), now_ms, lease) == Lock::Acquired {
-            self.refresh_queue.borrow_mut().push(job.clone());
+        if !pending
+            && locks::acquire(slot, self.owner(self.root_id), now_ms, lease) == Lock::Acquired
+        {
+            self.refresh_queue.borrow_mut().push(Refresh {
+                job: job.clone(),
+                base: Rc::clone(base),
+                headers: headers.to_vec(),
+            });
         }
     }
 
-    /// Origin fetch headers for `job`.
-    fn fetch_headers<'a>(p: &'a Policy, job: &'a Job) -> Vec<(&'a str, &'a str)> {
+    /// Origin fetch headers for `job`; conditional (`If-None-Match` /
+    /// `If-Modified-Since`, RFC 9111 §4.3.1) with `cond`.
+    fn fetch_headers<'a>(
+        p: &'a Policy,
+        job: &'a Job,
+        cond: &'a ConditionalHeaders,
+    ) -> Vec<(&'a str, &'a str)> {
         let authority = if p.config().origin.override_host.is_empty() {
             job.host.as_str()
         } else {
@@ -426,127 +619,192 @@ impl Vm {
         for (n, v) in &job.fwd {
             h.push((n.as_str(), v.as_str()));
         }
+        if let Some(v) = &cond.if_none_match {
+            h.push(("if-none-match", v.as_str()));
+        }
+        if let Some(v) = &cond.if_modified_since {
+            h.push(("if-modified-since", v.as_str()));
+        }
         h
     }
 
-    /// Turns an origin response into a stored object (or a hit-for-pass marker).
-    #[allow(
-        clippy::too_many_lines,
-        reason = "one linear storage decision, mirrors edge-app's miss path"
-    )]
+    /// Dispatches the origin fetch of `job` to `envoy.cluster`, conditional on `base`'s
+    /// validators when it has usable ones.
+    ///
+    /// # Errors
+    /// The host's refusal (unknown cluster, bad headers).
+    fn dispatch(
+        p: &Policy,
+        job: &Job,
+        base: Option<&StoredObject>,
+    ) -> Result<u32, proxy_wasm::types::Status> {
+        // Unusable validators (not an entity-tag, control bytes, too long): unconditional.
+        let cond = base
+            .and_then(|b| conditional_headers(&b.h.meta.validators).ok())
+            .unwrap_or_default();
+        let h = Self::fetch_headers(p, job, &cond);
+        host::dispatch(
+            &p.config().envoy.cluster,
+            &h,
+            None,
+            p.config().origin.first_byte_timeout.0,
+        )
+    }
+
+    /// A content-free hit-for-pass marker for `job` (never a private byte stored).
+    fn marker(p: &Policy, job: &Job, plan: &Plan<'_>, now: Timestamp) -> StoredObject {
+        let mut meta = Meta::marker(plan.route, now, p.config().edge.hit_for_pass.0);
+        meta.host = plan.host.to_string();
+        meta.url = plan.target.to_string();
+        meta.surrogate_keys.clone_from(&plan.surrogate_keys);
+        meta.tag = object::object_tag(&job.key);
+        StoredObject::new(job.key.clone(), meta, Vec::new())
+    }
+
+    /// Turns an origin response into a stored object, or into a hit-for-pass marker when
+    /// the content is per-user (private, `no-store`, `Set-Cookie`) or, with `replacing`
+    /// (it answers a revalidation of a stored object), whenever it may not be stored: the
+    /// old copy must never be served again.
     fn store_response(
         &self,
         p: &Policy,
         job: &Job,
-        status: u16,
-        headers: &[(String, Vec<u8>)],
-        body: &[u8],
-        started_ms: u64,
+        r: &OriginResponse,
+        replacing: bool,
     ) -> Fetched {
         let now = host::now();
         let now_ts = Timestamp::from_system_time(now);
-        let join = |name: &str| {
-            let v: Vec<String> = headers
-                .iter()
-                .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-                .collect();
-            (!v.is_empty()).then(|| v.join(", "))
+        let plan = job.plan(p, now);
+        let built = match Self::storable(p, &plan, job, r, now_ts) {
+            Ok(obj) => obj,
+            Err(private) => {
+                if private || replacing {
+                    self.insert(Self::marker(p, job, &plan, now_ts), now_ts);
+                }
+                return Fetched::Pass;
+            }
         };
-        let cc = join("cache-control");
-        let sc = join("surrogate-control");
-        let vary = join("vary");
-        let ce = join("content-encoding");
-        let ct = join("content-type");
-        let sk = join("surrogate-key");
+        Fetched::Stored(self.insert(built, now_ts))
+    }
+
+    /// The object to store for `r` (`Policy::storability`, `[edge].max_object_bytes`,
+    /// gzip per `object::for_storage`), or `Err(private)` when it may not be stored.
+    fn storable(
+        p: &Policy,
+        plan: &Plan<'_>,
+        job: &Job,
+        r: &OriginResponse,
+        now: Timestamp,
+    ) -> Result<StoredObject, bool> {
+        let cc = r.joined("cache-control");
+        let sc = r.joined("surrogate-control");
+        let vary = r.joined("vary");
+        let ce = r.joined("content-encoding");
+        let ct = r.joined("content-type");
+        let sk = r.joined("surrogate-key");
         let view = ResponseView {
-            status,
+            status: r.status,
             cache_control: cc.as_deref(),
             surrogate_control: sc.as_deref(),
-            has_set_cookie: headers
+            has_set_cookie: r
+                .headers
                 .iter()
                 .any(|(n, _)| n.eq_ignore_ascii_case("set-cookie")),
             vary: vary.as_deref(),
             content_encoding: ce.as_deref(),
             content_type: ct.as_deref(),
             surrogate_key: sk.as_deref(),
-            content_length: Some(body.len() as u64),
+            content_length: Some(r.body.len() as u64),
         };
-        let plan = job.plan(p, now);
-        let route = p.config().routes.get(job.route_index);
-        let store = match p.storability(&plan, &view) {
+        let store = match p.storability(plan, &view) {
             Storability::Store(s) => s,
-            Storability::DontStore(why) => {
-                if why.is_private() {
-                    let marker = StoredObject {
-                        h: crate::store::Header {
-                            key: job.key.clone(),
-                            meta: Meta::marker(plan.route),
-                            times: EntryTimes::new(now_ts, p.config().edge.hit_for_pass.0),
-                            skeys: String::new(),
-                            version: 0,
-                        },
-                        body: Vec::new(),
-                    };
-                    self.insert(marker, now_ts);
-                }
-                return Fetched::Pass;
-            }
+            Storability::DontStore(why) => return Err(why.is_private()),
         };
-        if body.len() as u64 > p.config().edge.max_object_bytes {
-            return Fetched::Pass;
+        if r.body.len() as u64 > p.config().edge.max_object_bytes {
+            return Err(false);
         }
-        let origin_encoding = match ce.as_deref().map(str::trim) {
-            None | Some("") => Encoding::Identity,
-            Some(e) if e.eq_ignore_ascii_case("identity") => Encoding::Identity,
-            Some(e) if e.eq_ignore_ascii_case("gzip") || e.eq_ignore_ascii_case("x-gzip") => {
-                Encoding::Gzip
-            }
-            Some(e) => Encoding::Other(e.to_ascii_lowercase()),
-        };
-        let (encoding, stored) = if store.compress && origin_encoding == Encoding::Identity {
-            match object::gzip(body) {
-                Ok(z) => (Encoding::Gzip, z),
-                Err(_) => return Fetched::Pass,
-            }
-        } else {
-            (origin_encoding, body.to_vec())
-        };
-        let origin_len = if encoding == Encoding::Gzip && store.compress {
-            body.len() as u64
-        } else {
-            stored.len() as u64
-        };
+        let (encoding, stored) =
+            object::for_storage(&r.body, ce.as_deref(), store.compress).map_err(|_| false)?;
         let meta = Meta {
+            v: object::META_VERSION,
             pass: false,
-            status,
-            headers: headers
+            status: r.status,
+            headers: r
+                .headers
                 .iter()
                 .filter(|(n, _)| !n.starts_with(':') && object::stored_header(n))
                 .map(|(n, v)| (n.clone(), String::from_utf8_lossy(v).into_owned()))
                 .collect(),
-            vary: store.vary.clone(),
+            vary: store.vary,
             encoding,
             stored_len: stored.len() as u64,
-            origin_len,
+            origin_len: r.body.len() as u64,
             route: plan.route.to_owned(),
+            host: plan.host.to_string(),
+            url: plan.target.to_string(),
+            surrogate_keys: store.surrogate_keys,
+            times: EntryTimes::new(now, store.ttl)
+                .with_grace(store.grace)
+                .with_keep(store.keep)
+                .with_delta(r.elapsed),
+            validators: r.validators(),
+            tag: object::object_tag(&job.key),
         };
-        let delta = Duration::from_millis(host::now_ms().saturating_sub(started_ms));
-        let times = EntryTimes::new(now_ts, store.ttl)
-            .with_grace(store.grace)
-            .with_keep(route.map_or(Duration::ZERO, |r| r.keep.0))
-            .with_delta(delta);
-        let obj = StoredObject {
-            h: crate::store::Header {
-                key: job.key.clone(),
-                meta,
-                times,
-                skeys: store.surrogate_keys.join(" "),
-                version: 0,
-            },
-            body: stored,
+        Ok(StoredObject::new(job.key.clone(), meta, stored))
+    }
+
+    /// Applies the origin's answer `r` (`None`: the callout failed) to a revalidation of
+    /// `base`, found for `job` by a request with `headers` (`cachet_refresh::on_revalidation`):
+    /// a 304 freshens it in both tiers (new version, so other workers' in-VM copies are
+    /// replaced on their next non-fresh lookup), a full response replaces it, a 5xx or a
+    /// failed callout keeps it (never replace a good object with a 5xx).
+    fn revalidate(
+        &self,
+        p: &Policy,
+        job: &Job,
+        base: &StoredObject,
+        headers: &[(String, Vec<u8>)],
+        r: Option<&OriginResponse>,
+    ) -> Revalidated {
+        let Some(r) = r else {
+            Metrics::inc(self.m().origin_errors);
+            return Revalidated::Kept;
         };
-        Fetched::Stored(self.insert(obj, now_ts))
+        let now = Timestamp::from_system_time(host::now());
+        let meta = &base.h.meta;
+        let ttl_override = p
+            .config()
+            .routes
+            .get(job.route_index)
+            .is_some_and(|route| route.ttl_override);
+        let answer = r.not_modified(ttl_override);
+        match on_revalidation(&meta.times, &meta.validators, r.status, now, answer) {
+            Revalidation::Freshen { times, validators } => {
+                // A ban or purge added while the request was out still applies to the
+                // stored copy: a 304 must not give it a new insertion time.
+                self.sync_bans();
+                let req = Req {
+                    url: &job.target,
+                    headers,
+                };
+                let banned = self.bans.borrow().check(base, &req) == Check::Banned;
+                let current = self.shared.get().get(&job.key);
+                if banned || current.is_some_and(|c| c.h.version > base.h.version) {
+                    return Revalidated::Unusable;
+                }
+                let mut fresh = meta.clone();
+                fresh.times = times;
+                fresh.validators = validators;
+                Metrics::inc(self.m().revalidated);
+                let obj = StoredObject::new(base.h.key.clone(), fresh, base.body.clone());
+                Revalidated::Freshened(self.insert(obj, now))
+            }
+            Revalidation::Replace => Revalidated::Replaced(self.store_response(p, job, r, true)),
+            Revalidation::KeepStored => {
+                Metrics::inc(self.m().origin_errors);
+                Revalidated::Kept
+            }
+        }
     }
 
     /// Inserts into both tiers; returns the shared handle.
@@ -583,17 +841,17 @@ impl Vm {
             let found = self.lookup(&p, &w.job, &w.headers, now);
             let held = locks::is_held(w.job.slot, now_ms);
             match found {
-                Some((obj, f, _)) if !obj.h.meta.pass => {
+                Some(f) if !f.obj.h.meta.pass && f.fresh != Freshness::Expired => {
                     if !host::set_effective_context(w.ctx) {
                         continue;
                     }
-                    let label = if f == Freshness::Stale {
+                    let label = if f.fresh == Freshness::Stale {
                         Metrics::inc(self.m().stale);
                         "STALE"
                     } else {
                         "HIT"
                     };
-                    self.respond(&obj, label, &w.client);
+                    self.respond(&f.obj, label, &w.client);
                 }
                 _ if held && now_ms < w.deadline_ms => keep.push(w),
                 _ => {
@@ -612,7 +870,7 @@ impl Vm {
     /// Sends a stored object to the current stream, encoded for this client.
     fn respond(&self, obj: &StoredObject, label: &str, client: &Client) {
         let now = Timestamp::from_system_time(host::now());
-        let age = obj.h.times.age(now).as_secs();
+        let age = obj.h.meta.times.age(now).as_secs();
         let meta = &obj.h.meta;
         let mut body = None;
         let mut ce = None;
@@ -688,28 +946,20 @@ impl Vm {
     fn dispatch_refreshes(&self) {
         let Some(p) = self.policy() else { return };
         let jobs = std::mem::take(&mut *self.refresh_queue.borrow_mut());
-        for job in jobs {
+        for refresh in jobs {
             let started_ms = host::now_ms();
-            let h = Self::fetch_headers(&p, &job);
-            let r = host::dispatch(
-                &p.config().envoy.cluster,
-                &h,
-                None,
-                p.config().origin.first_byte_timeout.0,
-            );
-            drop(h);
-            if let Ok(token) = r {
+            if let Ok(token) = Self::dispatch(&p, &refresh.job, Some(&refresh.base)) {
                 Metrics::inc(self.m().refreshes);
                 self.calls.borrow_mut().insert(
                     token,
                     RootCall::Refresh {
-                        job: Box::new(job),
+                        refresh: Box::new(refresh),
                         started_ms,
                     },
                 );
             } else {
                 Metrics::inc(self.m().origin_errors);
-                locks::release(job.slot, self.owner(self.root_id));
+                locks::release(refresh.job.slot, self.owner(self.root_id));
             }
         }
     }
@@ -720,25 +970,20 @@ impl Vm {
             return;
         };
         let Some(p) = self.policy() else { return };
-        let headers = if nh == 0 {
-            Vec::new()
-        } else {
-            host::headers(MapType::HttpCallResponseHeaders)
-        };
-        let body = host::buffer(BufferType::HttpCallResponseBody, body_size);
-        let status = status_of(&headers);
         match call {
-            RootCall::Refresh { job, started_ms } => {
-                match status {
-                    Some(s) if !cachet_refresh::is_origin_error(s) => {
-                        self.store_response(&p, &job, s, &headers, &body, started_ms);
-                    }
-                    _ => Metrics::inc(self.m().origin_errors),
-                }
+            RootCall::Refresh {
+                refresh,
+                started_ms,
+            } => {
+                let r = OriginResponse::read(nh, body_size, started_ms);
+                let Refresh { job, base, headers } = *refresh;
+                // Whatever the answer, the lock goes: after a kept copy (5xx, failed
+                // callout, banned meanwhile) the next request schedules a new refresh.
+                let _ = self.revalidate(&p, &job, &base, &headers, r.as_ref());
                 locks::release(job.slot, self.owner(self.root_id));
                 self.wake(Some(job.slot));
             }
-            RootCall::Feed => self.apply_feed(&p, status, &body),
+            RootCall::Feed => self.apply_feed(&p, OriginResponse::read(nh, body_size, 0)),
         }
     }
 
@@ -843,11 +1088,11 @@ impl Vm {
         }
     }
 
-    fn apply_feed(&self, p: &Policy, status: Option<u16>, body: &[u8]) {
-        if status != Some(200) {
+    fn apply_feed(&self, p: &Policy, r: Option<OriginResponse>) {
+        let Some(r) = r.filter(|r| r.status == 200) else {
             return;
-        }
-        let Ok(entries) = serde_json::from_slice::<Vec<bans::LogEntry>>(body) else {
+        };
+        let Ok(entries) = serde_json::from_slice::<Vec<bans::LogEntry>>(&r.body) else {
             host::log(
                 LogLevel::Warn,
                 "cachet: ban feed answered a body that is not a ban list",
@@ -908,16 +1153,17 @@ fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a str> {
 }
 
 fn send_error(e: &EnvoyError) {
-    let (status, reason) = error_response(e);
+    let (status, reason, retry_after) = error_response(e);
     let body = format!("{reason}\n");
+    let retry_after = retry_after.map(|s| s.to_string());
     let mut h = vec![
         ("content-type", "text/plain; charset=utf-8"),
         ("cache-control", "no-store"),
         ("x-cache", "PASS"),
         ("age", "0"),
     ];
-    if status >= 502 {
-        h.push(("retry-after", "5"));
+    if let Some(s) = &retry_after {
+        h.push(("retry-after", s.as_str()));
     }
     host::send(status, &h, Some(body.as_bytes()));
 }
@@ -968,6 +1214,9 @@ pub struct Http {
     body: Vec<u8>,
     started_ms: u64,
     lock_held: bool,
+    /// The stored object this stream's fetch revalidates (past grace, within keep) and
+    /// the times it was found with.
+    base: Option<(Rc<StoredObject>, EntryTimes)>,
 }
 
 impl Http {
@@ -985,6 +1234,7 @@ impl Http {
             body: Vec::new(),
             started_ms: 0,
             lock_held: false,
+            base: None,
         }
     }
 
@@ -1093,9 +1343,7 @@ impl Http {
         let fwd: Vec<(String, String)> = headers
             .iter()
             .filter(|(n, _)| {
-                !n.starts_with(':')
-                    && !NOT_FORWARDED.contains(&n.as_str())
-                    && !n.eq_ignore_ascii_case(p.device_header())
+                !n.starts_with(':') && forwarded(n) && !n.eq_ignore_ascii_case(p.device_header())
             })
             .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
             .collect();
@@ -1126,34 +1374,41 @@ impl Http {
         vm.sync_bans();
         let now_ms = host::now_ms();
         let now = Timestamp::from_millis(now_ms);
-        if let Some((obj, f, tier)) = vm.lookup(p, &job, &self.headers, now) {
-            if obj.h.meta.pass {
+        let mut base = None;
+        if let Some(found) = vm.lookup(p, &job, &self.headers, now) {
+            if found.obj.h.meta.pass {
                 // Hit-for-pass: the key is private; go straight to the origin.
                 self.phase = Phase::Pass;
                 Metrics::inc(m.passes);
                 return Action::Continue;
             }
-            let label = match f {
+            let label = match found.fresh {
                 Freshness::Stale => {
                     Metrics::inc(m.stale);
-                    vm.schedule_refresh(&job, now_ms);
+                    vm.schedule_refresh(&job, &found.obj, &self.headers, now_ms);
                     "STALE"
                 }
                 Freshness::RefreshAhead => {
-                    vm.schedule_refresh(&job, now_ms);
+                    vm.schedule_refresh(&job, &found.obj, &self.headers, now_ms);
                     "HIT"
                 }
-                _ => "HIT",
+                Freshness::Fresh => "HIT",
+                // Past grace, within keep: not served; the collapsing leader revalidates
+                // it before answering.
+                _ => "",
             };
-            if f != Freshness::Stale {
-                Metrics::inc(if tier == Tier::Local {
-                    m.hits_local
-                } else {
-                    m.hits_shared
-                });
+            if !label.is_empty() {
+                if label == "HIT" {
+                    Metrics::inc(if found.tier == Tier::Local {
+                        m.hits_local
+                    } else {
+                        m.hits_shared
+                    });
+                }
+                vm.respond(&found.obj, label, &self.client);
+                return Action::Pause;
             }
-            vm.respond(&obj, label, &self.client);
-            return Action::Pause;
+            base = Some((found.obj, found.times));
         }
         let lease = now_ms + p.config().collapse.lease_ms;
         match locks::acquire(job.slot, vm.owner(self.ctx), now_ms, lease) {
@@ -1173,36 +1428,34 @@ impl Http {
             }
             l => {
                 self.lock_held = l == Lock::Acquired;
+                self.base = base;
                 self.fetch(p, job)
             }
         }
     }
 
+    /// Dispatches this stream's origin fetch (conditional when it revalidates a stored
+    /// object).
     fn fetch(&mut self, p: &Policy, job: Job) -> proxy_wasm::types::Action {
         use proxy_wasm::types::Action;
         self.started_ms = host::now_ms();
-        let h = Vm::fetch_headers(p, &job);
-        let r = host::dispatch(
-            &p.config().envoy.cluster,
-            &h,
-            None,
-            p.config().origin.first_byte_timeout.0,
-        );
-        drop(h);
+        let r = Vm::dispatch(p, &job, self.base.as_ref().map(|(b, _)| &**b));
         self.job = Some(job);
         match r {
             Ok(_) => {
                 Metrics::inc(self.vm.m().misses);
                 self.phase = Phase::Fetching;
-                Action::Pause
             }
             Err(e) => {
                 Metrics::inc(self.vm.m().origin_errors);
                 self.release();
-                send_error(&EnvoyError::Origin(format!("dispatch refused: {e:?}")));
-                Action::Pause
+                self.origin_failed(&format!("dispatch refused: {e:?}"));
+                if let Some(job) = &self.job {
+                    self.vm.wake(Some(job.slot));
+                }
             }
         }
+        Action::Pause
     }
 
     fn release(&mut self) {
@@ -1214,29 +1467,67 @@ impl Http {
         }
     }
 
+    /// The origin failed and this stream has nothing fresh: stale within grace
+    /// (`cachet_refresh::on_origin_error`, no stale-if-error beyond it), else a clean
+    /// `503` with `Retry-After` and `Cache-Control: no-store`.
+    fn origin_failed(&mut self, reason: &str) {
+        let base = self.base.take();
+        let now = Timestamp::from_system_time(host::now());
+        let action = on_origin_error(
+            base.as_ref().map(|(_, t)| t),
+            now,
+            Duration::ZERO,
+            RETRY_AFTER,
+        );
+        match (action, base) {
+            (ErrorAction::ServeStale, Some((obj, _))) => {
+                Metrics::inc(self.vm.m().stale);
+                self.vm.respond(&obj, "STALE", &self.client);
+            }
+            (ErrorAction::Unavailable { retry_after_secs }, _) => send_error(&EnvoyError::Origin {
+                reason: reason.to_owned(),
+                retry_after_secs,
+            }),
+            (ErrorAction::ServeStale, None) => send_error(&EnvoyError::unavailable(reason)),
+        }
+    }
+
     /// The leader's origin fetch answered.
     pub fn on_fetch_response(&mut self, _token: u32, nh: usize, body_size: usize) {
         let vm = Rc::clone(&self.vm);
         let (Some(p), Some(job)) = (vm.policy(), self.job.clone()) else {
             return;
         };
-        let headers = if nh == 0 {
-            Vec::new()
-        } else {
-            host::headers(MapType::HttpCallResponseHeaders)
+        let r = OriginResponse::read(nh, body_size, self.started_ms);
+        let base = self.base.clone();
+        let fetched = match (&r, base) {
+            (None, None) => {
+                Metrics::inc(vm.m().origin_errors);
+                None
+            }
+            (Some(r), None) => Some(vm.store_response(&p, &job, r, false)),
+            (_, Some((obj, _))) => match vm.revalidate(&p, &job, &obj, &self.headers, r.as_ref()) {
+                Revalidated::Freshened(fresh) => Some(Fetched::Stored(fresh)),
+                Revalidated::Replaced(f) => Some(f),
+                Revalidated::Unusable => {
+                    // The 304 does not apply to what is stored now: fetch unconditionally.
+                    self.base = None;
+                    self.fetch(&p, job);
+                    return;
+                }
+                Revalidated::Kept => None,
+            },
         };
-        let body = host::buffer(BufferType::HttpCallResponseBody, body_size);
-        let Some(status) = status_of(&headers) else {
-            Metrics::inc(vm.m().origin_errors);
-            self.release();
-            send_error(&EnvoyError::Origin("no response".into()));
-            vm.wake(Some(job.slot));
-            return;
-        };
-        match vm.store_response(&p, &job, status, &headers, &body, self.started_ms) {
-            Fetched::Stored(obj) => vm.respond(&obj, "MISS", &self.client),
-            Fetched::Pass => self.send_origin(status, &headers, &body),
+        match (fetched, &r) {
+            // A freshened or replaced object waited on the origin: MISS.
+            (Some(Fetched::Stored(obj)), _) => vm.respond(&obj, "MISS", &self.client),
+            (Some(Fetched::Pass), Some(r)) => self.send_origin(r.status, &r.headers, &r.body),
+            (_, r) => self.origin_failed(&r.as_ref().map_or_else(
+                || "no response".to_owned(),
+                |r| format!("status {}", r.status),
+            )),
         }
+        self.base = None;
         self.release();
         self.phase = Phase::Local;
         vm.wake(Some(job.slot));
@@ -1255,7 +1546,7 @@ impl Http {
         let out: &[u8] = inflated.as_deref().unwrap_or(body);
         let mut h: Vec<(&str, &str)> = headers
             .iter()
-            .filter(|(n, _)| !n.starts_with(':') && !NOT_RETURNED.contains(&n.as_str()))
+            .filter(|(n, _)| !n.starts_with(':') && returned(n))
             .filter(|(n, _)| !(inflated.is_some() && n == "content-encoding"))
             .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v).ok()?)))
             .collect();
@@ -1321,7 +1612,7 @@ impl Http {
     /// (passes) get the edge's headers.
     pub fn on_response_headers(&mut self) -> proxy_wasm::types::Action {
         if self.phase == Phase::Pass || self.passed.get() {
-            for h in ["surrogate-key", "surrogate-control"] {
+            for h in NOT_RETURNED {
                 host::set_header(MapType::HttpResponseHeaders, h, None);
             }
             host::set_header(MapType::HttpResponseHeaders, "x-cache", Some("PASS"));
