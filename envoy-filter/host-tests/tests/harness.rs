@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use cachet_envoy_host_tests::{Host, Outcome, Response, Vm, drive, filter_wasm, req};
+use cachet_envoy_host_tests::{Callout, Host, Outcome, Response, Vm, drive, filter_wasm, req};
 
 const BLOG: &str = "blog.example";
 const TOKEN: &str = "s3cret-token";
@@ -40,14 +40,40 @@ fn merge(a: &mut serde_json::Value, b: serde_json::Value) {
     }
 }
 
-/// A tiny origin: cacheable HTML with surrogate keys, counting calls per path.
+/// `Last-Modified` of the conditional origin's pages.
+const MODIFIED: &str = "Thu, 01 Jan 2026 00:00:00 GMT";
+
+/// A tiny origin: cacheable HTML with surrogate keys, counting calls per path; with
+/// validators, public pages carry `ETag` / `Last-Modified` and a matching
+/// `If-None-Match` gets `304 Not Modified`.
 struct Origin {
     calls: Vec<String>,
+    validators: bool,
+    not_modified: usize,
 }
 
 impl Origin {
     fn new() -> Self {
-        Self { calls: Vec::new() }
+        Self {
+            calls: Vec::new(),
+            validators: false,
+            not_modified: 0,
+        }
+    }
+
+    fn conditional() -> Self {
+        Self {
+            validators: true,
+            ..Self::new()
+        }
+    }
+
+    /// The entity tag of a page body.
+    fn etag(body: &[u8]) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        body.hash(&mut h);
+        format!("\"{:016x}\"", h.finish())
     }
 
     fn serve(&mut self, h: &cachet_envoy_host_tests::Headers) -> Response {
@@ -70,19 +96,35 @@ impl Origin {
                 body: format!("secret {}", self.calls.len()).into_bytes(),
             };
         }
+        let body = format!(
+            "<html>{path} for {device} {}</html>",
+            "lorem ipsum ".repeat(50)
+        )
+        .into_bytes();
+        let mut headers = vec![
+            ("content-type".into(), b"text/html; charset=utf-8".to_vec()),
+            ("cache-control".into(), b"public, max-age=300".to_vec()),
+            ("vary".into(), b"User-Agent".to_vec()),
+            ("surrogate-key".into(), b"blog-alice entry-1".to_vec()),
+        ];
+        if self.validators {
+            let etag = Self::etag(&body);
+            let matches = get("if-none-match") == etag;
+            headers.push(("etag".into(), etag.into_bytes()));
+            headers.push(("last-modified".into(), MODIFIED.as_bytes().to_vec()));
+            if matches {
+                self.not_modified += 1;
+                return Response {
+                    status: 304,
+                    headers,
+                    body: Vec::new(),
+                };
+            }
+        }
         Response {
             status: 200,
-            headers: vec![
-                ("content-type".into(), b"text/html; charset=utf-8".to_vec()),
-                ("cache-control".into(), b"public, max-age=300".to_vec()),
-                ("vary".into(), b"User-Agent".to_vec()),
-                ("surrogate-key".into(), b"blog-alice entry-1".to_vec()),
-            ],
-            body: format!(
-                "<html>{path} for {device} {}</html>",
-                "lorem ipsum ".repeat(50)
-            )
-            .into_bytes(),
+            headers,
+            body,
         }
     }
 
@@ -644,4 +686,309 @@ fn head_requests_are_answered_from_the_cache_without_a_body() {
     assert_eq!(hit.x_cache(), "HIT");
     assert_eq!(hit.header("content-length"), head.header("content-length"));
     assert_eq!(origin.count(path), 1);
+}
+
+/// The configuration with every cached route's `extra` fields set (e.g. early refresh, keep).
+fn config_routes(extra: &serde_json::Value) -> String {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&config(serde_json::json!({}))).expect("json");
+    for r in v["routes"].as_array_mut().expect("routes") {
+        merge(r, extra.clone());
+    }
+    v.to_string()
+}
+
+/// The only pending callout of `vm`.
+fn one_callout(vm: &Vm) -> Callout {
+    let calls = vm.callouts();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    calls.into_iter().next().expect("one callout")
+}
+
+/// Starts a request for `path` that waits on its own origin fetch: the stream and the
+/// fetch.
+fn leader(vm: &mut Vm, path: &str) -> (u32, Callout) {
+    let (id, o) = vm.request(req("GET", BLOG, path, &[]), None).expect("req");
+    assert_eq!(o, Outcome::Paused);
+    (id, one_callout(vm))
+}
+
+/// Answers `call` with `resp`; the reply stream `id` then gets.
+fn answered(vm: &mut Vm, id: u32, call: &Callout, resp: &Response) -> Response {
+    vm.answer(call.token, resp).expect("answer");
+    let Outcome::Reply(r) = vm.poll(id) else {
+        panic!("stream {id} not answered")
+    };
+    vm.finish(id).expect("finish");
+    r
+}
+
+/// A plain origin answer.
+fn answer(status: u16, headers: &[(&str, &str)], body: &str) -> Response {
+    Response {
+        status,
+        headers: headers
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec()))
+            .collect(),
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+/// A fresh host with two workers on `cfg`.
+fn workers(cfg: &str) -> (Host, Vm, Vm) {
+    let host = host();
+    let w1 = host.vm(cfg).expect("vm 1");
+    let w2 = host.vm(cfg).expect("vm 2");
+    (host, w1, w2)
+}
+
+/// Gets `path` through `w` (a miss, or a hit on what another worker stored), lets it go stale (past max-age=300, within the route's 1 h
+/// grace), serves it `STALE` once, and returns the first response and the background
+/// refresh the tick dispatched.
+fn stale_with_refresh(w: &mut Vm, origin: &mut Origin, path: &str) -> (Response, Callout) {
+    let first = get(w, origin, path, &[]);
+    w.host().advance_ms(301_000);
+    assert_eq!(get(w, origin, path, &[]).x_cache(), "STALE");
+    w.tick().expect("tick");
+    (first, one_callout(w))
+}
+
+#[test]
+fn refresh_ahead_revalidates_with_the_stored_etag_and_a_304_freshens_both_workers() {
+    let (host, mut w1, mut w2) = workers(&config_routes(&serde_json::json!({
+        "early_refresh": {"policy": "threshold", "fraction": 0.5}
+    })));
+    let mut origin = Origin::conditional();
+    let path = "/blog/alice/entry/21";
+    let first = get(&mut w1, &mut origin, path, &[]);
+    assert_eq!(first.x_cache(), "MISS");
+    let etag = first.header("etag").expect("etag stored").to_owned();
+    assert_eq!(get(&mut w2, &mut origin, path, &[]).x_cache(), "HIT");
+    host.advance_ms(200_000); // 2/3 of max-age=300: refresh ahead
+    let r = get(&mut w1, &mut origin, path, &[]);
+    assert_eq!((r.x_cache(), r.header("age")), ("HIT", Some("200")));
+    w1.tick().expect("tick");
+    let call = one_callout(&w1);
+    assert_eq!(call.header("if-none-match"), Some(etag.as_str()));
+    assert_eq!(call.header("if-modified-since"), Some(MODIFIED));
+    let resp = origin.serve(&call.headers);
+    assert_eq!(resp.status, 304);
+    w1.answer(call.token, &resp).expect("answer");
+    assert_eq!(host.metric("cachet.revalidated"), 1);
+    // Freshened: same body, new Age base, no new refresh. The other worker's in-VM copy
+    // is in its refresh-ahead window: it finds the newer version in the shared tier and
+    // serves that, without a refresh of its own.
+    let shared_hits = host.metric("cachet.hits_shared");
+    for w in [&mut w1, &mut w2] {
+        let r = get(w, &mut origin, path, &[]);
+        assert_eq!((r.x_cache(), r.header("age")), ("HIT", Some("0")));
+        assert_eq!(r.text(), first.text());
+        w.tick().expect("tick");
+        assert!(w.callouts().is_empty());
+    }
+    assert_eq!(host.metric("cachet.hits_shared"), shared_hits + 1);
+    assert_eq!((origin.count(path), origin.not_modified), (2, 1));
+}
+
+#[test]
+fn a_stale_refresh_revalidates_and_a_304_freshens_the_stored_copy() {
+    let (host, mut w1, mut w2) = workers(&config(serde_json::json!({})));
+    let mut origin = Origin::conditional();
+    let path = "/blog/alice/entry/22";
+    assert_eq!(get(&mut w2, &mut origin, path, &[]).x_cache(), "MISS");
+    host.advance_ms(1_000);
+    let (first, call) = stale_with_refresh(&mut w1, &mut origin, path);
+    assert_eq!(first.x_cache(), "HIT", "stored by the other worker");
+    let etag = first.header("etag").expect("etag").to_owned();
+    assert_eq!(call.header("if-none-match"), Some(etag.as_str()));
+    let resp = origin.serve(&call.headers);
+    assert_eq!(resp.status, 304);
+    w1.answer(call.token, &resp).expect("answer");
+    for w in [&mut w1, &mut w2] {
+        let r = get(w, &mut origin, path, &[]);
+        assert_eq!((r.x_cache(), r.header("age")), ("HIT", Some("0")));
+        assert_eq!(r.text(), first.text());
+    }
+    assert_eq!(host.metric("cachet.stale"), 1);
+    assert_eq!(host.metric("cachet.revalidated"), 1);
+    // The freshened object keeps its validators: the next refresh is conditional too.
+    host.advance_ms(301_000);
+    assert_eq!(get(&mut w2, &mut origin, path, &[]).x_cache(), "STALE");
+    w2.tick().expect("tick");
+    assert_eq!(
+        one_callout(&w2).header("if-none-match"),
+        Some(etag.as_str())
+    );
+}
+
+#[test]
+fn a_refresh_answered_private_leaves_a_marker_and_the_old_copy_is_never_served() {
+    let (_host, mut w1, mut w2) = workers(&config(serde_json::json!({})));
+    let mut origin = Origin::conditional();
+    let path = "/blog/alice/entry/23";
+    assert_eq!(get(&mut w2, &mut origin, path, &[]).x_cache(), "MISS");
+    let (first, call) = stale_with_refresh(&mut w1, &mut origin, path);
+    // The blog turned private: a full answer that may not be stored.
+    let private = answer(200, &[("cache-control", "private")], "now private");
+    w1.answer(call.token, &private).expect("answer");
+    for w in [&mut w1, &mut w2] {
+        let (id, o) = w.request(req("GET", BLOG, path, &[]), None).expect("req");
+        assert!(matches!(o, Outcome::Upstream(_)), "hit-for-pass: {o:?}");
+        let r = w.upstream_response(id, &private).expect("upstream");
+        w.finish(id).expect("finish");
+        assert_eq!((r.x_cache(), r.text().as_str()), ("PASS", "now private"));
+        assert_ne!(r.text(), first.text());
+        assert!(w.callouts().is_empty());
+    }
+}
+
+#[test]
+fn a_refresh_answered_503_keeps_the_stored_copy_and_the_next_request_retries_once() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let mut origin = Origin::conditional();
+    let path = "/blog/alice/entry/24";
+    let (first, call) = stale_with_refresh(&mut w, &mut origin, path);
+    assert_eq!(first.x_cache(), "MISS");
+    let down = answer(503, &[("cache-control", "no-store")], "origin down");
+    w.answer(call.token, &down).expect("answer");
+    assert_eq!(host.metric("cachet.origin_errors"), 1);
+    // The good copy is kept (served stale within grace), and the refresh lock is gone:
+    // the next requests schedule exactly one new refresh.
+    for _ in 0..3 {
+        let r = get(&mut w, &mut origin, path, &[]);
+        assert_eq!((r.x_cache(), r.text()), ("STALE", first.text()));
+    }
+    w.tick().expect("tick");
+    let call = one_callout(&w);
+    assert!(call.header("if-none-match").is_some());
+    let resp = origin.serve(&call.headers);
+    w.answer(call.token, &resp).expect("answer");
+    assert_eq!(get(&mut w, &mut origin, path, &[]).x_cache(), "HIT");
+    assert_eq!(host.metric("cachet.refreshes"), 2);
+}
+
+#[test]
+fn past_grace_within_keep_the_leader_revalidates_before_answering() {
+    let (host, mut w1, mut w2) = workers(&config_routes(&serde_json::json!({"keep": "1d"})));
+    let mut origin = Origin::conditional();
+    let path = "/blog/alice/entry/25";
+    let first = get(&mut w1, &mut origin, path, &[]);
+    let etag = first.header("etag").expect("etag").to_owned();
+    let past_grace = 300_000 + 3_600_000 + 1_000; // max-age 300 s + the route's 1 h grace
+    host.advance_ms(past_grace);
+    // The leader revalidates in the foreground; a request on the other worker waits.
+    let (id, call) = leader(&mut w1, path);
+    let (waiter, o) = w2.request(req("GET", BLOG, path, &[]), None).expect("req");
+    assert_eq!(o, Outcome::Paused);
+    assert!(w2.callouts().is_empty(), "collapsed behind the leader");
+    assert_eq!(call.header("if-none-match"), Some(etag.as_str()));
+    let resp = origin.serve(&call.headers);
+    assert_eq!(resp.status, 304);
+    let r = answered(&mut w1, id, &call, &resp);
+    assert_eq!(
+        (r.status, r.x_cache(), r.header("age")),
+        (200, "MISS", Some("0"))
+    );
+    assert_eq!(r.text(), first.text());
+    host.advance_ms(100);
+    w2.tick().expect("tick");
+    let Outcome::Reply(r) = w2.poll(waiter) else {
+        panic!("waiter not answered")
+    };
+    assert_eq!((r.x_cache(), r.text()), ("HIT", first.text()));
+    w2.finish(waiter).expect("finish");
+    assert_eq!(host.metric("cachet.revalidated"), 1);
+    // Past grace again, and the origin fails: a clean 503, the object is kept.
+    host.advance_ms(past_grace);
+    let (id, call) = leader(&mut w1, path);
+    let r = answered(&mut w1, id, &call, &answer(502, &[], "bad gateway"));
+    assert_eq!(
+        (r.status, r.header("retry-after"), r.header("cache-control")),
+        (503, Some("5"), Some("no-store"))
+    );
+    // Kept: the next leader revalidates the same copy again (and a 304 serves it).
+    let (id, call) = leader(&mut w1, path);
+    assert_eq!(call.header("if-none-match"), Some(etag.as_str()));
+    let resp = origin.serve(&call.headers);
+    let r = answered(&mut w1, id, &call, &resp);
+    assert_eq!((r.x_cache(), r.text()), ("MISS", first.text()));
+    // A changed page replaces the object.
+    host.advance_ms(past_grace);
+    let (id, call) = leader(&mut w1, path);
+    let changed = answer(
+        200,
+        &[
+            ("content-type", "text/html"),
+            ("cache-control", "public, max-age=300"),
+            ("etag", "\"v2\""),
+        ],
+        "<html>edited</html>",
+    );
+    let r = answered(&mut w1, id, &call, &changed);
+    assert_eq!(
+        (r.x_cache(), r.text().as_str()),
+        ("MISS", "<html>edited</html>")
+    );
+    let r = get(&mut w2, &mut origin, path, &[]);
+    assert_eq!((r.x_cache(), r.header("etag")), ("HIT", Some("\"v2\"")));
+}
+
+#[test]
+fn a_miss_whose_callout_fails_is_a_clean_503() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let (id, call) = leader(&mut w, "/blog/alice/entry/26");
+    let r = answered(&mut w, id, &call, &Response::default()); // status 0: reset
+    assert_eq!(
+        (r.status, r.header("retry-after"), r.header("cache-control")),
+        (503, Some("5"), Some("no-store"))
+    );
+    assert_eq!(host.metric("cachet.origin_errors"), 1);
+}
+
+#[test]
+fn bans_see_the_shared_object_metadata() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let mut origin = Origin::new();
+    let auth = format!("Bearer {TOKEN}");
+    let (a, b) = ("/blog/alice/entry/27", "/blog/bob/entry/27");
+    for p in [a, b] {
+        assert_eq!(get(&mut w, &mut origin, p, &[]).x_cache(), "MISS");
+    }
+    // Lurker-friendly ban on the stored URL (`obj.http.x-url`, Meta's ban target).
+    host.advance_ms(1_000);
+    let r = admin(
+        &mut w,
+        "POST",
+        "/.cachet/ban",
+        &[("authorization", &auth)],
+        Some(b"obj.http.x-url ~ ^/blog/alice/"),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(get(&mut w, &mut origin, a, &[]).x_cache(), "MISS");
+    assert_eq!(get(&mut w, &mut origin, b, &[]).x_cache(), "HIT");
+    // One object alone, by its per-object surrogate key (`object::object_tag`).
+    let tag = (0..65_536u32)
+        .filter_map(|s| host.shared_value(&format!("cachet.o.{s}")))
+        .filter(|v| v.windows(b.len()).any(|w| w == b.as_bytes()))
+        .find_map(|v| {
+            let text = String::from_utf8_lossy(&v).into_owned();
+            let at = text.find("cachet-obj-")?;
+            Some(text[at..at + "cachet-obj-".len() + 16].to_owned())
+        })
+        .expect("tag in shared data");
+    host.advance_ms(1_000);
+    let r = admin(
+        &mut w,
+        "POST",
+        "/.cachet/purge",
+        &[("authorization", &auth), ("surrogate-key", &tag)],
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(get(&mut w, &mut origin, b, &[]).x_cache(), "MISS");
+    assert_eq!(get(&mut w, &mut origin, a, &[]).x_cache(), "HIT");
 }
