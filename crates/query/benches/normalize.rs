@@ -12,9 +12,14 @@ const FIVE_WITH_TRACKING: &str =
 /// Already normal under the default configuration.
 const ALREADY_NORMAL: &str = "id=42&lang=ja&page=2&q=edge+cache&sort=new";
 
-/// Twenty parameters in received order, four of them tracking.
+/// Twenty parameters in reverse name order, four of them tracking.
 const TWENTY: &str = "z=1&y=2&utm_source=x&x=3&w=4&v=5&fbclid=IwAR0abc&u=6&t=7&s=8&r=9&\
                       gclid=Cj0K&q=10&p=11&o=12&n=13&_ga=2.1.2&m=14&l=15&k=16";
+
+/// The same twenty parameters shuffled (a fixed permutation): the kept ones must really
+/// be sorted, where reverse order is undone by reversing.
+const TWENTY_SHUFFLED: &str = "p=11&w=4&utm_source=x&m=14&z=1&fbclid=IwAR0abc&s=8&k=16&x=3&\
+                               gclid=Cj0K&o=12&t=7&y=2&_ga=2.1.2&r=9&l=15&v=5&n=13&u=6&q=10";
 
 /// The peer: decode with `url::form_urlencoded::parse`, drop the same names and globs,
 /// stable-sort by name, re-encode with `form_urlencoded::Serializer`. (It decodes and
@@ -41,6 +46,7 @@ fn bench(c: &mut Criterion) {
         ("5 params, 2 tracking", FIVE_WITH_TRACKING),
         ("already normal", ALREADY_NORMAL),
         ("20 params", TWENTY),
+        ("20 params shuffled", TWENTY_SHUFFLED),
     ] {
         let mut group = c.benchmark_group(label);
         group.bench_function("cachet-query", |b| {

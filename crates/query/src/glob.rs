@@ -1,5 +1,6 @@
 //! Parameter-name patterns (`*`, `?`, `\` escapes) compiled into exact, prefix and glob sets.
 
+use crate::scan::key_of;
 use crate::{MAX_PATTERN_BYTES, QueryError};
 
 /// One element of a general glob.
@@ -127,26 +128,50 @@ fn glob_match(toks: &[Tok], name: &[u8]) -> bool {
     toks[t..].iter().all(|x| *x == Tok::Star)
 }
 
-/// The first 8 bytes of `b`, big-endian, zero-padded. `key_of(x) < key_of(y)` implies
-/// `x < y` (bytewise), and the first `n ≤ 8` bytes of `x` are the top `n` bytes of the
-/// key, so sorting and matching compare one integer before touching the bytes.
-pub(crate) fn key_of(b: &[u8]) -> u64 {
-    if let Some(head) = b.first_chunk::<8>() {
-        return u64::from_be_bytes(*head);
-    }
-    // Built in registers: a byte copy into a buffer followed by one 8-byte load stalls
-    // on store forwarding and cost more than the rest of the scan.
-    b.iter()
-        .zip((0..8).rev())
-        .fold(0, |k, (&c, i)| k | u64::from(c) << (8 * i))
+/// An exact name in the hash table: its [`key_of`], its length (0 marks a free slot; an
+/// exact pattern is never empty) and its index in [`PatternSet::exact`].
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    key: u64,
+    len: usize,
+    index: usize,
 }
 
-/// An exact name with its length and key, ordered by `(len, key, bytes)`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct ExactName {
-    len: usize,
-    key: u64,
-    bytes: Box<[u8]>,
+/// Spreads `(key, len)` over the exact-name table: Fibonacci hashing, top bits taken by
+/// `shift` (at least 54, so at most 10 bits survive).
+#[inline]
+fn slot_hash(key: u64, len: usize, shift: u32) -> usize {
+    low_bits((key ^ len as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift)
+}
+
+/// `x`, known to be below 1024, as an index.
+#[inline]
+fn low_bits(x: u64) -> usize {
+    debug_assert!(x < 1024);
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "callers pass values below 1024"
+    )]
+    let i = x as usize;
+    i
+}
+
+/// Bit of the 1024-bit head filter for a name whose first two bytes (zero-padded, the
+/// top 16 bits of its [`key_of`]) are `head`.
+#[inline]
+fn head_bit(head: u64) -> usize {
+    low_bits(head.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54)
+}
+
+/// Whether bit `i` of a bit set is set.
+#[inline]
+fn test_bit(set: &[u64], i: usize) -> bool {
+    set[i >> 6] & (1 << (i & 63)) != 0
+}
+
+/// Sets bit `i` of a bit set.
+fn set_bit(set: &mut [u64], i: usize) {
+    set[i >> 6] |= 1 << (i & 63);
 }
 
 /// A `prefix*` pattern; when the prefix is at most 8 bytes it is checked on the key.
@@ -159,18 +184,39 @@ struct NamePrefix {
 }
 
 /// A compiled list of patterns, answering "does any pattern match this name?".
-#[derive(Debug, Clone, Default)]
+///
+/// A name first goes through a filter on its first two bytes, which rejects most names
+/// a list does not mention with a multiply and a bit test. Past it, one short `prefix*`
+/// pattern (`utm_*` in [`crate::DEFAULT_REMOVE`]) is checked inline on the key; then
+/// exact names (the rest of the default list) are looked up in an open-addressing hash
+/// table keyed on the name's first 8 bytes and length (one multiply, usually one probe);
+/// other `prefix*` patterns compare the key under a mask; general globs run last.
+#[derive(Debug, Clone)]
 pub(crate) struct PatternSet {
-    /// Exact names, sorted and deduplicated, for binary search on `(len, key)`.
-    exact: Vec<ExactName>,
+    /// Bit [`head_bit`]`(h)` set when some pattern can match a name whose first two
+    /// bytes are `h`.
+    heads: [u64; 16],
+    /// Bit `b` set when some pattern can match a name starting with byte `b` whatever
+    /// the second byte is (a one-byte prefix, a glob with a wildcard second; all bits
+    /// when a pattern starts with a wildcard).
+    first_any: [u64; 4],
+    /// The exact names, deduplicated; `table` points into it.
+    exact: Vec<Box<[u8]>>,
+    /// Linear-probing hash table over `exact`; a power of two long, at most half full
+    /// (so every probe sequence reaches a free slot).
+    table: Box<[Slot]>,
+    /// `64 - log2(table.len())`.
+    shift: u32,
     /// Bit `min(len, 63)` is set when some exact name has that length.
     exact_lens: u64,
-    /// Prefixes of `prefix*` patterns.
+    /// The first short (at most 8 bytes) `prefix*` pattern, as `(key, mask, len)`,
+    /// checked inline right after the head filter (`utm_*` in the default list);
+    /// `len == usize::MAX` when there is none.
+    first_prefix: (u64, u64, usize),
+    /// Prefixes of the other `prefix*` patterns.
     prefixes: Vec<NamePrefix>,
     /// General globs.
     globs: Vec<Box<[Tok]>>,
-    /// Bit `b` set when some pattern can match a name starting with byte `b`.
-    first: [u64; 4],
     /// Whether some pattern matches the empty name (a pattern made only of stars).
     empty: bool,
 }
@@ -181,61 +227,99 @@ impl PatternSet {
     /// # Errors
     /// The first [`QueryError::InvalidPattern`] of [`Pattern::compile`].
     pub(crate) fn new(patterns: &[String]) -> Result<Self, QueryError> {
-        let mut set = Self::default();
+        let mut exact: Vec<Box<[u8]>> = Vec::new();
+        let mut prefixes = Vec::new();
+        let mut globs = Vec::new();
+        let mut heads = [0u64; 16];
+        let mut first_any = [0u64; 4];
+        // What a pattern requires of a name's first two bytes.
+        let mut admit = |head: &[Option<u8>]| match head {
+            [Some(a), Some(b)] => set_bit(&mut heads, head_bit(key_of(&[*a, *b]) >> 48)),
+            [Some(a)] => set_bit(&mut heads, head_bit(key_of(&[*a]) >> 48)),
+            [Some(a), None] => set_bit(&mut first_any, usize::from(*a)),
+            _ => first_any = [u64::MAX; 4],
+        };
+        let mut empty = false;
         for p in patterns {
             match Pattern::compile(p)? {
                 Pattern::Exact(e) => {
-                    set.exact_lens |= 1 << e.len().min(63);
-                    set.add_first(e.first().copied());
-                    set.exact.push(ExactName {
-                        len: e.len(),
-                        key: key_of(&e),
-                        bytes: e,
-                    });
+                    // Non-empty; a one-byte name has 0 as its second key byte.
+                    let head: Vec<Option<u8>> = e.iter().take(2).map(|&b| Some(b)).collect();
+                    admit(&head);
+                    exact.push(e);
                 }
                 Pattern::Prefix(p) => {
-                    if p.is_empty() {
-                        set.empty = true;
+                    empty |= p.is_empty();
+                    match *p {
+                        [] => admit(&[]),
+                        [a] => admit(&[Some(a), None]),
+                        [a, b, ..] => admit(&[Some(a), Some(b)]),
                     }
-                    set.add_first(p.first().copied());
                     let mask = match p.len() {
                         0 => 0,
                         n @ 1..=8 => u64::MAX << (8 * (8 - n)),
                         _ => u64::MAX,
                     };
-                    set.prefixes.push(NamePrefix {
+                    prefixes.push(NamePrefix {
                         key: key_of(&p) & mask,
                         mask,
                         bytes: p,
                     });
                 }
                 Pattern::Glob(g) => {
-                    set.add_first(match g.first() {
-                        Some(Tok::Byte(b)) => Some(*b),
-                        _ => None,
-                    });
-                    set.globs.push(g);
+                    match *g {
+                        [Tok::Byte(a), Tok::Byte(b), ..] => admit(&[Some(a), Some(b)]),
+                        [Tok::Byte(a), ..] => admit(&[Some(a), None]),
+                        _ => admit(&[]),
+                    }
+                    globs.push(g);
                 }
             }
         }
-        set.exact.sort_unstable();
-        set.exact.dedup();
-        set.prefixes.sort_unstable();
-        set.prefixes.dedup();
-        Ok(set)
-    }
-
-    /// Records that names starting with `b` may match (`None`: any first byte).
-    fn add_first(&mut self, b: Option<u8>) {
-        match b {
-            Some(b) => self.first[usize::from(b >> 6)] |= 1 << (b & 63),
-            None => self.first = [u64::MAX; 4],
+        exact.sort_unstable();
+        exact.dedup();
+        prefixes.sort_unstable();
+        prefixes.dedup();
+        let first_prefix = match prefixes.iter().position(|p| p.bytes.len() <= 8) {
+            Some(i) => {
+                let p = prefixes.remove(i);
+                (p.key, p.mask, p.bytes.len())
+            }
+            None => (0, 0, usize::MAX),
+        };
+        let size = (exact.len() * 2).next_power_of_two().max(8);
+        let mut table = vec![Slot::default(); size].into_boxed_slice();
+        let shift = 64 - size.trailing_zeros();
+        let mut exact_lens = 0u64;
+        for (index, name) in exact.iter().enumerate() {
+            let (key, len) = (key_of(name), name.len());
+            exact_lens |= 1 << len.min(63);
+            let mut i = slot_hash(key, len, shift);
+            while table[i].len != 0 {
+                i = (i + 1) & (size - 1);
+            }
+            table[i] = Slot { key, len, index };
         }
+        Ok(Self {
+            heads,
+            first_any,
+            exact,
+            table,
+            shift,
+            exact_lens,
+            first_prefix,
+            prefixes,
+            globs,
+            empty,
+        })
     }
 
     /// Whether no pattern was compiled.
     pub(crate) fn is_empty(&self) -> bool {
-        self.exact.is_empty() && self.prefixes.is_empty() && self.globs.is_empty()
+        self.exact.is_empty()
+            && self.first_prefix.2 == usize::MAX
+            && self.prefixes.is_empty()
+            && self.globs.is_empty()
     }
 
     /// Whether any pattern matches `name` (raw bytes, case-sensitive); `key` must be
@@ -245,22 +329,21 @@ impl PatternSet {
         let Some(&b) = name.first() else {
             return self.empty;
         };
-        // Most names start with a byte no pattern can start with: decided inline.
-        self.first[usize::from(b >> 6)] & (1 << (b & 63)) != 0 && self.matches_slow(name, key)
+        if !(test_bit(&self.first_any, usize::from(b))
+            || test_bit(&self.heads, head_bit(key >> 48)))
+        {
+            return false;
+        }
+        let (prefix_key, prefix_mask, prefix_len) = self.first_prefix;
+        (name.len() >= prefix_len && key & prefix_mask == prefix_key)
+            || self.matches_slow(name, key)
     }
 
-    /// [`PatternSet::matches`] past the first-byte filter.
+    /// [`PatternSet::matches`] past the head filter.
     fn matches_slow(&self, name: &[u8], key: u64) -> bool {
         let len = name.len();
-        if self.exact_lens & (1 << len.min(63)) != 0 {
-            let from = self.exact.partition_point(|e| (e.len, e.key) < (len, key));
-            if self.exact[from..]
-                .iter()
-                .take_while(|e| e.len == len && e.key == key)
-                .any(|e| len <= 8 || *e.bytes == *name)
-            {
-                return true;
-            }
+        if self.exact_lens & (1 << len.min(63)) != 0 && self.exact_hit(name, key) {
+            return true;
         }
         self.prefixes.iter().any(|p| {
             if p.bytes.len() <= 8 {
@@ -269,6 +352,23 @@ impl PatternSet {
                 name.starts_with(&p.bytes)
             }
         }) || self.globs.iter().any(|g| glob_match(g, name))
+    }
+
+    /// Whether `name` is one of the exact names.
+    fn exact_hit(&self, name: &[u8], key: u64) -> bool {
+        let len = name.len();
+        let mask = self.table.len() - 1;
+        let mut i = slot_hash(key, len, self.shift);
+        loop {
+            let s = self.table[i & mask];
+            if s.len == 0 {
+                return false;
+            }
+            if s.key == key && s.len == len && (len <= 8 || *self.exact[s.index] == *name) {
+                return true;
+            }
+            i = (i + 1) & mask;
+        }
     }
 }
 
@@ -421,5 +521,64 @@ mod tests {
         assert!(!hit(&set(&[&long]), &long.as_bytes()[1..]));
         assert!(set(&[]).is_empty());
         assert!(!hit(&set(&[]), b"a"));
+    }
+
+    /// Reference matcher: the pattern's escapes resolved, then plain recursion.
+    fn reference(pattern: &str, name: &[u8]) -> bool {
+        fn go(p: &[Tok], s: &[u8]) -> bool {
+            match p.split_first() {
+                None => s.is_empty(),
+                Some((Tok::Star, rest)) => (0..=s.len()).any(|i| go(rest, &s[i..])),
+                Some((Tok::One, rest)) => !s.is_empty() && go(rest, &s[1..]),
+                Some((Tok::Byte(b), rest)) => s.first() == Some(b) && go(rest, &s[1..]),
+            }
+        }
+        let mut toks = Vec::new();
+        let mut bytes = pattern.bytes();
+        while let Some(b) = bytes.next() {
+            toks.push(match b {
+                b'\\' => Tok::Byte(bytes.next().unwrap()),
+                b'*' => Tok::Star,
+                b'?' => Tok::One,
+                other => Tok::Byte(other),
+            });
+        }
+        go(&toks, name)
+    }
+
+    #[test]
+    fn many_exact_names_share_the_table() {
+        // More names than one probe sequence can hold without collisions, some sharing
+        // their first 8 bytes (equal keys) or their first two bytes (equal heads).
+        let names: Vec<String> = (0..200)
+            .map(|i| match i % 4 {
+                0 => format!("n{i}"),
+                1 => format!("abcdefgh{i}"),
+                2 => format!("ab{i}"),
+                _ => format!("{}", char::from(b'a' + u8::try_from(i % 26).unwrap())),
+            })
+            .collect();
+        let owned: Vec<String> = names.iter().step_by(2).cloned().collect();
+        let s = PatternSet::new(&owned).unwrap();
+        for (i, n) in names.iter().enumerate() {
+            let want = owned.contains(n);
+            assert_eq!(hit(&s, n.as_bytes()), want, "{i} {n}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn pattern_sets_match_like_the_reference(
+            patterns in proptest::collection::vec("([ab_\\x00é]|\\\\[*?\\\\a]|[*?]){1,6}", 0..6),
+            names in proptest::collection::vec("[ab_\\x00é*?\\\\]{0,10}", 1..8),
+        ) {
+            let s = PatternSet::new(&patterns).unwrap();
+            for n in &names {
+                let want = patterns.iter().any(|p| reference(p, n.as_bytes()));
+                proptest::prop_assert_eq!(hit(&s, n.as_bytes()), want, "{:?} {:?}", patterns, n);
+            }
+        }
     }
 }

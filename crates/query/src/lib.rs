@@ -35,6 +35,7 @@
 mod config;
 mod glob;
 mod normalize;
+mod scan;
 
 pub use config::{DEFAULT_REMOVE, QueryConfig, SortMode};
 pub use normalize::Normalizer;

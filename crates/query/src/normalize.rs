@@ -1,96 +1,55 @@
-//! The compiled normalizer: bounds checks, an allocation-free "already normal?" pass, and the rebuild.
+//! The compiled normalizer: bounds checks, one scan that either proves the query normal or collects what is kept, and the rebuild.
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
-use crate::glob::{PatternSet, key_of};
+use crate::glob::PatternSet;
+use crate::scan::{Segments, key_at, key_of};
 use crate::{MAX_PARAMS_CAP, QueryConfig, QueryError, SortMode};
 
-/// Parameters kept on the stack while rebuilding; longer queries spill to the heap.
-const INLINE_PARAMS: usize = 32;
+/// Kept parameters recorded on the stack (16 bytes each) while scanning. Past it the scan
+/// stops; the query is then checked for being normal without allocating, and only if it
+/// is not is it scanned again, spilling to the heap. (24 rather than 32: zeroing the
+/// buffer is paid on every call, and 24 measured faster on the benchmark queries.)
+const INLINE_PARAMS: usize = 24;
 
-/// Up to this many parameters, duplicate names are looked for by comparing every pair;
-/// above it, by sorting name spans in a stack array.
-const PAIRWISE_DUP_CHECK: usize = 16;
+// The rank sort marks ranks in a `u64`.
+const _: () = assert!(INLINE_PARAMS < 64);
 
 /// Up to this many kept parameters, sorting is a plain insertion sort.
 const SMALL_SORT: usize = 24;
 
-/// The raw-byte name of a parameter: the bytes before the first `=`, or all of them.
-fn name_of(param: &[u8]) -> &[u8] {
-    match param.iter().position(|&c| c == b'=') {
-        Some(i) => &param[..i],
-        None => param,
-    }
+/// A byte offset into the query. Queries are at most
+/// [`MAX_QUERY_BYTES_CAP`](crate::MAX_QUERY_BYTES_CAP) (`u16::MAX`) bytes, checked before
+/// any scan, so every offset fits.
+fn offset(x: usize) -> u16 {
+    debug_assert!(u16::try_from(x).is_ok(), "offset {x} beyond the query cap");
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "queries are at most MAX_QUERY_BYTES_CAP = u16::MAX bytes, checked first"
+    )]
+    let o = x as u16;
+    o
 }
 
-/// One `&`-separated segment of a query, as byte offsets: `start..end` is the whole
-/// segment (empty when `start == end`), `start..name_end` its name.
-#[derive(Debug, Clone, Copy)]
-struct Segment {
-    start: usize,
-    name_end: usize,
-    end: usize,
-}
-
-/// Iterator over the segments of a query, empty ones included; allocation-free.
-#[derive(Clone)]
-struct Segments<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    done: bool,
-}
-
-impl<'a> Segments<'a> {
-    fn new(query: &'a str) -> Self {
-        Self {
-            bytes: query.as_bytes(),
-            pos: 0,
-            done: false,
-        }
-    }
-}
-
-impl Iterator for Segments<'_> {
-    type Item = Segment;
-
-    fn next(&mut self) -> Option<Segment> {
-        if self.done {
-            return None;
-        }
-        let start = self.pos;
-        let rest = self.bytes.get(start..).unwrap_or_default();
-        let len = rest.iter().position(|&c| c == b'&').unwrap_or_else(|| {
-            self.done = true;
-            rest.len()
-        });
-        let name_len = name_of(&rest[..len]).len();
-        self.pos = start + len + 1;
-        Some(Segment {
-            start,
-            name_end: start + name_len,
-            end: start + len,
-        })
-    }
-}
-
-/// One non-empty parameter kept for the output: its segment and a sort key (the
-/// [`key_of`] of its name, or of the whole parameter under [`SortMode::Param`]).
+/// One non-empty parameter kept for the output: its byte offsets (`start..end` the
+/// parameter, `start..name_end` its name) and a sort key (the [`key_of`] of its name, or
+/// of the whole parameter under [`SortMode::Param`]). 16 bytes.
 #[derive(Debug, Clone, Copy)]
 struct Param {
     key: u64,
-    seg: Segment,
+    start: u16,
+    name_end: u16,
+    end: u16,
 }
 
 impl Param {
     /// Placeholder for unused inline slots.
     const EMPTY: Self = Self {
         key: 0,
-        seg: Segment {
-            start: 0,
-            name_end: 0,
-            end: 0,
-        },
+        start: 0,
+        name_end: 0,
+        end: 0,
     };
 }
 
@@ -110,17 +69,23 @@ impl ParamBuf {
         }
     }
 
-    fn push(&mut self, p: Param) {
-        if self.spill.is_empty() && self.len < INLINE_PARAMS {
-            self.inline[self.len] = p;
+    /// Appends `p`; beyond [`INLINE_PARAMS`] only when `spill` allows the heap, else
+    /// stores nothing and returns `false`.
+    #[inline]
+    fn push(&mut self, p: Param, spill: bool) -> bool {
+        if let Some(slot) = self.inline.get_mut(self.len) {
+            *slot = p;
             self.len += 1;
-        } else {
+        } else if spill {
             if self.spill.is_empty() {
                 self.spill.reserve(INLINE_PARAMS * 2);
                 self.spill.extend_from_slice(&self.inline);
             }
             self.spill.push(p);
+        } else {
+            return false;
         }
+        true
     }
 
     fn as_mut_slice(&mut self) -> &mut [Param] {
@@ -138,29 +103,35 @@ struct Cmp<'q>(&'q [u8]);
 
 impl<'q> Cmp<'q> {
     fn name(self, p: &Param) -> &'q [u8] {
-        &self.0[p.seg.start..p.seg.name_end]
+        &self.0[usize::from(p.start)..usize::from(p.name_end)]
     }
 
     fn text(self, p: &Param) -> &'q [u8] {
-        &self.0[p.seg.start..p.seg.end]
+        &self.0[usize::from(p.start)..usize::from(p.end)]
     }
 
     /// Received order: position in the query.
     fn position(a: &Param, b: &Param) -> Ordering {
-        a.seg.start.cmp(&b.seg.start)
+        a.start.cmp(&b.start)
     }
 
-    /// Name order (keys hold name prefixes), ties broken by received order: the result
-    /// of a stable sort by name, without the scratch buffer a stable sort may allocate.
-    fn name_then_position(self, a: &Param, b: &Param) -> Ordering {
+    /// Name order; `key` must be the name's [`key_of`].
+    #[inline]
+    fn by_name(self, a: &Param, b: &Param) -> Ordering {
         a.key
             .cmp(&b.key)
             .then_with(|| self.name(a).cmp(self.name(b)))
-            .then_with(|| Self::position(a, b))
     }
 
-    /// Whole-parameter order (keys hold parameter prefixes); equal parameters are
-    /// identical bytes, so the tie-break is only for determinism.
+    /// Name order, ties broken by received order: the result of a stable sort by name,
+    /// without the scratch buffer a stable sort may allocate.
+    fn name_then_position(self, a: &Param, b: &Param) -> Ordering {
+        self.by_name(a, b).then_with(|| Self::position(a, b))
+    }
+
+    /// Whole-parameter order (`key` must be the parameter's [`key_of`]); equal
+    /// parameters are identical bytes, so no tie-break is needed for determinism.
+    #[inline]
     fn text_order(self, a: &Param, b: &Param) -> Ordering {
         a.key
             .cmp(&b.key)
@@ -184,25 +155,18 @@ impl<'q> Cmp<'q> {
     }
 }
 
-/// Sorts `v` by `less`: insertion sort up to [`SMALL_SORT`] elements (the common case,
-/// inlined, no pivot selection), `sort_unstable_by` above. Allocation-free either way.
-fn sort_params(v: &mut [Param], less: impl Fn(&Param, &Param) -> bool) {
+/// Sorts `v` by `cmp`, which must be a total order (equal only for equal elements, or
+/// for elements whose order does not matter): insertion sort up to [`SMALL_SORT`]
+/// elements, `sort_unstable_by` above. Allocation-free either way.
+fn sort_params(v: &mut [Param], cmp: impl Fn(&Param, &Param) -> Ordering) {
     if v.len() > SMALL_SORT {
-        v.sort_unstable_by(|a, b| {
-            if less(a, b) {
-                Ordering::Less
-            } else if less(b, a) {
-                Ordering::Greater
-            } else {
-                Ordering::Equal
-            }
-        });
+        v.sort_unstable_by(cmp);
         return;
     }
     for i in 1..v.len() {
         let x = v[i];
         let mut j = i;
-        while j > 0 && less(&x, &v[j - 1]) {
+        while j > 0 && cmp(&x, &v[j - 1]).is_lt() {
             v[j] = v[j - 1];
             j -= 1;
         }
@@ -210,38 +174,102 @@ fn sort_params(v: &mut [Param], less: impl Fn(&Param, &Param) -> bool) {
     }
 }
 
-/// Whether two parameters of `query` share a name; `count` is the number of non-empty
-/// parameters, at most [`MAX_PARAMS_CAP`]. Allocation-free.
-fn has_duplicate_names(query: &str, count: usize) -> bool {
-    let bytes = query.as_bytes();
-    let names = Segments::new(query)
-        .filter(|s| s.end > s.start)
-        .map(|s| &bytes[s.start..s.name_end]);
-    if count <= PAIRWISE_DUP_CHECK {
-        return names
-            .clone()
-            .enumerate()
-            .any(|(i, a)| names.clone().skip(i + 1).any(|b| a == b));
+/// `v` sorted by key into `scratch`, when the top 32 bits of the keys (the first 4
+/// bytes of what is compared) are all different and `v` fits the inline buffer; `None`
+/// otherwise, leaving `v` as it is.
+///
+/// Branch-free: each element's final place is its rank, the number of smaller keys,
+/// counted with n² comparisons of 32-bit values (at most 576, which the compiler turns
+/// into vector code); the ranks are a permutation exactly when the keys are distinct;
+/// the elements are then scattered to their places. An insertion sort of parameters in
+/// received order mispredicts a branch for nearly every element, which cost more than
+/// the whole count. Distinct key prefixes make the order total, so the result is the
+/// one any stable sort gives. `scratch` is initialized only here, so the paths that do
+/// not sort do not pay for it.
+fn sort_by_distinct_keys<'b>(
+    v: &[Param],
+    scratch: &'b mut Option<[Param; INLINE_PARAMS]>,
+) -> Option<&'b mut [Param]> {
+    let n = v.len();
+    if n > INLINE_PARAMS {
+        return None;
     }
-    // Name spans (offset, length) in 16 bits: queries are at most MAX_QUERY_BYTES_CAP.
+    let mut heads = [0u32; INLINE_PARAMS];
+    for (h, p) in heads.iter_mut().zip(v) {
+        *h = key_head(p.key);
+    }
+    let heads = &heads[..n];
+    let mut rank = [0u32; INLINE_PARAMS];
+    let mut seen = 0u64;
+    for (r, &h) in rank.iter_mut().zip(heads) {
+        *r = heads.iter().map(|&k| u32::from(k < h)).sum();
+        seen |= 1 << *r;
+    }
+    // `n <= INLINE_PARAMS < 64`, so the shift cannot overflow.
+    if seen != (1 << n) - 1 {
+        return None;
+    }
+    let sorted = scratch.insert([Param::EMPTY; INLINE_PARAMS]);
+    for (p, &r) in v.iter().zip(&rank) {
+        sorted[r as usize] = *p;
+    }
+    Some(&mut sorted[..n])
+}
+
+/// The top 32 bits of a key.
+fn key_head(key: u64) -> u32 {
+    #[allow(clippy::cast_possible_truncation, reason = "the shift leaves 32 bits")]
+    let h = (key >> 32) as u32;
+    h
+}
+
+/// Whether two non-empty parameters of `bytes` share a name; `count` is the number of
+/// non-empty parameters, at most [`MAX_PARAMS_CAP`]. Allocation-free: sorts the name
+/// spans in a 4 KiB stack array. Used only to prove a long query normal under `dedupe`
+/// with `param` or `none` sort, where equal names need not be adjacent.
+#[cold]
+#[inline(never)]
+fn has_duplicate_names(bytes: &[u8], count: usize) -> bool {
+    debug_assert!(count <= MAX_PARAMS_CAP);
     let mut spans = [(0u16, 0u16); MAX_PARAMS_CAP];
     let mut n = 0;
-    for s in Segments::new(query).filter(|s| s.end > s.start) {
-        let (Ok(start), Ok(len), Some(slot)) = (
-            u16::try_from(s.start),
-            u16::try_from(s.name_end - s.start),
-            spans.get_mut(n),
-        ) else {
+    for s in Segments::new(bytes).filter(|s| s.end > s.start) {
+        let Some(slot) = spans.get_mut(n) else {
             // Outside the validated bounds: let the rebuild decide.
             return true;
         };
-        *slot = (start, len);
+        *slot = (offset(s.start), offset(s.name_end));
         n += 1;
     }
-    let name = |(s, l): (u16, u16)| &bytes[usize::from(s)..usize::from(s) + usize::from(l)];
+    let name = |(s, e): (u16, u16)| &bytes[usize::from(s)..usize::from(e)];
     let spans = &mut spans[..n];
     spans.sort_unstable_by(|a, b| name(*a).cmp(name(*b)));
     spans.windows(2).any(|w| name(w[0]) == name(w[1]))
+}
+
+/// What the collecting scan of a query found.
+#[derive(Debug, Clone, Copy)]
+struct Collected {
+    /// `&`-separated segments, empty ones included.
+    segments: usize,
+    /// Non-empty parameters (counted before removal).
+    count: usize,
+    /// More than [`QueryConfig::max_params`] non-empty parameters: the scan stopped.
+    too_many: bool,
+    /// The inline buffer filled up and spilling was not allowed: the scan stopped.
+    full: bool,
+}
+
+/// How the kept parameters, in received order, stand against the output order.
+#[derive(Debug, Clone, Copy)]
+struct Order {
+    /// Non-decreasing in output order (always under `none`).
+    sorted: bool,
+    /// Strictly decreasing, so reversing them sorts them (strictly: there are no equal
+    /// ones whose stable order could flip).
+    descending: bool,
+    /// Under name sort, two consecutive ones have the same name.
+    adjacent_equal_names: bool,
 }
 
 /// A compiled [`QueryConfig`]: immutable, `Send + Sync`, shared by every request.
@@ -302,6 +330,7 @@ impl Normalizer {
     }
 
     /// As [`Normalizer::keeps`]; `key` is [`key_of`]`(name)`.
+    #[inline]
     fn keeps_name(&self, name: &[u8], key: u64) -> bool {
         (self.keep_all || self.keep.matches(name, key)) && !self.remove.matches(name, key)
     }
@@ -312,6 +341,11 @@ impl Normalizer {
     /// also borrowed (a slice of `query`) whenever the result is a contiguous run of it,
     /// e.g. when only trailing tracking parameters or stray `&` are dropped. The result
     /// may be empty.
+    ///
+    /// One scan matches each name once and records the kept parameters (on the stack,
+    /// up to 24); whether the query is already normal is read off that record. A query
+    /// that is not is sorted (unless the kept parameters are already in order, or in
+    /// reverse order) and copied once into a `String` of the exact output length.
     ///
     /// # Errors
     /// * [`QueryError::TooLong`] when `query` exceeds [`QueryConfig::max_bytes`] bytes;
@@ -327,10 +361,36 @@ impl Normalizer {
                 limit: self.max_bytes,
             });
         }
-        if self.is_normal(query)? {
+        let bytes = query.as_bytes();
+        let mut buf = ParamBuf::new();
+        let mut got = self.collect(bytes, &mut buf, false);
+        if got.full {
+            // More kept parameters than the inline buffer holds: decide "already
+            // normal" without allocating, and spill to the heap only if not.
+            if self.is_normal(bytes)? {
+                return Ok(Cow::Borrowed(query));
+            }
+            buf = ParamBuf::new();
+            got = self.collect(bytes, &mut buf, true);
+        }
+        if got.too_many {
+            return Err(self.too_many(bytes));
+        }
+        let c = Cmp(bytes);
+        let params = buf.as_mut_slice();
+        let order = self.received_order(c, params);
+        let clean = got.segments == params.len();
+        if clean
+            && order.sorted
+            && !(self.dedupe && (self.sort != SortMode::Name || order.adjacent_equal_names))
+        {
             return Ok(Cow::Borrowed(query));
         }
-        self.rebuild(query)
+        // (Under `dedupe` with `param` or `none` sort, equal names need not be adjacent:
+        // such a query goes through `order`, and `join` then returns it borrowed when
+        // nothing changed.)
+        let mut scratch = None;
+        Ok(join(query, self.order(c, params, &mut scratch, order)))
     }
 
     /// Normalizes the query part of a request target `path?query` (or a bare `path`):
@@ -363,153 +423,315 @@ impl Normalizer {
         Ok(Cow::Owned(out))
     }
 
-    /// The [`QueryError::TooManyParams`] for `query`, counting all of it.
-    fn too_many(&self, query: &str) -> QueryError {
+    /// The [`QueryError::TooManyParams`] for `bytes`, counting all of it.
+    fn too_many(&self, bytes: &[u8]) -> QueryError {
         QueryError::TooManyParams {
-            count: Segments::new(query).filter(|s| s.end > s.start).count(),
+            count: Segments::new(bytes).filter(|s| s.end > s.start).count(),
             limit: self.max_params,
         }
     }
 
-    /// Whether normalizing `query` would return it unchanged, in one allocation-free
+    /// Scans `bytes` once: counts segments and non-empty parameters, matches each name
+    /// and records the kept parameters in `buf`. With `spill` false, stops with `full`
+    /// when the inline buffer is full; stops with `too_many` past
+    /// [`QueryConfig::max_params`].
+    #[inline]
+    fn collect(&self, bytes: &[u8], buf: &mut ParamBuf, spill: bool) -> Collected {
+        let mut got = Collected {
+            segments: 0,
+            count: 0,
+            too_many: false,
+            full: false,
+        };
+        for s in Segments::new(bytes) {
+            got.segments += 1;
+            if s.end == s.start {
+                continue;
+            }
+            got.count += 1;
+            if got.count > self.max_params {
+                got.too_many = true;
+                break;
+            }
+            let name_key = key_at(bytes, s.start, s.name_end - s.start);
+            if !self.keeps_name(&bytes[s.start..s.name_end], name_key) {
+                continue;
+            }
+            let p = Param {
+                key: if self.sort == SortMode::Param {
+                    key_at(bytes, s.start, s.end - s.start)
+                } else {
+                    name_key
+                },
+                start: offset(s.start),
+                name_end: offset(s.name_end),
+                end: offset(s.end),
+            };
+            if !buf.push(p, spill) {
+                got.full = true;
+                break;
+            }
+        }
+        got
+    }
+
+    /// How `params` (kept, in received order) stand against the output order.
+    fn received_order(&self, c: Cmp<'_>, params: &[Param]) -> Order {
+        if self.sort == SortMode::None {
+            return Order {
+                sorted: true,
+                descending: false,
+                adjacent_equal_names: false,
+            };
+        }
+        // The keys decide unless two neighbours have equal keys: one branch-free pass.
+        let (mut up, mut down, mut tie) = (true, true, false);
+        for w in params.windows(2) {
+            up &= w[0].key < w[1].key;
+            down &= w[0].key > w[1].key;
+            tie |= w[0].key == w[1].key;
+        }
+        if !tie {
+            return Order {
+                sorted: up,
+                descending: down,
+                adjacent_equal_names: false,
+            };
+        }
+        let mut order = Order {
+            sorted: true,
+            descending: true,
+            adjacent_equal_names: false,
+        };
+        for w in params.windows(2) {
+            let ord = if self.sort == SortMode::Name {
+                let ord = c.by_name(&w[0], &w[1]);
+                order.adjacent_equal_names |= ord.is_eq();
+                ord
+            } else {
+                c.text_order(&w[0], &w[1])
+            };
+            order.sorted &= ord.is_le();
+            order.descending &= ord.is_gt();
+        }
+        order
+    }
+
+    /// Whether normalizing `bytes` would return it unchanged, in one allocation-free
     /// pass: no empty parameter, every name kept, already in order, no repeated name
-    /// under `dedupe`.
+    /// under `dedupe`. Used for queries with more kept parameters than the inline
+    /// buffer holds.
     ///
     /// # Errors
     /// [`QueryError::TooManyParams`] (checked while scanning).
-    fn is_normal(&self, query: &str) -> Result<bool, QueryError> {
-        if query.is_empty() {
-            return Ok(true);
-        }
-        let bytes = query.as_bytes();
+    #[cold]
+    #[inline(never)]
+    fn is_normal(&self, bytes: &[u8]) -> Result<bool, QueryError> {
+        let c = Cmp(bytes);
         let mut count = 0usize;
-        // (whole parameter, name, key of the name) of the previous parameter
-        let mut prev: Option<(&[u8], &[u8], u64)> = None;
-        for s in Segments::new(query) {
+        let mut prev: Option<Param> = None;
+        for s in Segments::new(bytes) {
             if s.end == s.start {
                 return Ok(false);
             }
             count += 1;
             if count > self.max_params {
-                return Err(self.too_many(query));
+                return Err(self.too_many(bytes));
             }
-            let text = &bytes[s.start..s.end];
-            let name = &bytes[s.start..s.name_end];
-            let key = key_of(name);
-            if !self.keeps_name(name, key) {
+            let name_key = key_at(bytes, s.start, s.name_end - s.start);
+            if !self.keeps_name(&bytes[s.start..s.name_end], name_key) {
                 return Ok(false);
             }
-            if let Some((prev_text, prev_name, prev_key)) = prev {
+            let p = Param {
+                key: if self.sort == SortMode::Param {
+                    key_at(bytes, s.start, s.end - s.start)
+                } else {
+                    name_key
+                },
+                start: offset(s.start),
+                name_end: offset(s.name_end),
+                end: offset(s.end),
+            };
+            if let Some(q) = prev {
                 let in_order = match self.sort {
-                    SortMode::Name => match prev_key.cmp(&key).then_with(|| prev_name.cmp(name)) {
+                    SortMode::Name => match c.by_name(&q, &p) {
                         Ordering::Less => true,
                         Ordering::Equal => !self.dedupe,
                         Ordering::Greater => false,
                     },
-                    SortMode::Param => prev_text <= text,
+                    SortMode::Param => c.text_order(&q, &p).is_le(),
                     SortMode::None => true,
                 };
                 if !in_order {
                     return Ok(false);
                 }
             }
-            prev = Some((text, name, key));
+            prev = Some(p);
         }
         // Under name sort equal names are adjacent and were checked above.
-        if self.dedupe && self.sort != SortMode::Name && has_duplicate_names(query, count) {
-            return Ok(false);
-        }
-        Ok(true)
+        Ok(!(self.dedupe && self.sort != SortMode::Name && has_duplicate_names(bytes, count)))
     }
 
-    /// Builds the normal form of `query` (known not to be normal already).
-    ///
-    /// # Errors
-    /// [`QueryError::TooManyParams`].
-    fn rebuild<'a>(&self, query: &'a str) -> Result<Cow<'a, str>, QueryError> {
-        let bytes = query.as_bytes();
-        let mut buf = ParamBuf::new();
-        let mut count = 0usize;
-        for seg in Segments::new(query) {
-            if seg.end == seg.start {
-                continue;
-            }
-            count += 1;
-            if count > self.max_params {
-                return Err(self.too_many(query));
-            }
-            let name = &bytes[seg.start..seg.name_end];
-            let name_key = key_of(name);
-            if self.keeps_name(name, name_key) {
-                let key = if self.sort == SortMode::Param {
-                    key_of(&bytes[seg.start..seg.end])
-                } else {
-                    name_key
-                };
-                buf.push(Param { key, seg });
-            }
-        }
-        let params = buf.as_mut_slice();
-        let n = self.order(Cmp(bytes), params);
-        let params = &params[..n];
-        let (Some(first), Some(last)) = (params.first(), params.last()) else {
-            return Ok(Cow::Borrowed(&query[..0]));
-        };
-        // Still in received order and separated by single `&`: a slice of the input.
-        if params
-            .windows(2)
-            .all(|w| w[0].seg.end + 1 == w[1].seg.start)
-        {
-            return Ok(Cow::Borrowed(&query[first.seg.start..last.seg.end]));
-        }
-        let mut out = String::with_capacity(query.len());
-        for (i, p) in params.iter().enumerate() {
-            if i > 0 {
-                out.push('&');
-            }
-            out.push_str(&query[p.seg.start..p.seg.end]);
-        }
-        Ok(Cow::Owned(out))
-    }
-
-    /// Sorts `params` by the configured mode and applies `dedupe`; returns how many
-    /// parameters remain at the front. Allocation-free.
-    fn order(&self, c: Cmp<'_>, params: &mut [Param]) -> usize {
+    /// Sorts `params` by the configured mode and applies `dedupe`; returns the result, in
+    /// `params` or (after a rank sort) in `scratch`. Skips the sort when they are already
+    /// in order and reverses them when they are strictly decreasing. Allocation-free.
+    fn order<'b>(
+        &self,
+        c: Cmp<'_>,
+        params: &'b mut [Param],
+        scratch: &'b mut Option<[Param; INLINE_PARAMS]>,
+        received: Order,
+    ) -> &'b [Param] {
         match (self.sort, self.dedupe) {
-            (SortMode::Name, false) => {
-                sort_params(params, |a, b| c.name_then_position(a, b).is_lt());
-                params.len()
-            }
-            (SortMode::Name, true) => {
-                sort_params(params, |a, b| c.name_then_position(a, b).is_lt());
-                c.dedup_names(params)
-            }
-            (SortMode::Param, false) => {
-                sort_params(params, |a, b| c.text_order(a, b).is_lt());
-                params.len()
-            }
             (SortMode::Param, true) => {
-                // Smallest parameter of each name, then whole-parameter order.
+                // The smallest parameter of each name, then whole-parameter order.
                 sort_params(params, |a, b| {
-                    c.name(a)
-                        .cmp(c.name(b))
-                        .then_with(|| c.text_order(a, b))
-                        .is_lt()
+                    c.name(a).cmp(c.name(b)).then_with(|| c.text_order(a, b))
                 });
                 let n = c.dedup_names(params);
-                sort_params(&mut params[..n], |a, b| c.text_order(a, b).is_lt());
-                n
+                sort_params(&mut params[..n], |a, b| c.text_order(a, b));
+                &params[..n]
             }
-            (SortMode::None, false) => params.len(),
+            (SortMode::None, false) => params,
             (SortMode::None, true) => {
                 // First received of each name, then back to received order.
-                sort_params(params, |a, b| c.name_then_position(a, b).is_lt());
+                sort_params(params, |a, b| c.name_then_position(a, b));
                 let n = c.dedup_names(params);
-                sort_params(&mut params[..n], |a, b| Cmp::position(a, b).is_lt());
-                n
+                sort_params(&mut params[..n], Cmp::position);
+                &params[..n]
+            }
+            (SortMode::Name | SortMode::Param, dedupe) => {
+                let sorted = if received.sorted {
+                    params
+                } else if received.descending {
+                    params.reverse();
+                    params
+                } else if let Some(sorted) = sort_by_distinct_keys(params, scratch) {
+                    sorted
+                } else {
+                    if self.sort == SortMode::Name {
+                        sort_params(params, |a, b| c.name_then_position(a, b));
+                    } else {
+                        sort_params(params, |a, b| c.text_order(a, b));
+                    }
+                    params
+                };
+                if dedupe {
+                    let n = c.dedup_names(sorted);
+                    &sorted[..n]
+                } else {
+                    sorted
+                }
             }
         }
     }
+}
+
+/// From this many output runs up, [`join`] copies fixed-size words and validates the
+/// result once ([`join_words`]) instead of one `memcpy` per run ([`join_copy`]).
+const MANY_RUNS: usize = 8;
+
+/// Spare bytes at the end of [`join_words`]'s buffer, so that a whole 8- or 16-byte word
+/// can be copied at the last position.
+const COPY_SLACK: usize = 16;
+
+/// Joins the ordered `params` of `query` with `&`: borrowed when they are a contiguous
+/// run of `query` in received order, else one `String` of exactly the output length.
+fn join<'a>(query: &'a str, params: &[Param]) -> Cow<'a, str> {
+    let Some((first, rest)) = params.split_first() else {
+        return Cow::Borrowed(&query[..0]);
+    };
+    // Output length, and the number of runs: maximal groups of parameters that follow
+    // each other in the input after a single `&` (one run: a slice of the input).
+    let (mut len, mut runs, mut prev_end) = (usize::from(first.end - first.start), 1, first.end);
+    for p in rest {
+        len += 1 + usize::from(p.end - p.start);
+        runs += usize::from(usize::from(prev_end) + 1 != usize::from(p.start));
+        prev_end = p.end;
+    }
+    if runs == 1 {
+        return Cow::Borrowed(&query[usize::from(first.start)..usize::from(prev_end)]);
+    }
+    if runs >= MANY_RUNS
+        && let Some(out) = join_words(query.as_bytes(), params, len)
+    {
+        return Cow::Owned(out);
+    }
+    Cow::Owned(join_copy(query, params, len))
+}
+
+/// Calls `f(amp, start, end)` for each run of `params` (see [`join`]) in order. A run
+/// is copied from the `&` before it in the input, so runs after the first start one
+/// byte early; `amp` is set for the one run that cannot (it starts the input) and needs
+/// its `&` written.
+#[inline]
+fn for_each_run(params: &[Param], mut f: impl FnMut(bool, usize, usize)) {
+    let Some((first, rest)) = params.split_first() else {
+        return;
+    };
+    let (mut amp, mut run_start, mut run_end) =
+        (false, usize::from(first.start), usize::from(first.end));
+    for p in rest {
+        let (start, end) = (usize::from(p.start), usize::from(p.end));
+        if run_end + 1 != start {
+            f(amp, run_start, run_end);
+            (amp, run_start) = match start.checked_sub(1) {
+                Some(before) => (false, before),
+                None => (true, start),
+            };
+        }
+        run_end = end;
+    }
+    f(amp, run_start, run_end);
+}
+
+/// [`join`]'s output with one `push_str` (a `memcpy`) per run.
+fn join_copy(query: &str, params: &[Param], len: usize) -> String {
+    let mut out = String::with_capacity(len);
+    for_each_run(params, |amp, start, end| {
+        if amp {
+            out.push('&');
+        }
+        out.push_str(&query[start..end]);
+    });
+    debug_assert_eq!(out.len(), len);
+    out
+}
+
+/// [`join`]'s output for many short runs: a run of up to 16 bytes is copied as a whole
+/// 8- or 16-byte word when the input has one there (the excess is overwritten by the
+/// next run or cut off), which compiles to register moves where a copy of a run-time
+/// length is a `memcpy` call; the bytes are then checked once to become a `String`.
+/// That check costs about as much as a few calls, so it pays only past [`MANY_RUNS`].
+/// `None` if the bytes were not UTF-8, which cannot happen: runs are whole
+/// `&`-separated pieces of a `str`.
+fn join_words(bytes: &[u8], params: &[Param], len: usize) -> Option<String> {
+    let mut out = vec![0u8; len + COPY_SLACK];
+    let mut at = 0;
+    for_each_run(params, |amp, start, end| {
+        if amp {
+            out[at] = b'&';
+            at += 1;
+        }
+        let n = end - start;
+        let src = bytes.get(start..).unwrap_or_default();
+        let dst = out.get_mut(at..).unwrap_or_default();
+        if n <= 8
+            && let (Some(s), Some(d)) = (src.first_chunk::<8>(), dst.first_chunk_mut::<8>())
+        {
+            *d = *s;
+        } else if n <= 16
+            && let (Some(s), Some(d)) = (src.first_chunk::<16>(), dst.first_chunk_mut::<16>())
+        {
+            *d = *s;
+        } else {
+            dst[..n].copy_from_slice(&src[..n]);
+        }
+        at += n;
+    });
+    debug_assert_eq!(at, len);
+    out.truncate(len);
+    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
@@ -521,72 +743,100 @@ mod tests {
     }
 
     #[test]
-    fn name_is_bytes_before_first_equals() {
-        assert_eq!(name_of(b"a=b=c"), b"a");
-        assert_eq!(name_of(b"a"), b"a");
-        assert_eq!(name_of(b"=v"), b"");
-        assert_eq!(name_of(b"a="), b"a");
-    }
-
-    #[test]
-    fn param_buf_spills_beyond_inline_capacity() {
+    fn param_buf_spills_beyond_inline_capacity_only_when_allowed() {
+        let p = |start: usize| Param {
+            key: 0,
+            start: offset(start),
+            name_end: offset(start),
+            end: offset(start),
+        };
         let mut b = ParamBuf::new();
-        for start in 0..INLINE_PARAMS + 5 {
-            b.push(Param {
-                key: 0,
-                seg: Segment {
-                    start,
-                    name_end: start,
-                    end: start,
-                },
-            });
+        for start in 0..INLINE_PARAMS {
+            assert!(b.push(p(start), false));
+        }
+        assert!(!b.push(p(INLINE_PARAMS), false), "inline part full");
+        for start in INLINE_PARAMS..INLINE_PARAMS + 5 {
+            assert!(b.push(p(start), true));
         }
         let s = b.as_mut_slice();
         assert_eq!(s.len(), INLINE_PARAMS + 5);
-        assert!(s.iter().enumerate().all(|(i, p)| p.seg.start == i));
+        assert!(s.iter().enumerate().all(|(i, p)| usize::from(p.start) == i));
     }
 
     #[test]
-    fn segments_include_empty_ones() {
-        let spans: Vec<(usize, usize, usize)> = Segments::new("&a=1&&bc&")
-            .map(|s| (s.start, s.name_end, s.end))
-            .collect();
-        assert_eq!(
-            spans,
-            [(0, 0, 0), (1, 2, 4), (5, 5, 5), (6, 8, 8), (9, 9, 9)]
-        );
-        assert_eq!(Segments::new("").count(), 1);
-        for q in [
-            "abcdefgh=1&ijklmnopqrstu=2&&v&wxyz=3=4&",
-            "=&&==&&&abcdefghijklmnopqrstuvwxyz",
-            "a&bcdefghijk",
-            "abcdefghijk=",
-            "abcdefghijklmnopq&",
-        ] {
-            let mut want = Vec::new();
-            let mut start = 0;
-            for seg in q.split('&') {
-                let name = seg.split_once('=').map_or(seg, |(n, _)| n);
-                want.push((start, start + name.len(), start + seg.len()));
-                start += seg.len() + 1;
+    fn duplicate_name_check() {
+        assert!(!has_duplicate_names(b"a=1&b=2&c", 3));
+        assert!(has_duplicate_names(b"a=1&b=2&a", 3));
+        assert!(has_duplicate_names(b"a&a!&a=1", 3));
+        let many: Vec<String> = (0..40).map(|i| format!("p{i}=v")).collect();
+        let q = many.join("&");
+        assert!(!has_duplicate_names(q.as_bytes(), 40));
+        let q2 = format!("{q}&p7=w");
+        assert!(has_duplicate_names(q2.as_bytes(), 41));
+    }
+
+    #[test]
+    fn long_queries_normal_or_not_past_the_inline_buffer() {
+        for sort in [SortMode::Name, SortMode::Param, SortMode::None] {
+            for dedupe in [false, true] {
+                let n = normalizer(&QueryConfig {
+                    sort,
+                    dedupe,
+                    ..QueryConfig::default()
+                });
+                let names: Vec<String> = (0..50).map(|i| format!("p{i:02}=v")).collect();
+                let normal = names.join("&");
+                assert!(
+                    matches!(n.normalize(&normal).unwrap(), Cow::Borrowed(q) if q == normal),
+                    "{sort:?} {dedupe}"
+                );
+                // Broken late (after the inline buffer filled): rescanned with spill.
+                for tail in ["&utm_source=x", "&p00=w", "&&", "&a=1"] {
+                    let q = format!("{normal}{tail}");
+                    let got = n.normalize(&q).unwrap();
+                    let want = match (tail, sort, dedupe) {
+                        ("&p00=w", SortMode::Name | SortMode::Param, false) => {
+                            format!("p00=v&p00=w&{}", names[1..].join("&"))
+                        }
+                        ("&p00=w", SortMode::None, false) | ("&a=1", SortMode::None, _) => {
+                            q.clone()
+                        }
+                        ("&a=1", _, _) => format!("a=1&{normal}"),
+                        _ => normal.clone(),
+                    };
+                    assert_eq!(got, want, "{sort:?} {dedupe} {tail}");
+                }
             }
-            let got: Vec<(usize, usize, usize)> = Segments::new(q)
-                .map(|s| (s.start, s.name_end, s.end))
-                .collect();
-            assert_eq!(got, want, "{q}");
         }
     }
 
     #[test]
-    fn duplicate_name_check_small_and_large() {
-        assert!(!has_duplicate_names("a=1&b=2&c", 3));
-        assert!(has_duplicate_names("a=1&b=2&a", 3));
-        assert!(has_duplicate_names("a&a!&a=1", 3));
-        let many: Vec<String> = (0..40).map(|i| format!("p{i}=v")).collect();
-        let q = many.join("&");
-        assert!(!has_duplicate_names(&q, 40));
-        let q2 = format!("{q}&p7=w");
-        assert!(has_duplicate_names(&q2, 41));
+    fn many_runs_are_joined_word_by_word() {
+        let n = normalizer(&QueryConfig::default());
+        // Ten runs (more than MANY_RUNS), the input's first parameter last in the output
+        // (its `&` is written, not copied), multi-byte characters and a 17-byte run.
+        let q = "j=é&i=ü&utm_source=x&h=1&g&f=ñ&e=2&d=0123456789abcde&c=4&b=5&a=ö";
+        let want = "a=ö&b=5&c=4&d=0123456789abcde&e=2&f=ñ&g&h=1&i=ü&j=é";
+        assert_eq!(n.normalize(q).unwrap(), want);
+        assert!(matches!(n.normalize(q).unwrap(), Cow::Owned(_)));
+        // Same parameters, shuffled: rank-sorted, then joined the same way.
+        let q = "d=0123456789abcde&a=ö&h=1&fbclid=y&j=é&c=4&g&e=2&i=ü&b=5&f=ñ";
+        assert_eq!(n.normalize(q).unwrap(), want);
+        // Fewer runs: one copy per run.
+        assert_eq!(n.normalize("c=ü&b&a=é").unwrap(), "a=é&b&c=ü");
+    }
+
+    #[test]
+    fn reversed_input_is_sorted_by_reversal() {
+        let n = normalizer(&QueryConfig::default());
+        assert_eq!(n.normalize("c=1&b=2&a=3").unwrap(), "a=3&b=2&c=1");
+        // Not strictly decreasing: equal names keep their order.
+        assert_eq!(n.normalize("c=1&b=2&b=1&a").unwrap(), "a&b=2&b=1&c=1");
+        let p = normalizer(&QueryConfig {
+            sort: SortMode::Param,
+            ..QueryConfig::default()
+        });
+        assert_eq!(p.normalize("b=2&b=1&a").unwrap(), "a&b=1&b=2");
     }
 
     #[test]
@@ -628,5 +878,44 @@ mod tests {
             assert_eq!(got, want);
         }
         assert!(matches!(n.normalize("b&a").unwrap(), Cow::Owned(_)));
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn rank_sort_sorts_distinct_heads_and_refuses_ties(
+            keys in prop::collection::vec(
+                prop_oneof![
+                    any::<u64>(),
+                    // Few distinct heads, so ties are common.
+                    (0u64..4, any::<u32>()).prop_map(|(h, l)| h << 32 | u64::from(l)),
+                ],
+                0..=INLINE_PARAMS + 2,
+            ),
+        ) {
+            let v: Vec<Param> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, &key)| Param { key, start: offset(i), name_end: offset(i), end: offset(i) })
+                .collect();
+            let mut heads: Vec<u32> = keys.iter().map(|&k| key_head(k)).collect();
+            heads.sort_unstable();
+            let distinct = heads.windows(2).all(|w| w[0] != w[1]);
+            let mut scratch = None;
+            let sorted = sort_by_distinct_keys(&v, &mut scratch).map(|s| s.to_vec());
+            prop_assert_eq!(sorted.is_some(), distinct && keys.len() <= INLINE_PARAMS);
+            if let Some(sorted) = sorted {
+                let mut want = v.clone();
+                want.sort_by_key(|p| p.key);
+                let got: Vec<u16> = sorted.iter().map(|p| p.start).collect();
+                let want: Vec<u16> = want.iter().map(|p| p.start).collect();
+                prop_assert_eq!(got, want);
+            } else {
+                prop_assert!(scratch.is_none());
+            }
+        }
     }
 }

@@ -166,6 +166,39 @@ proptest! {
     }
 
     #[test]
+    fn any_received_order_sorts_like_the_model(
+        (params, shuffled) in params_strategy().prop_flat_map(|p| (Just(p.clone()), Just(p).prop_shuffle())),
+        c in config_strategy(),
+    ) {
+        // Sorted, reversed and shuffled received orders: the paths that skip the sort,
+        // reverse, rank-sort (distinct key heads) and insertion-sort (ties).
+        let n = normalizer(&c);
+        let mut sorted = params.clone();
+        sorted.sort();
+        let mut reversed = sorted.clone();
+        reversed.reverse();
+        for p in [&params, &shuffled, &sorted, &reversed] {
+            let q = p.join("&");
+            prop_assert_eq!(n.normalize(&q).unwrap(), model(&c, &q), "{:?}", q);
+        }
+    }
+
+    #[test]
+    fn long_normal_queries_broken_late_match_the_model(
+        c in config_strategy(),
+        params in prop::collection::vec(param_strategy(), 30..90),
+        tail in param_strategy(),
+    ) {
+        // A normal query past the inline buffer (decided without allocating), then the
+        // same with one parameter appended (rescanned, spilling to the heap).
+        let n = normalizer(&c);
+        let normal = model(&c, &params.join("&"));
+        prop_assert!(matches!(n.normalize(&normal).unwrap(), Cow::Borrowed(q) if q == normal));
+        let q = format!("{normal}&{tail}");
+        prop_assert_eq!(n.normalize(&q).unwrap(), model(&c, &q));
+    }
+
+    #[test]
     fn param_sort_ignores_received_order(
         (params, shuffled) in params_strategy().prop_flat_map(|p| (Just(p.clone()), Just(p).prop_shuffle())),
         dedupe in any::<bool>(),
