@@ -206,12 +206,31 @@ impl Edge {
         timeout: Duration,
         pred: impl Fn(&serde_json::Value) -> bool,
     ) -> Option<serde_json::Value> {
+        self.wait_for_logs(timeout, 1, pred)
+            .and_then(|mut v| v.pop())
+    }
+
+    /// Waits until at least `n` access-log records satisfy `pred` (woken by each new
+    /// line, for at most `timeout`); returns them, oldest first.
+    ///
+    /// # Panics
+    /// When a log-reader thread panicked (poisoned lock).
+    pub fn wait_for_logs(
+        &self,
+        timeout: Duration,
+        n: usize,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> Option<Vec<serde_json::Value>> {
         let deadline = std::time::Instant::now() + timeout;
         let (lines, changed) = &*self.logs;
         let mut guard = lines.lock().expect("logs");
         loop {
-            if let Some(v) = parse_access_log(&guard).into_iter().find(|v| pred(v)) {
-                return Some(v);
+            let found: Vec<_> = parse_access_log(&guard)
+                .into_iter()
+                .filter(|v| pred(v))
+                .collect();
+            if found.len() >= n {
+                return Some(found);
             }
             let left = deadline.checked_duration_since(std::time::Instant::now())?;
             guard = changed.wait_timeout(guard, left).expect("logs").0;

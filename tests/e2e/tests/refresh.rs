@@ -93,7 +93,7 @@ fn origin_outage_serves_stale_within_grace_then_fresh_again() {
         assert_eq!((r.status, r.x_cache()), (200, "STALE"), "round {round}");
         assert!(r.text().contains("alice"));
         s.edge
-            .wait_for_log(LOG_WAIT, |l| {
+            .wait_for_logs(LOG_WAIT, round, |l| {
                 l["refresh"] == "stale:kept-stored" && l["error"].as_str().is_some()
             })
             .expect("the failed refresh kept the stored copy");
