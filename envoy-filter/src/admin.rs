@@ -63,6 +63,13 @@ pub struct AdminRequest {
     pub soft: bool,
 }
 
+impl AdminRequest {
+    /// Whether the call reads a request body (`POST /.cachet/ban`: the ban expression).
+    pub fn reads_body(&self) -> bool {
+        self.method == "POST" && self.path == "/.cachet/ban"
+    }
+}
+
 /// Handles one admin call at `now_ms`.
 pub fn handle(
     policy: &Policy,

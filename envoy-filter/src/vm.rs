@@ -303,6 +303,8 @@ pub struct Vm {
     metrics: Cell<Metrics>,
     waiters: RefCell<Vec<Waiter>>,
     refresh_queue: RefCell<Vec<Refresh>>,
+    /// Admin calls paused at their headers waiting for a body: `(context, since ms)`.
+    admin_waiting: RefCell<Vec<(u32, u64)>>,
     calls: RefCell<HashMap<u32, RootCall>>,
     ws: RefCell<Option<Workspace>>,
     rng: Cell<u64>,
@@ -325,6 +327,7 @@ impl Vm {
             metrics: Cell::new(Metrics::default()),
             waiters: RefCell::new(Vec::new()),
             refresh_queue: RefCell::new(Vec::new()),
+            admin_waiting: RefCell::new(Vec::new()),
             calls: RefCell::new(HashMap::new()),
             ws: RefCell::new(None),
             rng: Cell::new(0x9e37_79b9_7f4a_7c15),
@@ -935,12 +938,41 @@ impl Vm {
         }
         self.sync_bans();
         self.wake(None);
+        self.resume_admin_bodies();
         self.dispatch_refreshes();
         // One worker (the lurker-lease holder) lurks and polls the fleet ban feed.
         if self.lurk() {
             self.poll_feed();
         }
         Metrics::set(self.m().local_bytes, self.local.borrow().bytes());
+    }
+
+    /// An admin call's body arrived (or its stream ended): it no longer waits.
+    fn admin_body_arrived(&self, ctx: u32) {
+        self.admin_waiting.borrow_mut().retain(|(c, _)| *c != ctx);
+    }
+
+    /// Resumes admin calls whose body has not reached the filter within a tick: the host
+    /// withholds bodies of paused streams (no `allow_on_headers_stop_iteration`).
+    fn resume_admin_bodies(&self) {
+        let Some(p) = self.policy() else { return };
+        let now_ms = host::now_ms();
+        let tick_ms = u64::try_from(p.config().envoy.tick.0.as_millis()).unwrap_or(u64::MAX);
+        let due: Vec<u32> = {
+            let mut waiting = self.admin_waiting.borrow_mut();
+            let due = waiting
+                .iter()
+                .filter(|(_, since)| now_ms.saturating_sub(*since) >= tick_ms)
+                .map(|(c, _)| *c)
+                .collect();
+            waiting.retain(|(_, since)| now_ms.saturating_sub(*since) < tick_ms);
+            due
+        };
+        for ctx in due {
+            if host::set_effective_context(ctx) {
+                host::resume_request();
+            }
+        }
     }
 
     fn dispatch_refreshes(&self) {
@@ -1270,18 +1302,28 @@ impl Http {
                 surrogate_key: get("surrogate-key"),
                 soft: get("fastly-soft-purge").is_some_and(|v| v.trim() == "1"),
             });
-            if end_of_stream {
+            // Only `POST /.cachet/ban` reads its body: every other call is answered now,
+            // even when a (possibly empty) body follows, so its headers never reach the
+            // origin (whose answer could otherwise beat the local reply).
+            if end_of_stream || !self.admin.as_ref().is_some_and(AdminRequest::reads_body) {
                 self.answer_admin(&p);
                 return Action::Pause;
             }
-            // A body follows (POST /.cachet/ban). Envoy turns a paused request-headers
-            // callback into StopAllIterationAndWatermark, which withholds the body from
-            // this filter, so the headers continue (stripped of the token) and the body
-            // is buffered in on_request_body; the local reply then resets the upstream
-            // request the router opened (docs/envoy.md).
+            // The ban expression follows; the headers wait for it. With the plugin option
+            // `allow_on_headers_stop_iteration` (envoy.yaml) the body reaches
+            // on_request_body and the headers never go upstream. Without it Envoy turns
+            // the pause into StopAllIterationAndWatermark and withholds the body: the
+            // root tick then resumes the stream (`Vm::resume_admin_bodies`), the headers
+            // go upstream stripped of the token, and the buffered body reaches this filter
+            // in the same dispatch, so the local reply comes before any upstream answer
+            // (docs/envoy.md).
             host::set_header(MapType::HttpRequestHeaders, "authorization", None);
             self.phase = Phase::AdminBody;
-            return Action::Continue;
+            self.vm
+                .admin_waiting
+                .borrow_mut()
+                .push((self.ctx, host::now_ms()));
+            return Action::Pause;
         }
         // The request's own scheme: TLS on the downstream connection. Envoy may derive
         // `:scheme` from a client's X-Forwarded-Proto, which only counts when
@@ -1570,6 +1612,7 @@ impl Http {
         if self.phase != Phase::AdminBody {
             return Action::Continue;
         }
+        self.vm.admin_body_arrived(self.ctx);
         if size > admin::MAX_BODY_BYTES {
             host::send(
                 413,
@@ -1628,6 +1671,7 @@ impl Http {
     /// waiting list.
     pub fn finish(&mut self) {
         self.release();
+        self.vm.admin_body_arrived(self.ctx);
         if self.phase == Phase::Waiting {
             let ctx = self.ctx;
             self.vm.waiters.borrow_mut().retain(|w| w.ctx != ctx);
