@@ -353,7 +353,7 @@ fn refresh(
     };
     let now = now();
     let status = fetched.resp.get_status().as_u16();
-    match revalidation(meta, &fetched, now) {
+    match revalidation(policy, plan, meta, &fetched, now) {
         Revalidation::Freshen { times, validators } => {
             freshen(policy, tx, meta, times, validators)?;
             Ok("revalidated-304")
@@ -379,16 +379,22 @@ fn refresh(
     }
 }
 
-/// Reads a revalidation response against the stored object.
-fn revalidation(meta: &Meta, fetched: &Fetched, now: Timestamp) -> Revalidation {
+/// Reads a revalidation response against the stored object (a 304's TTL follows the
+/// route like a stored response's: `ttl_override` wins over the 304's headers).
+fn revalidation(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    meta: &Meta,
+    fetched: &Fetched,
+    now: Timestamp,
+) -> Revalidation {
     let resp = &fetched.resp;
     let status = resp.get_status().as_u16();
-    let cc = header_join(resp, "cache-control");
-    let ttl = cc
-        .as_deref()
-        .map(cachet_policy::CacheControl::parse)
-        .and_then(|c| c.s_maxage.or(c.max_age))
-        .map(Duration::from_secs);
+    let ttl = policy.revalidated_ttl(
+        plan,
+        header_join(resp, "cache-control").as_deref(),
+        header_join(resp, "surrogate-control").as_deref(),
+    );
     let fresh = NotModified {
         ttl,
         etag: resp.get_header_str(header::ETAG).map(str::to_owned),
@@ -448,7 +454,7 @@ fn revalidate_now(
     origin::note(f, fetched.elapsed);
     f.cache = "MISS";
     let now = now();
-    match revalidation(meta, &fetched, now) {
+    match revalidation(policy, plan, meta, &fetched, now) {
         Revalidation::Freshen { times, validators } => {
             let fresh = freshen(policy, tx, meta, times, validators)?;
             f.refresh = Some("revalidated-304".into());

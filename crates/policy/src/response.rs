@@ -224,7 +224,43 @@ pub fn rewrite_vary(vary: Option<&str>, device_header: &str, vary_device: bool) 
     Some(out)
 }
 
+/// The freshness lifetime an origin response gives under `plan`'s route: `no-cache` → 0;
+/// the route's TTL when it overrides; else `Surrogate-Control: max-age` → `s-maxage` →
+/// `max-age` (Fastly's precedence; RFC 9111 §4.2.1); `None` when the response gives none.
+/// Capped at one year.
+fn freshness(plan: &Plan<'_>, cc: &CacheControl, sc: &CacheControl) -> Option<Duration> {
+    let ttl = if cc.no_cache {
+        Some(Duration::ZERO)
+    } else if plan.ttl_override {
+        Some(plan.ttl)
+    } else {
+        sc.max_age
+            .or(cc.s_maxage)
+            .or(cc.max_age)
+            .map(Duration::from_secs)
+    };
+    ttl.map(|t| t.min(crate::config::MAX_DURATION))
+}
+
 impl crate::Policy {
+    /// The TTL a revalidation answer (a `304 Not Modified`, RFC 9111 §4.3.4) gives the
+    /// stored object under `plan`'s route, with the same precedence as
+    /// [`Policy::storability`](crate::Policy::storability): the route's TTL when it
+    /// overrides, else the answer's `Surrogate-Control` / `Cache-Control`; `None` keeps
+    /// the stored TTL.
+    pub fn revalidated_ttl(
+        &self,
+        plan: &Plan<'_>,
+        cache_control: Option<&str>,
+        surrogate_control: Option<&str>,
+    ) -> Option<Duration> {
+        let cc = cache_control.map(CacheControl::parse).unwrap_or_default();
+        let sc = surrogate_control
+            .map(CacheControl::parse)
+            .unwrap_or_default();
+        freshness(plan, &cc, &sc)
+    }
+
     /// Decides whether the origin response for `plan` is stored, with which TTL, grace,
     /// surrogate keys, compression and client-facing `Vary`.
     ///
@@ -264,15 +300,7 @@ impl crate::Policy {
         let Some(vary) = rewrite_vary(resp.vary, plan.device_header, plan.vary_device) else {
             return Storability::DontStore(NoStore::Vary);
         };
-        let origin_ttl = sc.max_age.or(cc.s_maxage).or(cc.max_age);
-        let ttl = if cc.no_cache {
-            Duration::ZERO
-        } else if plan.ttl_override {
-            plan.ttl
-        } else {
-            origin_ttl.map_or(plan.ttl, Duration::from_secs)
-        }
-        .min(crate::config::MAX_DURATION);
+        let ttl = freshness(plan, &cc, &sc).unwrap_or(plan.ttl);
         let swr = Duration::from_secs(
             sc.stale_while_revalidate
                 .or(cc.stale_while_revalidate)

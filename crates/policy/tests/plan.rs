@@ -314,3 +314,44 @@ fn the_catch_all_route_stores_only_what_the_origin_declares_cacheable() {
         Storability::DontStore(_)
     ));
 }
+
+#[test]
+fn a_304_refreshes_with_the_routes_ttl_precedence() {
+    let toml = r#"
+        [[routes]]
+        name = "pinned"
+        path_prefix = "/pinned/"
+        ttl = "2s"
+        ttl_override = true
+
+        [[routes]]
+        name = "origin"
+        path_prefix = "/"
+        ttl = "1m"
+    "#;
+    let p = cachet_policy::Policy::from_toml(toml).unwrap();
+    let pinned = p.plan(&get("a.example", "/pinned/x", None), now());
+    // The route's TTL wins over the 304's max-age, as for a stored response.
+    assert_eq!(
+        p.revalidated_ttl(&pinned, Some("public, max-age=300"), None),
+        Some(Duration::from_secs(2))
+    );
+    let origin = p.plan(&get("a.example", "/x", None), now());
+    assert_eq!(
+        p.revalidated_ttl(&origin, Some("max-age=300, s-maxage=60"), None),
+        Some(Duration::from_secs(60))
+    );
+    assert_eq!(
+        p.revalidated_ttl(&origin, Some("max-age=300"), Some("max-age=5")),
+        Some(Duration::from_secs(5))
+    );
+    assert_eq!(
+        p.revalidated_ttl(&origin, None, None),
+        None,
+        "keep the stored TTL"
+    );
+    assert_eq!(
+        p.revalidated_ttl(&origin, Some("no-cache"), None),
+        Some(Duration::ZERO)
+    );
+}

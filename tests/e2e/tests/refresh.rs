@@ -228,14 +228,16 @@ fn refresh_ahead_keeps_clients_off_the_origin_after_warm_up() {
     eprintln!(
         "responses {total:?}; refresh-ahead jobs {ahead}; origin fetches per key {fetches:?}"
     );
+    // 7 s / (1 s threshold + 0.3 s fetch) ≈ 5.4 refresh cycles per key, + the warm-up
+    // miss; a refresh answered 304 keeps the route's 2 s TTL (ttl_override), so the cycle
+    // repeats. At most one fetch per key per cycle.
     assert!(
-        ahead >= keys.len(),
-        "every key refreshed ahead at least once: {ahead}"
+        ahead >= 3 * keys.len(),
+        "every key refreshed ahead repeatedly: {ahead}"
     );
-    // 7 s / (1 s threshold + 0.3 s fetch) ≈ 5.4 refresh cycles per key, + the warm-up miss.
     for k in &keys {
         let n = s.origin_count(k);
-        assert!((2..=8).contains(&n), "{k}: {n} origin fetches");
+        assert!((4..=8).contains(&n), "{k}: {n} origin fetches");
     }
 }
 
