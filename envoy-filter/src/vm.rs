@@ -5,11 +5,10 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
-use cachet_policy::config::MAX_DURATION;
 use cachet_policy::object::{self, Encoding, Meta};
 use cachet_policy::{
-    CacheControl, Decision, Plan, Policy, PolicyError, RequestView, ResponseView, Storability,
-    Synth, WorkspaceMode, accepts_encoding,
+    Decision, Plan, Policy, PolicyError, RequestView, ResponseView, Storability, Synth,
+    WorkspaceMode, accepts_encoding,
 };
 use cachet_refresh::{
     ConditionalHeaders, Draw, EntryTimes, ErrorAction, Freshness, NotModified, Revalidation,
@@ -222,27 +221,15 @@ impl OriginResponse {
         }
     }
 
-    /// What a 304 says about the stored object: its freshness lifetime by
-    /// `Policy::storability`'s precedence (`no-cache` → zero; a route with `ttl_override`
-    /// → the stored TTL; `Surrogate-Control: max-age` → `s-maxage` → `max-age`; none →
-    /// the stored TTL), new validators, and the round trip.
-    fn not_modified(&self, ttl_override: bool) -> NotModified {
-        let parse = |name| {
-            self.joined(name)
-                .map(|v| CacheControl::parse(&v))
-                .unwrap_or_default()
-        };
-        let (cc, sc) = (parse("cache-control"), parse("surrogate-control"));
-        let ttl = if cc.no_cache {
-            Some(Duration::ZERO)
-        } else if ttl_override {
-            None
-        } else {
-            sc.max_age
-                .or(cc.s_maxage)
-                .or(cc.max_age)
-                .map(|s| Duration::from_secs(s).min(MAX_DURATION))
-        };
+    /// What a 304 says about the stored object: its freshness lifetime under the route
+    /// (`Policy::revalidated_ttl`, the precedence `storability` uses; `None` keeps the
+    /// stored TTL), new validators, and the round trip.
+    fn not_modified(&self, p: &Policy, plan: &Plan<'_>) -> NotModified {
+        let ttl = p.revalidated_ttl(
+            plan,
+            self.joined("cache-control").as_deref(),
+            self.joined("surrogate-control").as_deref(),
+        );
         let Validators {
             etag,
             last_modified,
@@ -773,14 +760,10 @@ impl Vm {
             Metrics::inc(self.m().origin_errors);
             return Revalidated::Kept;
         };
-        let now = Timestamp::from_system_time(host::now());
+        let at = host::now();
+        let now = Timestamp::from_system_time(at);
         let meta = &base.h.meta;
-        let ttl_override = p
-            .config()
-            .routes
-            .get(job.route_index)
-            .is_some_and(|route| route.ttl_override);
-        let answer = r.not_modified(ttl_override);
+        let answer = r.not_modified(p, &job.plan(p, at));
         match on_revalidation(&meta.times, &meta.validators, r.status, now, answer) {
             Revalidation::Freshen { times, validators } => {
                 // A ban or purge added while the request was out still applies to the
