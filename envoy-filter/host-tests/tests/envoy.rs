@@ -13,6 +13,14 @@ use cachet_envoy_host_tests::filter_wasm;
 const TOKEN: &str = "e2e-token";
 
 fn stack() -> Option<(cachet_demo_origin::RunningOrigin, Envoy)> {
+    stack_with(&|_| {})
+}
+
+/// The demo origin and Envoy with the admin token set and `rewrite` applied to the plugin
+/// configuration.
+fn stack_with(
+    rewrite: &dyn Fn(&mut serde_json::Value),
+) -> Option<(cachet_demo_origin::RunningOrigin, Envoy)> {
     let Some(bin) = envoy::binary() else {
         eprintln!(
             "\n\n*** SKIPPED: CACHET_ENVOY is unset; set it to the envoy binary \
@@ -25,6 +33,7 @@ fn stack() -> Option<(cachet_demo_origin::RunningOrigin, Envoy)> {
     let wasm = filter_wasm().expect("filter wasm");
     let e = Envoy::start(&bin, &wasm, origin.addr(), &|cfg| {
         cfg["admin"]["token"] = serde_json::json!(TOKEN);
+        rewrite(cfg);
     })
     .expect("envoy");
     Some((origin, e))
@@ -190,25 +199,18 @@ fn purge_and_ban_through_the_admin_api() {
 
 #[test]
 fn a_soft_purged_object_past_grace_is_revalidated_with_a_304_from_the_demo_origin() {
-    let Some(bin) = envoy::binary() else {
-        eprintln!("\n*** SKIPPED: CACHET_ENVOY is unset ***\n");
-        return;
-    };
-    let origin =
-        cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral()).expect("origin");
-    let wasm = filter_wasm().expect("wasm");
     // Articles without grace but with a keep window: a soft-purged article is not served,
     // and the next request revalidates it with its validators before answering.
-    let e = Envoy::start(&bin, &wasm, origin.addr(), &|cfg| {
-        cfg["admin"]["token"] = serde_json::json!(TOKEN);
+    let Some((origin, e)) = stack_with(&|cfg| {
         for r in cfg["routes"].as_array_mut().into_iter().flatten() {
             if r["name"] == "article" {
                 r["grace"] = serde_json::json!("0s");
                 r["keep"] = serde_json::json!("1h");
             }
         }
-    })
-    .expect("envoy");
+    }) else {
+        return;
+    };
     let base = format!("http://{}", e.addr);
     let t = Target::new(&base, &origin.url(""));
     let path = "/blog/bob/entry/3";
