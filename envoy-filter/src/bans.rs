@@ -274,7 +274,7 @@ impl BanState {
     pub fn check<R: BanRequest>(&self, obj: &StoredObject, req: &R) -> Check {
         if self
             .list
-            .check(obj, req, cachet_ban::BanId::ZERO)
+            .check(&obj.ban_view(), req, cachet_ban::BanId::ZERO)
             .is_banned()
         {
             return Check::Banned;
@@ -285,14 +285,16 @@ impl BanState {
     /// Checks against lurker-friendly bans only (no request: the lurker).
     pub fn check_objects_only(&self, obj: &StoredObject) -> bool {
         matches!(
-            self.list.check_objects_only(obj, cachet_ban::BanId::ZERO),
+            self.list
+                .check_objects_only(&obj.ban_view(), cachet_ban::BanId::ZERO),
             Verdict::Banned { .. }
         )
     }
 
     fn soft(&self, obj: &StoredObject) -> Check {
         let stored = obj.h.meta.times.stored_at;
-        let keys = obj.surrogate_keys().unwrap_or("");
+        let view = obj.ban_view();
+        let keys = view.surrogate_keys().unwrap_or("");
         self.softs
             .iter()
             .filter(|(k, at)| stored < *at && keys.split_ascii_whitespace().any(|x| x == k))

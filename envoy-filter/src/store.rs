@@ -22,8 +22,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 
-use cachet_ban::BanTarget;
-use cachet_policy::object::{self, Meta};
+use cachet_policy::object::{self, BanView, Meta};
 use cachet_refresh::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -104,13 +103,7 @@ pub struct StoredObject {
 impl StoredObject {
     /// An object under `key` (version 0 until the shared tier assigns one).
     pub fn new(key: String, meta: Meta, body: Vec<u8>) -> Self {
-        let mut skeys = meta.surrogate_keys.join(" ");
-        if !meta.tag.is_empty() {
-            if !skeys.is_empty() {
-                skeys.push(' ');
-            }
-            skeys.push_str(&meta.tag);
-        }
+        let skeys = meta.surrogate_key_line();
         Self {
             h: Header {
                 key,
@@ -168,33 +161,11 @@ impl StoredObject {
 /// `None` for them, while hard purges here are bans on `obj.http.surrogate-key`, so the
 /// object answers its joined keys (and its per-object tag, so one object can be purged
 /// alone, as on Fastly).
-impl BanTarget for StoredObject {
-    fn inserted_at_s(&self) -> f64 {
-        self.h.meta.inserted_at_s()
-    }
-    fn url(&self) -> &str {
-        BanTarget::url(&self.h.meta)
-    }
-    fn header(&self, name: &str) -> Option<&str> {
-        BanTarget::header(&self.h.meta, name)
-    }
-    fn status(&self) -> u16 {
-        BanTarget::status(&self.h.meta)
-    }
-    fn ttl_s_at(&self, at_s: f64) -> f64 {
-        self.h.meta.ttl_s_at(at_s)
-    }
-    fn age_s_at(&self, at_s: f64) -> f64 {
-        self.h.meta.age_s_at(at_s)
-    }
-    fn grace_s(&self) -> f64 {
-        self.h.meta.grace_s()
-    }
-    fn keep_s(&self) -> f64 {
-        self.h.meta.keep_s()
-    }
-    fn surrogate_keys(&self) -> Option<&str> {
-        (!self.skeys.is_empty()).then_some(self.skeys.as_str())
+impl StoredObject {
+    /// The object as a ban target (`cachet_policy::object::BanView`, with the key line
+    /// computed once per object).
+    pub fn ban_view(&self) -> BanView<'_> {
+        BanView::with_keys(&self.h.meta, &self.skeys)
     }
 }
 

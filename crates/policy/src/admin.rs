@@ -400,7 +400,7 @@ impl BanLog {
         }
         let newer: Vec<&BanRecord> = self.bans.iter().filter(|b| b.at_ms > stored).collect();
         let list = self.newer_than(stored);
-        match list.check(obj, req, cachet_ban::BanId::ZERO) {
+        match list.check(&obj.ban_view(), req, cachet_ban::BanId::ZERO) {
             cachet_ban::Verdict::Banned { by } => {
                 // Map the list's own id back to the log's: the list holds exactly `newer`,
                 // in order, minus any the list deduplicated.

@@ -152,38 +152,83 @@ impl Meta {
     }
 }
 
-/// The object as a ban target (Varnish `obj.*`): `obj.http.x-url` and `obj.http.x-host`
+impl Meta {
+    /// The object's surrogate keys as the `Surrogate-Key` line a ban reads: its keys, then
+    /// its per-object tag, space-separated.
+    pub fn surrogate_key_line(&self) -> String {
+        let mut line = self.surrogate_keys.join(" ");
+        if !self.tag.is_empty() {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(&self.tag);
+        }
+        line
+    }
+
+    /// The object as a ban target, its key line computed now
+    /// ([`Meta::surrogate_key_line`]).
+    pub fn ban_view(&self) -> BanView<'_> {
+        BanView {
+            meta: self,
+            keys: std::borrow::Cow::Owned(self.surrogate_key_line()),
+        }
+    }
+}
+
+/// A stored object as a ban target (Varnish `obj.*`). `obj.http.x-url` and `obj.http.x-host`
 /// answer the stored URL and host when the origin sent no such header (the lurker-friendly
 /// ban convention of the Varnish Users Guide, "Lurker-Friendly Bans"); `obj.http.surrogate-key`
-/// answers the object's surrogate keys, space-separated. Times are seconds since the epoch.
-impl BanTarget for Meta {
+/// answers the object's surrogate keys and its per-object tag, space-separated, so a ban on
+/// a key (or on one object's tag) matches. Times are seconds since the epoch.
+#[derive(Debug, Clone)]
+pub struct BanView<'a> {
+    meta: &'a Meta,
+    keys: std::borrow::Cow<'a, str>,
+}
+
+impl<'a> BanView<'a> {
+    /// The view with a key line the caller already holds (adapters that cache it per
+    /// object); it must be [`Meta::surrogate_key_line`]'s value.
+    pub fn with_keys(meta: &'a Meta, keys: &'a str) -> Self {
+        Self {
+            meta,
+            keys: std::borrow::Cow::Borrowed(keys),
+        }
+    }
+}
+
+impl BanTarget for BanView<'_> {
     fn inserted_at_s(&self) -> f64 {
-        ms_to_s(self.times.stored_at.as_millis())
+        ms_to_s(self.meta.times.stored_at.as_millis())
     }
 
     fn url(&self) -> &str {
-        &self.url
+        &self.meta.url
     }
 
     fn header(&self, name: &str) -> Option<&str> {
-        if let Some(v) = Meta::header(self, name) {
+        if name.eq_ignore_ascii_case(cachet_ban::SURROGATE_KEY_HEADER) {
+            return (!self.keys.is_empty()).then_some(&*self.keys);
+        }
+        if let Some(v) = self.meta.header(name) {
             return Some(v);
         }
         if name.eq_ignore_ascii_case("x-url") {
-            Some(&self.url)
+            Some(&self.meta.url)
         } else if name.eq_ignore_ascii_case("x-host") {
-            Some(&self.host)
+            Some(&self.meta.host)
         } else {
             None
         }
     }
 
     fn status(&self) -> u16 {
-        self.status
+        self.meta.status
     }
 
     fn ttl_s_at(&self, at_s: f64) -> f64 {
-        ms_to_s(self.times.expiry().as_millis()) - at_s
+        ms_to_s(self.meta.times.expiry().as_millis()) - at_s
     }
 
     fn age_s_at(&self, at_s: f64) -> f64 {
@@ -191,15 +236,11 @@ impl BanTarget for Meta {
     }
 
     fn grace_s(&self) -> f64 {
-        self.times.grace.as_secs_f64()
+        self.meta.times.grace.as_secs_f64()
     }
 
     fn keep_s(&self) -> f64 {
-        self.times.keep.as_secs_f64()
-    }
-
-    fn surrogate_keys(&self) -> Option<&str> {
-        None
+        self.meta.times.keep.as_secs_f64()
     }
 }
 
@@ -335,17 +376,34 @@ mod tests {
         m.url = "/blog/alice/1".into();
         m.host = "blog.example".into();
         m.headers.push(("X-Owner".into(), "alice".into()));
-        assert_eq!(BanTarget::header(&m, "x-owner"), Some("alice"));
-        assert_eq!(BanTarget::header(&m, "X-URL"), Some("/blog/alice/1"));
-        assert_eq!(BanTarget::header(&m, "x-host"), Some("blog.example"));
-        assert!((m.inserted_at_s() - 100.0).abs() < 1e-9);
-        assert!((m.ttl_s_at(110.0) - 20.0).abs() < 1e-9);
-        assert!((m.age_s_at(110.0) - 10.0).abs() < 1e-9);
+        m.surrogate_keys = vec!["blog-alice".into(), "css-alice".into()];
+        m.tag = object_tag("blog.example/blog/alice/1|pc");
+        let v = m.ban_view();
+        assert_eq!(v.header("x-owner"), Some("alice"));
+        assert_eq!(v.header("X-URL"), Some("/blog/alice/1"));
+        assert_eq!(v.header("x-host"), Some("blog.example"));
+        assert_eq!(
+            v.surrogate_keys(),
+            Some(format!("blog-alice css-alice {}", m.tag).as_str())
+        );
+        assert!((v.inserted_at_s() - 100.0).abs() < 1e-9);
+        assert!((v.ttl_s_at(110.0) - 20.0).abs() < 1e-9);
+        assert!((v.age_s_at(110.0) - 10.0).abs() < 1e-9);
         let mut bans = cachet_ban::BanList::new();
         let added = bans.add("obj.http.x-url ~ ^/blog/alice/", 120.0).unwrap();
         assert!(added.lurker_friendly);
         let req = cachet_ban::Request::new("/blog/alice/1");
-        assert!(bans.check(&m, &req, cachet_ban::BanId::ZERO).is_banned());
+        assert!(bans.check(&v, &req, cachet_ban::BanId::ZERO).is_banned());
+        // A ban on a surrogate key, and on the object's own tag, match it.
+        let mut keys = cachet_ban::BanList::new();
+        let _ = keys.add_surrogate_key_ban("css-alice", 120.0).unwrap();
+        assert!(keys.check(&v, &req, cachet_ban::BanId::ZERO).is_banned());
+        let mut tag = cachet_ban::BanList::new();
+        let _ = tag.add_surrogate_key_ban(&m.tag, 120.0).unwrap();
+        assert!(tag.check(&v, &req, cachet_ban::BanId::ZERO).is_banned());
+        let mut other = cachet_ban::BanList::new();
+        let _ = other.add_surrogate_key_ban("blog-bob", 120.0).unwrap();
+        assert!(!other.check(&v, &req, cachet_ban::BanId::ZERO).is_banned());
     }
 
     #[test]

@@ -220,3 +220,21 @@ fn design_css_story_public_hit_then_private_after_purge_never_stored() {
             .is_some_and(|c| c.contains("private"))
     );
 }
+
+#[test]
+fn a_ban_on_a_surrogate_key_invalidates_the_objects_carrying_it() {
+    let s = Stack::start();
+    for p in ["/blog/alice/entry/8", "/blog/bob/entry/8"] {
+        assert_eq!(desktop(&s, p).x_cache(), "MISS");
+    }
+    let added = s.admin(
+        "POST",
+        "/.cachet/ban",
+        &[],
+        r#"obj.http.surrogate-key ~ "(^|\s)blog-alice(\s|$)""#,
+    );
+    assert_eq!(added.status, 201, "{}", added.text());
+    assert_eq!(json(&added)["lurker_friendly"], true);
+    assert_eq!(desktop(&s, "/blog/alice/entry/8").x_cache(), "MISS");
+    assert_eq!(desktop(&s, "/blog/bob/entry/8").x_cache(), "HIT");
+}
