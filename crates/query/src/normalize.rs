@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use crate::glob::PatternSet;
-use crate::scan::{Segments, key_at, key_of};
+use crate::scan::{Segment, Segments, key_at, key_of};
 use crate::{MAX_PARAMS_CAP, QueryConfig, QueryError, SortMode};
 
 /// Kept parameters recorded on the stack (16 bytes each) while scanning. Past it the scan
@@ -329,6 +329,26 @@ impl Normalizer {
         self.keeps_name(name.as_bytes(), key_of(name.as_bytes()))
     }
 
+    /// The non-empty segment `s` of `bytes` as a [`Param`] with its sort key, or `None`
+    /// when its name is not kept.
+    #[inline]
+    fn kept_param(&self, bytes: &[u8], s: &Segment) -> Option<Param> {
+        let name_key = key_at(bytes, s.start, s.name_end - s.start);
+        if !self.keeps_name(&bytes[s.start..s.name_end], name_key) {
+            return None;
+        }
+        Some(Param {
+            key: if self.sort == SortMode::Param {
+                key_at(bytes, s.start, s.end - s.start)
+            } else {
+                name_key
+            },
+            start: offset(s.start),
+            name_end: offset(s.name_end),
+            end: offset(s.end),
+        })
+    }
+
     /// As [`Normalizer::keeps`]; `key` is [`key_of`]`(name)`.
     #[inline]
     fn keeps_name(&self, name: &[u8], key: u64) -> bool {
@@ -453,19 +473,8 @@ impl Normalizer {
                 got.too_many = true;
                 break;
             }
-            let name_key = key_at(bytes, s.start, s.name_end - s.start);
-            if !self.keeps_name(&bytes[s.start..s.name_end], name_key) {
+            let Some(p) = self.kept_param(bytes, &s) else {
                 continue;
-            }
-            let p = Param {
-                key: if self.sort == SortMode::Param {
-                    key_at(bytes, s.start, s.end - s.start)
-                } else {
-                    name_key
-                },
-                start: offset(s.start),
-                name_end: offset(s.name_end),
-                end: offset(s.end),
             };
             if !buf.push(p, spill) {
                 got.full = true;
@@ -538,19 +547,8 @@ impl Normalizer {
             if count > self.max_params {
                 return Err(self.too_many(bytes));
             }
-            let name_key = key_at(bytes, s.start, s.name_end - s.start);
-            if !self.keeps_name(&bytes[s.start..s.name_end], name_key) {
+            let Some(p) = self.kept_param(bytes, &s) else {
                 return Ok(false);
-            }
-            let p = Param {
-                key: if self.sort == SortMode::Param {
-                    key_at(bytes, s.start, s.end - s.start)
-                } else {
-                    name_key
-                },
-                start: offset(s.start),
-                name_end: offset(s.name_end),
-                end: offset(s.end),
             };
             if let Some(q) = prev {
                 let in_order = match self.sort {

@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 
 use super::report::{
-    Report, SideReport, bytes, duration, hit_ratio_label, percent, template_config_label, thousands,
+    Report, SideReport, bytes, duration, hit_ratio_label, percent, summary_rows,
+    template_config_label, thousands,
 };
 
 /// Chart width in SVG user units.
@@ -131,53 +132,11 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#57606a
 svg text{font:12px sans-serif;fill:#57606a}code{font-size:13px}";
 
 fn summary(o: &mut String, r: &Report) {
-    let (b, c) = (&r.baseline, &r.config);
     o.push_str(
         "<table><tr><th></th><th class=\"n\">baseline</th><th class=\"n\">config</th></tr>\n",
     );
-    let rows: [(&str, String, String); 12] = [
-        ("requests", thousands(b.requests), thousands(c.requests)),
-        ("hit ratio", percent(b.hit_ratio), percent(c.hit_ratio)),
-        ("fresh hits", thousands(b.hits), thousands(c.hits)),
-        (
-            "stale hits (grace)",
-            thousands(b.stale_hits),
-            thousands(c.stale_hits),
-        ),
-        (
-            "synthesized at the edge",
-            thousands(b.synth),
-            thousands(c.synth),
-        ),
-        (
-            "origin requests",
-            thousands(b.origin_requests),
-            thousands(c.origin_requests),
-        ),
-        (
-            "origin offload",
-            percent(b.origin_offload),
-            percent(c.origin_offload),
-        ),
-        ("origin bytes", bytes(b.origin_bytes), bytes(c.origin_bytes)),
-        (
-            "bytes stored (end)",
-            bytes(b.bytes_stored),
-            bytes(c.bytes_stored),
-        ),
-        (
-            "bytes stored (peak)",
-            bytes(b.peak_bytes_stored.unwrap_or(0)),
-            bytes(c.peak_bytes_stored.unwrap_or(0)),
-        ),
-        (
-            "distinct objects",
-            thousands(b.distinct_objects),
-            thousands(c.distinct_objects),
-        ),
-        ("evictions", thousands(b.evictions), thousands(c.evictions)),
-    ];
-    for (label, bv, cv) in rows {
+    for (label, bv, cv) in summary_rows(r) {
+        let label = esc(label.trim_start());
         let _ = writeln!(
             o,
             "<tr><td>{label}</td><td class=\"n base\">{bv}</td><td class=\"n conf\">{cv}</td></tr>"

@@ -83,6 +83,21 @@ pub struct Counters {
     pub bytes_written: u64,
 }
 
+impl Counters {
+    /// A lookup that went to the origin: a stale hit (served in grace while one
+    /// background fetch refreshes) or a miss, with the origin's `bytes`.
+    fn fetched(&mut self, stale: bool, bytes: u64) {
+        self.requests += 1;
+        if stale {
+            self.stale_hits += 1;
+        } else {
+            self.misses += 1;
+        }
+        self.origin_requests += 1;
+        self.origin_bytes += bytes;
+    }
+}
+
 /// One side's counters, overall and per endpoint, with distinct-key counters.
 pub struct Side {
     /// The cache.
@@ -426,14 +441,7 @@ impl<'p> Engine<'p> {
                         config_hit = found == Lookup::Stale;
                         config_origin = true;
                         self.config.count(ep, |c| {
-                            c.requests += 1;
-                            if found == Lookup::Stale {
-                                c.stale_hits += 1;
-                            } else {
-                                c.misses += 1;
-                            }
-                            c.origin_requests += 1;
-                            c.origin_bytes += r.bytes;
+                            c.fetched(found == Lookup::Stale, r.bytes);
                         });
                         // A stale hit's background fetch is a GET even for HEAD clients.
                         let verdict = if body_known {
@@ -498,14 +506,7 @@ impl<'p> Engine<'p> {
             } else {
                 baseline_hit = found == Lookup::Stale;
                 self.baseline.count(ep, |c| {
-                    c.requests += 1;
-                    if found == Lookup::Stale {
-                        c.stale_hits += 1;
-                    } else {
-                        c.misses += 1;
-                    }
-                    c.origin_requests += 1;
-                    c.origin_bytes += r.bytes;
+                    c.fetched(found == Lookup::Stale, r.bytes);
                 });
                 // Varnish's built-in VCL: no-store, no-cache and private are uncacheable.
                 let cc = cc_text.map(CacheControl::parse).unwrap_or_default();

@@ -556,8 +556,9 @@ pub fn text(r: &Report) -> String {
     o
 }
 
-/// The overall table's rows: label, baseline value, config value.
-fn summary_rows(r: &Report) -> Vec<(&'static str, String, String)> {
+/// The overall table's rows (text and HTML): label (sub-rows indented by two spaces),
+/// baseline value, config value.
+pub(crate) fn summary_rows(r: &Report) -> Vec<(&'static str, String, String)> {
     let (b, c) = (&r.baseline, &r.config);
     vec![
         ("requests", thousands(b.requests), thousands(c.requests)),
