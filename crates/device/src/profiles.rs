@@ -34,11 +34,14 @@ pub(crate) const ACCURATE: &[Row] = &[
     // `Opera Tablet`, BlackBerry PlayBook (`RIM Tablet OS`), Windows `Tablet PC`.
     (&["Tablet"], &[], PC),
     // Amazon Fire tablets: the Silk browser (some versions send `Mobile Safari`) and the
-    // `KF..` model codes (KFTT, KFOT, KFMAWI, ...) that also appear in app UAs; Kindle
-    // e-readers (`Kindle/3.0+`).
+    // `KF..` model codes (KFTT, KFOT, KFMAWI, ...) that also appear in app UAs; the
+    // first Kindle Fire's stock browser (`Kindle Fire Build/…`, sends `Mobile Safari`).
+    // Kindle e-readers (`Kindle/3.0+`) send neither `Mobile` nor a phone token and fall
+    // through to the default. Not a bare `Kindle`: its window would land on `nd`, which
+    // every `Android` and `Windows` UA contains (a third of a partial hit per UA).
     (&["Silk/"], &[], PC),
     (&["; KF"], &[], PC),
-    (&["Kindle"], &[], PC),
+    (&["Kindle Fire"], &[], PC),
     // Samsung Galaxy Tab / Note tablets. The early Galaxy Tab (GT-P1000) stock browser
     // sends `Mobile Safari`; the model prefixes are tablet-only: GT-P, SM-T, SM-P, SM-X,
     // and the Galaxy Note 8.0 / 10.1 (GT-N51xx, GT-N80xx; the GT-N7xxx are phones).
