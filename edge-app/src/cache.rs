@@ -354,8 +354,14 @@ fn refresh(
     let now = now();
     let status = fetched.resp.get_status().as_u16();
     match revalidation(policy, plan, meta, &fetched, now) {
+        Revalidation::Freshen { .. } if per_user(&fetched.resp).is_some() => {
+            // The 304's fields would make the stored response per-user (RFC 9111 §3.2):
+            // stop serving it to everyone.
+            insert_marker(policy, plan, tx, now)?;
+            Ok("now-uncacheable")
+        }
         Revalidation::Freshen { times, validators } => {
-            freshen(policy, tx, meta, times, validators)?;
+            freshen(policy, tx, meta, &fetched.resp, times, validators)?;
             Ok("revalidated-304")
         }
         Revalidation::KeepStored => {
@@ -409,17 +415,17 @@ fn revalidation(
     on_revalidation(&meta.times, &meta.validators, status, now, fresh)
 }
 
-/// Applies a 304: same body and headers, new times and validators.
+/// Applies a 304 (`not_modified`): same body, new times and validators, stored fields
+/// updated from the 304's (`Meta::freshened`, RFC 9111 §3.2).
 fn freshen(
     policy: &Policy,
     tx: Transaction,
     meta: &Meta,
+    not_modified: &Response,
     times: EntryTimes,
     validators: Validators,
 ) -> Result<Meta, EdgeError> {
-    let mut fresh = meta.clone();
-    fresh.times = times;
-    fresh.validators = validators;
+    let fresh = meta.freshened(times, validators, header_fields(not_modified));
     let keys = object_keys(&fresh);
     tx.update(times.ttl)
         .stale_while_revalidate(core_swr(policy, &fresh.route, &times))
@@ -455,8 +461,17 @@ fn revalidate_now(
     f.cache = "MISS";
     let now = now();
     match revalidation(policy, plan, meta, &fetched, now) {
+        Revalidation::Freshen { times, validators } if per_user(&fetched.resp).is_some() => {
+            // The 304 makes the response per-user (RFC 9111 §3.2): this client gets the
+            // stored body with the 304's fields, nobody else does (hit-for-pass marker).
+            insert_marker(policy, plan, tx, now)?;
+            let theirs = meta.freshened(times, validators, header_fields(&fetched.resp));
+            f.refresh = Some("now-uncacheable".into());
+            f.cache = "PASS";
+            deliver::respond(&theirs, hit.body.clone(), Duration::ZERO, client, f)
+        }
         Revalidation::Freshen { times, validators } => {
-            let fresh = freshen(policy, tx, meta, times, validators)?;
+            let fresh = freshen(policy, tx, meta, &fetched.resp, times, validators)?;
             f.refresh = Some("revalidated-304".into());
             deliver::respond(&fresh, hit.body.clone(), Duration::ZERO, client, f)
         }
@@ -554,6 +569,34 @@ fn header_join(resp: &Response, name: &str) -> Option<String> {
     (!all.is_empty()).then(|| all.join(", "))
 }
 
+/// Every header line of `resp` as (name, value), in order (values that are not UTF-8 are
+/// skipped, as `get_header_all_str` does).
+fn header_fields(resp: &Response) -> Vec<(String, String)> {
+    resp.get_header_names_str()
+        .into_iter()
+        .flat_map(|n| {
+            resp.get_header_all_str(n)
+                .into_iter()
+                .map(move |v| (n.to_owned(), v.to_owned()))
+        })
+        .collect()
+}
+
+/// Whether a revalidation answer makes the stored response per-user
+/// (`ResponseView::per_user`: `private`, `no-store`, `Set-Cookie`).
+fn per_user(resp: &Response) -> Option<NoStore> {
+    let cc = header_join(resp, "cache-control");
+    let sc = header_join(resp, "surrogate-control");
+    ResponseView {
+        status: resp.get_status().as_u16(),
+        cache_control: cc.as_deref(),
+        surrogate_control: sc.as_deref(),
+        has_set_cookie: resp.get_header(header::SET_COOKIE).is_some(),
+        ..ResponseView::default()
+    }
+    .per_user()
+}
+
 /// The policy's verdict on an origin response.
 fn evaluate(policy: &Policy, plan: &Plan<'_>, resp: &Response) -> Storability {
     let cc = header_join(resp, "cache-control");
@@ -638,15 +681,9 @@ fn insert_object(
         v: object::META_VERSION,
         pass: false,
         status: resp.get_status().as_u16(),
-        headers: resp
-            .get_header_names_str()
+        headers: header_fields(&resp)
             .into_iter()
-            .filter(|n| object::stored_header(n))
-            .flat_map(|n| {
-                resp.get_header_all_str(n)
-                    .into_iter()
-                    .map(move |v| (n.to_owned(), v.to_owned()))
-            })
+            .filter(|(n, _)| object::stored_header(n))
             .collect(),
         vary: store.vary.clone(),
         encoding,

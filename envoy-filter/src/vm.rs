@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use cachet_policy::object::{self, Encoding, Meta};
 use cachet_policy::{
-    Decision, Plan, Policy, PolicyError, RequestView, ResponseView, Storability, Synth,
+    Decision, NoStore, Plan, Policy, PolicyError, RequestView, ResponseView, Storability, Synth,
     WorkspaceMode, accepts_encoding,
 };
 use cachet_refresh::{
@@ -203,6 +203,27 @@ impl OriginResponse {
     }
 
     /// All values of header `name`, comma-joined (RFC 9110 §5.3).
+    /// Whether its fields make the response per-user (`ResponseView::per_user`).
+    fn per_user(&self) -> Option<NoStore> {
+        let cc = self.joined("cache-control");
+        let sc = self.joined("surrogate-control");
+        ResponseView {
+            status: self.status,
+            cache_control: cc.as_deref(),
+            surrogate_control: sc.as_deref(),
+            has_set_cookie: self.has_set_cookie(),
+            ..ResponseView::default()
+        }
+        .per_user()
+    }
+
+    /// Whether any `Set-Cookie` line is present.
+    fn has_set_cookie(&self) -> bool {
+        self.headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+    }
+
     fn joined(&self, name: &str) -> Option<String> {
         let v: Vec<String> = self
             .headers
@@ -265,6 +286,10 @@ enum Revalidated {
     /// validators, not its). Nothing changes; a client still waiting is fetched for
     /// unconditionally.
     Unusable,
+    /// A `304` whose fields make the response per-user (`private`, `no-store`,
+    /// `Set-Cookie`): a hit-for-pass marker replaced the stored object; a client still
+    /// waiting is fetched for unconditionally (and passed).
+    Uncacheable,
     /// `5xx` or a failed callout: the stored object is kept as it is.
     Kept,
 }
@@ -696,10 +721,7 @@ impl Vm {
             status: r.status,
             cache_control: cc.as_deref(),
             surrogate_control: sc.as_deref(),
-            has_set_cookie: r
-                .headers
-                .iter()
-                .any(|(n, _)| n.eq_ignore_ascii_case("set-cookie")),
+            has_set_cookie: r.has_set_cookie(),
             vary: vary.as_deref(),
             content_encoding: ce.as_deref(),
             content_type: ct.as_deref(),
@@ -763,7 +785,8 @@ impl Vm {
         let at = host::now();
         let now = Timestamp::from_system_time(at);
         let meta = &base.h.meta;
-        let answer = r.not_modified(p, &job.plan(p, at));
+        let plan = job.plan(p, at);
+        let answer = r.not_modified(p, &plan);
         match on_revalidation(&meta.times, &meta.validators, r.status, now, answer) {
             Revalidation::Freshen { times, validators } => {
                 // A ban or purge added while the request was out still applies to the
@@ -778,9 +801,19 @@ impl Vm {
                 if banned || current.is_some_and(|c| c.h.version > base.h.version) {
                     return Revalidated::Unusable;
                 }
-                let mut fresh = meta.clone();
-                fresh.times = times;
-                fresh.validators = validators;
+                if r.per_user().is_some() {
+                    // The 304's fields would make the stored response per-user (RFC 9111
+                    // §3.2): a hit-for-pass marker replaces it.
+                    self.insert(Self::marker(p, job, &plan, now), now);
+                    return Revalidated::Uncacheable;
+                }
+                let fresh = meta.freshened(
+                    times,
+                    validators,
+                    r.headers
+                        .iter()
+                        .map(|(n, v)| (n.as_str(), String::from_utf8_lossy(v))),
+                );
                 Metrics::inc(self.m().revalidated);
                 let obj = StoredObject::new(base.h.key.clone(), fresh, base.body.clone());
                 Revalidated::Freshened(self.insert(obj, now))
@@ -1534,8 +1567,9 @@ impl Http {
             (_, Some((obj, _))) => match vm.revalidate(&p, &job, &obj, &self.headers, r.as_ref()) {
                 Revalidated::Freshened(fresh) => Some(Fetched::Stored(fresh)),
                 Revalidated::Replaced(f) => Some(f),
-                Revalidated::Unusable => {
-                    // The 304 does not apply to what is stored now: fetch unconditionally.
+                Revalidated::Unusable | Revalidated::Uncacheable => {
+                    // The 304 does not apply to what is stored now, or made it per-user:
+                    // fetch unconditionally.
                     self.base = None;
                     self.fetch(&p, job);
                     return;

@@ -150,6 +150,42 @@ impl Meta {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+
+    /// The object a `304 Not Modified` makes of this one (RFC 9111 §4.3.4): the same body
+    /// and keys, `times` and `validators` as `cachet_refresh::on_revalidation` computed
+    /// them, and the stored header fields updated from the 304's `fields` (RFC 9111 §3.2):
+    /// each field the 304 carries that objects store ([`stored_header`]) replaces every
+    /// stored line of that name (ASCII case-insensitive), in the 304's order; the other
+    /// stored fields stay. Fields objects never store are ignored (`Content-Length`,
+    /// `Content-Encoding` and `Vary` describe the stored body, `Set-Cookie` is per-user,
+    /// hop-by-hop fields belong to the connection). Callers check
+    /// [`ResponseView::per_user`](crate::ResponseView::per_user) on the 304 first.
+    #[must_use]
+    pub fn freshened<N: AsRef<str>, V: AsRef<str>>(
+        &self,
+        times: EntryTimes,
+        validators: Validators,
+        fields: impl IntoIterator<Item = (N, V)>,
+    ) -> Self {
+        let updates: Vec<(N, V)> = fields
+            .into_iter()
+            .filter(|(n, _)| stored_header(n.as_ref()))
+            .collect();
+        let mut fresh = self.clone();
+        fresh.times = times;
+        fresh.validators = validators;
+        fresh.headers.retain(|(n, _)| {
+            !updates
+                .iter()
+                .any(|(u, _)| u.as_ref().eq_ignore_ascii_case(n))
+        });
+        fresh.headers.extend(
+            updates
+                .into_iter()
+                .map(|(n, v)| (n.as_ref().to_owned(), v.as_ref().to_owned())),
+        );
+        fresh
+    }
 }
 
 impl Meta {
@@ -264,9 +300,14 @@ pub fn object_tag(cache_key: &str) -> String {
     format!("{OBJECT_TAG_PREFIX}{:016x}", h.finish())
 }
 
-/// Whether an origin header is kept with the object.
+/// Whether an origin header is kept with the object (not a pseudo-header such as
+/// `:status`, not [`HOP_BY_HOP`], not one of the fields recomputed at delivery or
+/// per-user: `Content-Encoding`, `Vary`, `Age`, `Set-Cookie`, `Surrogate-Key`,
+/// `Surrogate-Control`, `Date`).
 pub fn stored_header(name: &str) -> bool {
-    !is_hop_by_hop(name) && !NOT_STORED.iter().any(|n| n.eq_ignore_ascii_case(name))
+    !name.starts_with(':')
+        && !is_hop_by_hop(name)
+        && !NOT_STORED.iter().any(|n| n.eq_ignore_ascii_case(name))
 }
 
 impl Encoding {
@@ -362,6 +403,88 @@ mod tests {
             Meta::from_bytes(&old.to_bytes()).is_none(),
             "older layouts are misses"
         );
+    }
+
+    #[test]
+    fn a_304_updates_stored_fields_but_not_what_the_body_depends_on() {
+        let mut m = Meta::marker(
+            "article",
+            Timestamp::from_millis(1_000),
+            std::time::Duration::from_secs(30),
+        );
+        m.pass = false;
+        m.status = 200;
+        m.headers = vec![
+            ("Content-Type".into(), "text/html".into()),
+            ("Cache-Control".into(), "max-age=30".into()),
+            ("Link".into(), "</a.css>; rel=preload".into()),
+            ("Link".into(), "</b.js>; rel=preload".into()),
+            ("ETag".into(), "\"v1\"".into()),
+            ("X-Owner".into(), "alice".into()),
+        ];
+        m.surrogate_keys = vec!["blog-alice".into()];
+        let times = EntryTimes::new(
+            Timestamp::from_millis(90_000),
+            std::time::Duration::from_secs(60),
+        );
+        let validators = Validators {
+            etag: Some("\"v1\"".into()),
+            last_modified: None,
+        };
+        let fresh = m.freshened(
+            times,
+            validators.clone(),
+            [
+                ("cache-control", "max-age=60"),
+                ("link", "</c.css>; rel=preload"),
+                ("Content-Length", "0"),
+                ("Content-Encoding", "br"),
+                ("Vary", "Cookie"),
+                ("Set-Cookie", "sid=1"),
+                ("Connection", "close"),
+                (":status", "304"),
+                ("X-New", "1"),
+            ],
+        );
+        assert_eq!(fresh.times, times);
+        assert_eq!(fresh.validators, validators);
+        assert_eq!(fresh.header("cache-control"), Some("max-age=60"));
+        let links: Vec<&str> = fresh
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("link"))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(
+            links,
+            ["</c.css>; rel=preload"],
+            "all stored lines replaced"
+        );
+        assert_eq!(fresh.header("x-new"), Some("1"));
+        assert_eq!(
+            fresh.header("x-owner"),
+            Some("alice"),
+            "absent from the 304: kept"
+        );
+        assert_eq!(fresh.header("content-type"), Some("text/html"));
+        for never in [
+            "content-length",
+            "content-encoding",
+            "vary",
+            "set-cookie",
+            "connection",
+            ":status",
+        ] {
+            assert_eq!(fresh.header(never), None, "{never}");
+        }
+        assert_eq!(
+            (fresh.encoding.clone(), fresh.vary.clone()),
+            (m.encoding.clone(), m.vary.clone())
+        );
+        assert_eq!(fresh.surrogate_keys, m.surrogate_keys);
+        // Nothing in the 304: only times and validators change.
+        let same = m.freshened(times, validators, Vec::<(String, String)>::new());
+        assert_eq!(same.headers, m.headers);
     }
 
     #[test]

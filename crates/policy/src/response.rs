@@ -34,6 +34,40 @@ pub struct ResponseView<'a> {
     pub content_length: Option<u64>,
 }
 
+impl ResponseView<'_> {
+    /// Why these headers make the response per-user, if they do: `Cache-Control: private`
+    /// (RFC 9111 §5.2.2.7), `no-store` in `Cache-Control` (§5.2.2.5) or
+    /// `Surrogate-Control`, or a `Set-Cookie`. The first rules of
+    /// [`Policy::storability`](crate::Policy::storability); adapters also ask it of a
+    /// `304 Not Modified`, whose fields update the stored response (RFC 9111 §3.2): a 304
+    /// that says so turns the stored object into a hit-for-pass marker instead of
+    /// freshening it.
+    pub fn per_user(&self) -> Option<NoStore> {
+        let cc = self
+            .cache_control
+            .map(CacheControl::parse)
+            .unwrap_or_default();
+        let sc = self
+            .surrogate_control
+            .map(CacheControl::parse)
+            .unwrap_or_default();
+        per_user(&cc, &sc, self.has_set_cookie)
+    }
+}
+
+/// [`ResponseView::per_user`] on parsed directives.
+fn per_user(cc: &CacheControl, sc: &CacheControl, has_set_cookie: bool) -> Option<NoStore> {
+    if cc.private {
+        Some(NoStore::Private)
+    } else if cc.no_store || sc.no_store {
+        Some(NoStore::NoStore)
+    } else if has_set_cookie {
+        Some(NoStore::SetCookie)
+    } else {
+        None
+    }
+}
+
 /// Why a response is not stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -279,14 +313,8 @@ impl crate::Policy {
             .surrogate_control
             .map(CacheControl::parse)
             .unwrap_or_default();
-        if cc.private {
-            return Storability::DontStore(NoStore::Private);
-        }
-        if cc.no_store || sc.no_store {
-            return Storability::DontStore(NoStore::NoStore);
-        }
-        if resp.has_set_cookie {
-            return Storability::DontStore(NoStore::SetCookie);
+        if let Some(why) = per_user(&cc, &sc, resp.has_set_cookie) {
+            return Storability::DontStore(why);
         }
         if !status_cacheable(resp.status) {
             return Storability::DontStore(NoStore::Status);
@@ -363,6 +391,40 @@ pub fn accepts_encoding(accept_encoding: Option<&str>, coding: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_user_is_what_storability_refuses_first() {
+        let view =
+            |cc: Option<&'static str>, sc: Option<&'static str>, cookie: bool| ResponseView {
+                status: 304,
+                cache_control: cc,
+                surrogate_control: sc,
+                has_set_cookie: cookie,
+                ..ResponseView::default()
+            };
+        assert_eq!(view(Some("max-age=60"), None, false).per_user(), None);
+        assert_eq!(view(None, None, false).per_user(), None);
+        assert_eq!(
+            view(Some("PRIVATE, max-age=60"), None, false).per_user(),
+            Some(NoStore::Private)
+        );
+        assert_eq!(
+            view(Some("no-store"), None, false).per_user(),
+            Some(NoStore::NoStore)
+        );
+        assert_eq!(
+            view(None, Some("no-store"), false).per_user(),
+            Some(NoStore::NoStore)
+        );
+        assert_eq!(
+            view(Some("public"), None, true).per_user(),
+            Some(NoStore::SetCookie)
+        );
+        assert!(
+            view(Some("no-cache"), None, false).per_user().is_none(),
+            "no-cache stores"
+        );
+    }
 
     #[test]
     fn cache_control_parse() {

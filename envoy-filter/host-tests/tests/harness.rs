@@ -844,6 +844,65 @@ fn a_refresh_answered_private_leaves_a_marker_and_the_old_copy_is_never_served()
 }
 
 #[test]
+fn a_304_updates_the_stored_fields_it_carries_but_not_the_body_framing() {
+    let (_host, mut w1, mut w2) = workers(&config(serde_json::json!({})));
+    let mut origin = Origin::conditional();
+    let path = "/blog/alice/entry/25";
+    assert_eq!(get(&mut w2, &mut origin, path, &[]).x_cache(), "MISS");
+    let (first, call) = stale_with_refresh(&mut w1, &mut origin, path);
+    assert_eq!(first.header("cache-control"), Some("public, max-age=300"));
+    // RFC 9111 §3.2: the 304's fields replace the stored ones, except those the stored
+    // body depends on.
+    let not_modified = answer(
+        304,
+        &[
+            ("cache-control", "public, max-age=600"),
+            ("x-release", "2026-11-22"),
+            ("content-length", "0"),
+            ("content-encoding", "br"),
+            ("vary", "Cookie"),
+        ],
+        "",
+    );
+    w1.answer(call.token, &not_modified).expect("answer");
+    for w in [&mut w1, &mut w2] {
+        let r = get(w, &mut origin, path, &[]);
+        assert_eq!((r.x_cache(), r.header("age")), ("HIT", Some("0")));
+        assert_eq!(r.text(), first.text(), "same body");
+        assert_eq!(r.header("cache-control"), Some("public, max-age=600"));
+        assert_eq!(r.header("x-release"), Some("2026-11-22"));
+        assert_eq!(r.header("content-type"), first.header("content-type"));
+        assert_eq!(r.header("vary"), first.header("vary"));
+        assert_ne!(r.header("content-encoding"), Some("br"));
+    }
+}
+
+#[test]
+fn a_304_that_says_private_leaves_a_marker_instead_of_freshening() {
+    let (host, mut w1, mut w2) = workers(&config(serde_json::json!({})));
+    let mut origin = Origin::conditional();
+    let path = "/blog/alice/entry/26";
+    assert_eq!(get(&mut w2, &mut origin, path, &[]).x_cache(), "MISS");
+    let (first, call) = stale_with_refresh(&mut w1, &mut origin, path);
+    let not_modified = answer(
+        304,
+        &[("cache-control", "private"), ("set-cookie", "session=9")],
+        "",
+    );
+    w1.answer(call.token, &not_modified).expect("answer");
+    assert_eq!(host.metric("cachet.revalidated"), 0);
+    let private = answer(200, &[("cache-control", "private")], "now private");
+    for w in [&mut w1, &mut w2] {
+        let (id, o) = w.request(req("GET", BLOG, path, &[]), None).expect("req");
+        assert!(matches!(o, Outcome::Upstream(_)), "hit-for-pass: {o:?}");
+        let r = w.upstream_response(id, &private).expect("upstream");
+        w.finish(id).expect("finish");
+        assert_eq!((r.x_cache(), r.text().as_str()), ("PASS", "now private"));
+        assert_ne!(r.text(), first.text());
+    }
+}
+
+#[test]
 fn a_refresh_answered_503_keeps_the_stored_copy_and_the_next_request_retries_once() {
     let host = host();
     let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");

@@ -151,18 +151,26 @@ fn past_grace_the_keep_window_revalidates_with_validators_in_the_foreground() {
         Some(&config("ttl = \"1h\"\nttl_override = true\nkeep = \"1h\"")),
     );
     let page = "/blog/alice/entry/5";
-    assert_eq!(desktop(&s, page).x_cache(), "MISS");
+    let first = desktop(&s, page);
+    assert_eq!(first.x_cache(), "MISS");
+    assert_eq!(first.header("x-origin-request"), Some("1"));
     soft_purge(&s, "blog-alice");
     // No grace: not served stale; revalidated before answering (304 from the origin).
     let r = desktop(&s, page);
     assert_eq!((r.status, r.x_cache()), (200, "MISS"));
-    assert!(r.text().contains("alice"));
+    assert_eq!(r.text(), first.text());
+    // The 304's fields replace the stored ones (RFC 9111 §3.2): the origin stamps every
+    // answer with its request number.
+    assert_eq!(r.header("x-origin-request"), Some("2"));
+    assert_eq!(r.header("content-type"), first.header("content-type"));
     let log = s
         .edge
         .wait_for_log(LOG_WAIT, |l| l["refresh"] == "revalidated-304")
         .expect("foreground revalidation");
     assert!(log["origin_ms"].as_u64().is_some());
-    assert_eq!(desktop(&s, page).x_cache(), "HIT");
+    let hit = desktop(&s, page);
+    assert_eq!(hit.x_cache(), "HIT");
+    assert_eq!(hit.header("x-origin-request"), Some("2"), "stored updated");
     assert_eq!(s.origin_count(page), 2);
 }
 
