@@ -184,44 +184,20 @@ pub fn blog_time(name: &str) -> u64 {
     entry_time(name, ENTRY_COUNT)
 }
 
-/// Formats Unix seconds as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+/// Formats Unix seconds as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110
+/// §5.6.7), with the `httpdate` crate.
 pub fn http_date(secs: u64) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let (y, mo, d, h, mi, s, wd) = civil(secs);
-    format!(
-        "{}, {d:02} {} {y:04} {h:02}:{mi:02}:{s:02} GMT",
-        DAYS[wd],
-        MONTHS[mo - 1]
-    )
+    httpdate::fmt_http_date(unix(secs))
 }
 
-/// Formats Unix seconds as RFC 3339 (`2024-01-02T00:10:00Z`).
+/// Formats Unix seconds as RFC 3339 (`2024-01-02T00:10:00Z`), with the `humantime` crate.
 fn iso_date(secs: u64) -> String {
-    let (y, mo, d, h, mi, s, _) = civil(secs);
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+    humantime::format_rfc3339_seconds(unix(secs)).to_string()
 }
 
-/// Splits Unix seconds into (year, month 1-12, day, hour, minute, second, weekday index where
-/// 0 = Thursday). Howard Hinnant's days-to-civil algorithm.
-#[allow(clippy::many_single_char_names)] // reason: names follow Hinnant's published algorithm
-fn civil(secs: u64) -> (u64, usize, u64, u64, u64, u64, usize) {
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    let (h, mi, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    let weekday = index(days, 7);
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, usize::try_from(m).unwrap_or(1), d, h, mi, s, weekday)
+/// Unix seconds as a `SystemTime`.
+fn unix(secs: u64) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs)
 }
 
 fn head(out: &mut String, name: &str, title: &str, device: Device, private: bool) {
