@@ -1,8 +1,8 @@
 //! `cachet ban check` and `cachet ban parse`, run as a user would: the binary on fixture files.
 
-use std::io::Write;
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
@@ -14,25 +14,8 @@ fn fixture(name: &str) -> PathBuf {
 
 /// Runs `cachet ARGS` with `stdin`; returns (exit code, stdout, stderr).
 fn cachet(args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cachet"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    let (code, out, err) = common::cachet(args, stdin.as_bytes());
+    (code, String::from_utf8(out).unwrap(), err)
 }
 
 fn check_file(name: &str) -> (i32, String, String) {

@@ -1,10 +1,12 @@
 //! `cachet simulate`, run as a user would: generated and hand-written logs through the binary.
 
+mod common;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use common::cachet;
 use serde_json::Value;
 
 /// Lines of the shared generated log.
@@ -12,29 +14,6 @@ const LINES: u64 = 20_000;
 
 fn demo_config() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../edge-app/cachet.toml")
-}
-
-/// Runs `cachet ARGS` with `stdin`; returns (exit code, stdout, stderr).
-fn cachet(args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cachet"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&data);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        out.stdout,
-        String::from_utf8(out.stderr).unwrap(),
-    )
 }
 
 fn tmp() -> &'static Path {
