@@ -144,10 +144,7 @@ fn get(vm: &mut Vm, origin: &mut Origin, path: &str, extra: &[(&str, &str)]) -> 
 
 #[test]
 fn miss_then_local_hit_then_shared_hit_on_the_other_worker() {
-    let host = host();
-    let cfg = config(serde_json::json!({}));
-    let mut w1 = host.vm(&cfg).expect("vm 1");
-    let mut w2 = host.vm(&cfg).expect("vm 2");
+    let (host, mut w1, mut w2) = workers(&config(serde_json::json!({})));
     let mut origin = Origin::new();
     let path = "/blog/alice/entry/1";
     let a = get(&mut w1, &mut origin, path, &[("user-agent", DESKTOP)]);
@@ -283,10 +280,7 @@ fn robots_txt_is_synthesized_and_bad_hosts_get_400() {
 
 #[test]
 fn ten_concurrent_misses_across_two_workers_make_one_origin_request() {
-    let host = host();
-    let cfg = config(serde_json::json!({}));
-    let mut w1 = host.vm(&cfg).expect("vm 1");
-    let mut w2 = host.vm(&cfg).expect("vm 2");
+    let (host, mut w1, mut w2) = workers(&config(serde_json::json!({})));
     let mut origin = Origin::new();
     let path = "/blog/alice/entry/42";
     let mut ids = Vec::new();
@@ -399,10 +393,7 @@ fn admin_api_needs_the_bearer_token() {
 
 #[test]
 fn purge_and_ban_invalidate_both_tiers_on_every_worker() {
-    let host = host();
-    let cfg = config(serde_json::json!({}));
-    let mut w1 = host.vm(&cfg).expect("vm 1");
-    let mut w2 = host.vm(&cfg).expect("vm 2");
+    let (host, mut w1, mut w2) = workers(&config(serde_json::json!({})));
     let mut origin = Origin::new();
     let path = "/blog/alice/entry/1";
     assert_eq!(get(&mut w1, &mut origin, path, &[]).x_cache(), "MISS");
