@@ -468,7 +468,12 @@ fn revalidate_now(
             let theirs = meta.freshened(times, validators, header_fields(&fetched.resp));
             f.refresh = Some("now-uncacheable".into());
             f.cache = "PASS";
-            deliver::respond(&theirs, hit.body.clone(), Duration::ZERO, client, f)
+            let mut resp = deliver::respond(&theirs, hit.body.clone(), Duration::ZERO, client, f)?;
+            // Their cookie is theirs: passed on, never stored.
+            for cookie in fetched.resp.get_header_all(header::SET_COOKIE) {
+                resp.append_header(header::SET_COOKIE, cookie);
+            }
+            Ok(resp)
         }
         Revalidation::Freshen { times, validators } => {
             let fresh = freshen(policy, tx, meta, &fetched.resp, times, validators)?;

@@ -4,8 +4,9 @@
 //! (`Cache-Control: public`, `Surrogate-Key`), private blogs and the account page are not,
 //! article pages differ by the device class the edge sends in `X-Cachet-Device`, and
 //! `/static/app.js` is served already gzip-encoded. Control endpoints under `/__origin/`
-//! expose request counters, toggle blogs between public and private, and set an artificial
-//! response delay; they are never counted themselves.
+//! expose request counters, toggle blogs between public and private, set an artificial
+//! response delay, and make the origin misbehave on revalidation (`304`s that say
+//! `private` and set a cookie); they are never counted themselves.
 //!
 //! Tests and the demo usually run it in-process with [`spawn`]; the `cachet-demo-origin`
 //! binary runs the same [`router`] through [`serve`].
@@ -16,7 +17,7 @@ mod routes;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -132,6 +133,8 @@ struct Inner {
     blogs: RwLock<Blogs>,
     stats: Mutex<Stats>,
     delay_nanos: AtomicU64,
+    /// Every `304` says `Cache-Control: private` and sets a cookie.
+    private_not_modified: AtomicBool,
     app_js_gzip: Vec<u8>,
 }
 
@@ -156,6 +159,7 @@ impl OriginState {
                 blogs: RwLock::new(Blogs { order, private }),
                 stats: Mutex::new(Stats::default()),
                 delay_nanos: AtomicU64::new(duration_nanos(config.delay)),
+                private_not_modified: AtomicBool::new(false),
                 app_js_gzip: content::gzip(APP_JS.as_bytes()),
             }),
         }
@@ -245,6 +249,17 @@ impl OriginState {
         self.inner
             .delay_nanos
             .store(duration_nanos(delay), Ordering::Relaxed);
+    }
+
+    /// Whether `304 Not Modified` answers say `Cache-Control: private` and set a cookie
+    /// (an origin that turned a page per-user without changing its validators).
+    pub fn private_not_modified(&self) -> bool {
+        self.inner.private_not_modified.load(Ordering::Relaxed)
+    }
+
+    /// Sets [`OriginState::private_not_modified`] (`POST /__origin/not-modified?private=…`).
+    pub fn set_private_not_modified(&self, on: bool) {
+        self.inner.private_not_modified.store(on, Ordering::Relaxed);
     }
 
     fn app_js_gzip(&self) -> &[u8] {

@@ -43,6 +43,7 @@ pub fn router(state: OriginState) -> Router {
         .route("/__origin/blogs/{name}/private", post(make_private))
         .route("/__origin/blogs/{name}/public", post(make_public))
         .route("/__origin/delay", post(set_delay))
+        .route("/__origin/not-modified", post(set_not_modified))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             state.clone(),
@@ -83,7 +84,17 @@ async fn count_and_delay(
         started.elapsed()
     };
     let mut response = next.run(req).await;
+    let not_modified = response.status() == StatusCode::NOT_MODIFIED;
     let headers = response.headers_mut();
+    if not_modified && state.private_not_modified() {
+        headers.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static(PRIVATE_NO_STORE),
+        );
+        if let Ok(cookie) = HeaderValue::from_str(&format!("session=nm-{n}; Path=/; HttpOnly")) {
+            headers.insert(header::SET_COOKIE, cookie);
+        }
+    }
     headers.insert(REQUEST_NUMBER_HEADER, HeaderValue::from(n));
     headers.insert(
         DELAY_HEADER,
@@ -459,6 +470,23 @@ async fn make_private(State(state): State<OriginState>, Path(name): Path<String>
 
 async fn make_public(State(state): State<OriginState>, Path(name): Path<String>) -> Response {
     toggle(&state, &name, false)
+}
+
+/// Query of `POST /__origin/not-modified?private=true|false`.
+#[derive(Deserialize)]
+struct NotModifiedQuery {
+    private: bool,
+}
+
+async fn set_not_modified(
+    State(state): State<OriginState>,
+    Query(q): Query<NotModifiedQuery>,
+) -> Response {
+    state.set_private_not_modified(q.private);
+    no_store_json(
+        StatusCode::OK,
+        &json!({ "private_not_modified": q.private }),
+    )
 }
 
 /// Query of `POST /__origin/delay?ms=N`.

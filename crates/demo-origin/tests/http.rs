@@ -161,6 +161,46 @@ fn conditional_requests_get_304() {
 }
 
 #[test]
+fn not_modified_can_be_made_private() {
+    let o = origin();
+    let first = get(&o, "/blog/bob/entry/2");
+    let etag = header(&first, "etag").unwrap().to_owned();
+    let conditional = || {
+        agent()
+            .get(o.url("/blog/bob/entry/2"))
+            .header("If-None-Match", &etag)
+            .call()
+            .unwrap()
+    };
+    assert_eq!(header(&conditional(), "set-cookie"), None);
+    assert_eq!(
+        post(&o, "/__origin/not-modified?private=true").status(),
+        200
+    );
+    assert!(o.state().private_not_modified());
+    let r = conditional();
+    assert_eq!(r.status(), 304);
+    assert_eq!(header(&r, "cache-control"), Some("private, no-store"));
+    assert!(header(&r, "set-cookie").is_some_and(|c| c.starts_with("session=nm-")));
+    // Full answers are untouched.
+    let full = get(&o, "/blog/bob/entry/2");
+    assert_eq!(header(&full, "cache-control"), Some("public, max-age=300"));
+    assert_eq!(header(&full, "set-cookie"), None);
+    assert_eq!(
+        post(&o, "/__origin/not-modified?private=false").status(),
+        200
+    );
+    assert_eq!(
+        header(&conditional(), "cache-control"),
+        Some("public, max-age=300")
+    );
+    assert_eq!(
+        post(&o, "/__origin/not-modified?private=maybe").status(),
+        400
+    );
+}
+
+#[test]
 fn private_blog_headers_and_toggling() {
     let o = origin();
     let mut carol = get(&o, "/blog/carol/entry/1");

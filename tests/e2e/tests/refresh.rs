@@ -174,6 +174,36 @@ fn past_grace_the_keep_window_revalidates_with_validators_in_the_foreground() {
     assert_eq!(s.origin_count(page), 2);
 }
 
+#[test]
+fn a_304_that_turns_the_page_private_is_never_served_to_anyone_else() {
+    let s = Stack::start_with(
+        OriginConfig::ephemeral(),
+        Some(&config("ttl = \"1h\"\nttl_override = true\nkeep = \"1h\"")),
+    );
+    let page = "/blog/alice/entry/6";
+    let first = desktop(&s, page);
+    assert_eq!(first.x_cache(), "MISS");
+    soft_purge(&s, "blog-alice");
+    // The origin answers the revalidation 304, but `private, no-store` with a cookie.
+    s.origin.state().set_private_not_modified(true);
+    let r = desktop(&s, page);
+    assert_eq!((r.status, r.x_cache()), (200, "PASS"));
+    assert_eq!(r.text(), first.text(), "the requester gets the stored body");
+    assert_eq!(r.header("cache-control"), Some("private, no-store"));
+    assert!(
+        r.header("set-cookie")
+            .is_some_and(|c| c.starts_with("session=nm-"))
+    );
+    s.edge
+        .wait_for_log(LOG_WAIT, |l| l["refresh"] == "now-uncacheable")
+        .expect("marker instead of freshening");
+    // Nobody else gets the stored copy: a hit-for-pass marker sends them to the origin.
+    let before = s.origin_count(page);
+    let next = desktop(&s, page);
+    assert_ne!(next.x_cache(), "HIT");
+    assert_eq!(s.origin_count(page), before + 1);
+}
+
 /// req-shield's load test scaled down in time: 8 clients, 4 keys, TTL 2 s with a
 /// threshold refresh at 50%, origin latency 300 ms, 7 seconds. After each key's first
 /// miss, no client waits on the origin (no MISS), and the origin sees about one fetch per
