@@ -76,12 +76,11 @@ fn a_ban_invalidates_matching_objects_stored_before_it_and_nothing_else() {
     assert_eq!(desktop(&s, "/blog/alice/entry/1").x_cache(), "HIT");
     assert_eq!(s.origin_count("/blog/alice/entry/1"), 2);
     assert_eq!(s.origin_count("/blog/bob/entry/1"), 1);
-    let banned = s
-        .edge
-        .access_log()
-        .into_iter()
-        .filter(|l| l["banned_by"] == id && l["route"] == "article")
-        .count();
+    let met_ban = |l: &serde_json::Value| l["banned_by"] == id && l["route"] == "article";
+    s.edge
+        .wait_for_log(LOG_WAIT, met_ban)
+        .expect("the lookup that met the ban is logged");
+    let banned = s.edge.access_log().into_iter().filter(met_ban).count();
     assert_eq!(banned, 1, "one lookup met the ban");
     // The log lists it, canonical.
     let list = json(&s.admin("GET", "/.cachet/bans", &[], ""));

@@ -1,9 +1,13 @@
 //! The edge app in Viceroy in front of the demo origin: caching, Vary, gzip, privacy.
 
+use std::time::Duration;
+
 use cachet_e2e::{Stack, ua};
 
 const BLOG: &str = "blog.example";
 const CDN: &str = "cdn.example";
+/// Longest wait for an access-log line (Viceroy writes it after the response is sent).
+const LOG_WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn second_request_is_a_hit_with_age() {
@@ -149,10 +153,12 @@ fn private_content_is_never_stored_or_a_hit() {
     );
     assert_eq!(s.origin_count("/blog/alice/entry/9"), 2);
     // The access log records private passes with their reason.
-    let log = s.edge.access_log();
     assert!(
-        log.iter()
-            .any(|l| l["url"] == path && l["cache"] == "PASS" && l["pass_reason"] == "private")
+        s.edge
+            .wait_for_log(LOG_WAIT, |l| l["url"] == path
+                && l["cache"] == "PASS"
+                && l["pass_reason"] == "private")
+            .is_some()
     );
 }
 
@@ -183,10 +189,9 @@ fn gzip_and_identity_clients_share_one_stored_object() {
     assert_eq!((gz2.x_cache(), gz2.body == gz.body), ("HIT", true));
     assert_eq!(s.origin_count(path), 1);
     // The access log reports stored vs origin bytes.
-    let log = s.edge.access_log();
-    let miss = log
-        .iter()
-        .find(|l| l["url"] == path && l["cache"] == "MISS")
+    let miss = s
+        .edge
+        .wait_for_log(LOG_WAIT, |l| l["url"] == path && l["cache"] == "MISS")
         .expect("miss logged");
     let stored = miss["stored_bytes"].as_u64().unwrap_or(0);
     let origin = miss["origin_bytes"].as_u64().unwrap_or(0);
@@ -341,10 +346,12 @@ fn bad_requests_get_clear_errors_and_the_edge_keeps_working() {
     // The edge still serves normally.
     let r = s.get(BLOG, "/blog/alice/entry/5", &[]);
     assert_eq!(r.status, 200);
-    let log = s.edge.access_log();
     assert!(
-        log.iter().any(|l| l["pass_reason"] == "query-limit"),
-        "{log:?}"
+        s.edge
+            .wait_for_log(LOG_WAIT, |l| l["pass_reason"] == "query-limit")
+            .is_some(),
+        "{:?}",
+        s.edge.access_log()
     );
 }
 
@@ -371,12 +378,13 @@ fn gzip_storage_shrinks_the_demo_pages() {
             "MISS"
         );
     }
-    let log = s.edge.access_log();
     let (mut stored, mut origin) = (0u64, 0u64);
     for (host, path) in pages {
-        let line = log
-            .iter()
-            .find(|l| l["host"] == host && l["url"] == path && l["cache"] == "MISS")
+        let line = s
+            .edge
+            .wait_for_log(LOG_WAIT, |l| {
+                l["host"] == host && l["url"] == path && l["cache"] == "MISS"
+            })
             .unwrap_or_else(|| panic!("no MISS line for {host}{path}"));
         let (st, or) = (
             line["stored_bytes"].as_u64().unwrap(),

@@ -261,6 +261,12 @@ fn refresh_ahead_keeps_clients_off_the_origin_after_warm_up() {
         None,
         "no client waited on the origin: {total:?}"
     );
+    // Refresh lines are written after their responses: wait for the floor asserted below.
+    let _ = s.edge.wait_for_logs(LOG_WAIT, 3 * keys.len(), |l| {
+        l["refresh"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("ahead:"))
+    });
     let ahead = refreshes(&s, "ahead:").len();
     let fetches: Vec<u64> = keys.iter().map(|k| s.origin_count(k)).collect();
     eprintln!(

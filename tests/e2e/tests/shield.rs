@@ -1,7 +1,12 @@
 //! Two cache tiers on Fastly with shielding: an edge POP's Cachet in front of the shield
 //! POP's Cachet in front of the origin, each a Viceroy; the edge app knows which it is.
 
+use std::time::Duration;
+
 use cachet_e2e::{ADMIN_TOKEN, Edge, OriginConfig, Reply, agent, send, ua};
+
+/// Longest wait for an access-log line (Viceroy writes it after the response is sent).
+const LOG_WAIT: Duration = Duration::from_secs(30);
 
 const SHIELD_CONFIG: &str = "[edge]\nshield = \"test-shield\"\nshield_encrypted = false\n";
 
@@ -65,9 +70,7 @@ fn the_edge_tier_fetches_through_the_shield_and_keeps_its_surrogate_keys() {
     assert_eq!(origin.stats().count(page), 1);
     // Each instance knows its tier; the shield stored the object too.
     let tier_of = |e: &Edge| {
-        e.access_log()
-            .iter()
-            .find(|l| l["url"] == page)
+        e.wait_for_log(LOG_WAIT, |l| l["url"] == page)
             .map(|l| l["tier"].clone())
     };
     assert_eq!(tier_of(&edge), Some("edge".into()));
@@ -92,9 +95,7 @@ fn the_edge_tier_fetches_through_the_shield_and_keeps_its_surrogate_keys() {
     assert_eq!(get(&edge, page).x_cache(), "MISS");
     assert_eq!(origin.stats().count(page), 1, "the shield tier answered");
     let shield_hits = shield
-        .access_log()
-        .iter()
-        .filter(|l| l["url"] == page && l["cache"] == "HIT")
-        .count();
+        .wait_for_logs(LOG_WAIT, 2, |l| l["url"] == page && l["cache"] == "HIT")
+        .map_or(0, |hits| hits.len());
     assert_eq!(shield_hits, 2);
 }
