@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::report::{
-    Report, SideReport, bytes, duration, hit_ratio_label, percent, summary_rows,
+    Report, SideReport, bytes, duration, endpoint_cells, hit_ratio_label, percent, summary_rows,
     template_config_label, thousands,
 };
 
@@ -387,22 +387,17 @@ fn endpoint_table(o: &mut String, r: &Report) {
          <th class=\"n\">objects<br>baseline</th><th class=\"n\">objects<br>config</th></tr>\n",
     );
     for e in &r.endpoints {
-        let _ = writeln!(
+        let [req, pairs @ ..] = endpoint_cells(e);
+        let _ = write!(
             o,
-            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n base\">{}</td><td class=\"n conf\">{}</td>\
-             <td class=\"n base\">{}</td><td class=\"n conf\">{}</td><td class=\"n base\">{}</td>\
-             <td class=\"n conf\">{}</td><td class=\"n base\">{}</td><td class=\"n conf\">{}</td></tr>",
-            esc(&e.endpoint),
-            thousands(e.config.requests),
-            percent(e.baseline.hit_ratio),
-            hit_ratio_label(&e.config),
-            thousands(e.baseline.origin_requests),
-            thousands(e.config.origin_requests),
-            bytes(e.baseline.bytes_stored),
-            bytes(e.config.bytes_stored),
-            thousands(e.baseline.distinct_objects),
-            thousands(e.config.distinct_objects),
+            "<tr><td>{}</td><td class=\"n\">{req}</td>",
+            esc(&e.endpoint)
         );
+        for (i, cell) in pairs.iter().enumerate() {
+            let side = if i % 2 == 0 { "base" } else { "conf" };
+            let _ = write!(o, "<td class=\"n {side}\">{}</td>", esc(cell));
+        }
+        o.push_str("</tr>\n");
     }
     o.push_str("</table>\n");
 }

@@ -507,19 +507,11 @@ pub fn text(r: &Report) -> String {
         "per endpoint (config route)      requests   hit ratio base → config   origin requests base → config   bytes stored base → config   distinct objects base → config"
     );
     for e in &r.endpoints {
+        let [req, hb, hc, ob, oc, bb, bc, db, dc] = endpoint_cells(e);
         let _ = writeln!(
             o,
-            "{:<30}{:>12}   {:>9} → {:<8}   {:>13} → {:<13}   {:>11} → {:<12}   {:>14} → {}",
+            "{:<30}{req:>12}   {hb:>9} → {hc:<8}   {ob:>13} → {oc:<13}   {bb:>11} → {bc:<12}   {db:>14} → {dc}",
             e.endpoint,
-            thousands(e.config.requests),
-            percent(e.baseline.hit_ratio),
-            hit_ratio_label(&e.config),
-            thousands(e.baseline.origin_requests),
-            thousands(e.config.origin_requests),
-            bytes(e.baseline.bytes_stored),
-            bytes(e.config.bytes_stored),
-            distinct(&e.baseline),
-            distinct(&e.config),
         );
     }
     let _ = writeln!(o);
@@ -604,6 +596,22 @@ pub(crate) fn summary_rows(r: &Report) -> Vec<(&'static str, String, String)> {
         ),
         ("distinct objects", distinct(b), distinct(c)),
         ("evictions", thousands(b.evictions), thousands(c.evictions)),
+    ]
+}
+
+/// One endpoint's cells (text and HTML): requests, then baseline/config pairs of hit
+/// ratio, origin requests, bytes stored and distinct objects.
+pub(crate) fn endpoint_cells(e: &EndpointReport) -> [String; 9] {
+    [
+        thousands(e.config.requests),
+        percent(e.baseline.hit_ratio),
+        hit_ratio_label(&e.config),
+        thousands(e.baseline.origin_requests),
+        thousands(e.config.origin_requests),
+        bytes(e.baseline.bytes_stored),
+        bytes(e.config.bytes_stored),
+        distinct(&e.baseline),
+        distinct(&e.config),
     ]
 }
 
