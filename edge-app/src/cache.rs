@@ -354,9 +354,7 @@ fn refresh(
     let now = now();
     let status = fetched.resp.get_status().as_u16();
     match revalidation(policy, plan, meta, &fetched, now) {
-        Revalidation::Freshen { .. } if per_user(&fetched.resp).is_some() => {
-            // The 304's fields would make the stored response per-user (RFC 9111 §3.2):
-            // stop serving it to everyone.
+        Revalidation::Uncacheable => {
             insert_marker(policy, plan, tx, now)?;
             Ok("now-uncacheable")
         }
@@ -408,6 +406,7 @@ fn revalidation(
             .get_header_str(header::LAST_MODIFIED)
             .map(str::to_owned),
         delta: fetched.elapsed,
+        per_user: per_user(resp).is_some(),
     };
     if status != 304 && !should_store_over(true, status) {
         return Revalidation::KeepStored;
@@ -461,11 +460,15 @@ fn revalidate_now(
     f.cache = "MISS";
     let now = now();
     match revalidation(policy, plan, meta, &fetched, now) {
-        Revalidation::Freshen { times, validators } if per_user(&fetched.resp).is_some() => {
-            // The 304 makes the response per-user (RFC 9111 §3.2): this client gets the
-            // stored body with the 304's fields, nobody else does (hit-for-pass marker).
+        Revalidation::Uncacheable => {
+            // This client gets the stored body with the 304's fields, nobody else does
+            // (hit-for-pass marker).
             insert_marker(policy, plan, tx, now)?;
-            let theirs = meta.freshened(times, validators, header_fields(&fetched.resp));
+            let theirs = meta.freshened(
+                meta.times,
+                meta.validators.clone(),
+                header_fields(&fetched.resp),
+            );
             f.refresh = Some("now-uncacheable".into());
             f.cache = "PASS";
             let mut resp = deliver::respond(&theirs, hit.body.clone(), Duration::ZERO, client, f)?;

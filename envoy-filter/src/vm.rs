@@ -244,7 +244,8 @@ impl OriginResponse {
 
     /// What a 304 says about the stored object: its freshness lifetime under the route
     /// (`Policy::revalidated_ttl`, the precedence `storability` uses; `None` keeps the
-    /// stored TTL), new validators, and the round trip.
+    /// stored TTL), new validators, the round trip, and whether its fields make the
+    /// response per-user (then it cannot freshen: `Revalidation::Uncacheable`).
     fn not_modified(&self, p: &Policy, plan: &Plan<'_>) -> NotModified {
         let ttl = p.revalidated_ttl(
             plan,
@@ -260,6 +261,7 @@ impl OriginResponse {
             etag,
             last_modified,
             delta: self.elapsed,
+            per_user: self.per_user().is_some(),
         }
     }
 }
@@ -801,12 +803,6 @@ impl Vm {
                 if banned || current.is_some_and(|c| c.h.version > base.h.version) {
                     return Revalidated::Unusable;
                 }
-                if r.per_user().is_some() {
-                    // The 304's fields would make the stored response per-user (RFC 9111
-                    // §3.2): a hit-for-pass marker replaces it.
-                    self.insert(Self::marker(p, job, &plan, now), now);
-                    return Revalidated::Uncacheable;
-                }
                 let fresh = meta.freshened(
                     times,
                     validators,
@@ -817,6 +813,10 @@ impl Vm {
                 Metrics::inc(self.m().revalidated);
                 let obj = StoredObject::new(base.h.key.clone(), fresh, base.body.clone());
                 Revalidated::Freshened(self.insert(obj, now))
+            }
+            Revalidation::Uncacheable => {
+                self.insert(Self::marker(p, job, &plan, now), now);
+                Revalidated::Uncacheable
             }
             Revalidation::Replace => Revalidated::Replaced(self.store_response(p, job, r, true)),
             Revalidation::KeepStored => {

@@ -124,6 +124,10 @@ pub struct NotModified {
     pub last_modified: Option<String>,
     /// How long this revalidation round trip took (becomes the new XFetch `delta`).
     pub delta: Duration,
+    /// Whether the response's fields make it per-user (`private`, `no-store`, a
+    /// `Set-Cookie`: the adapter's storage policy decides). A 304 updates the stored
+    /// response's fields (RFC 9111 §3.2), so such a 304 cannot freshen a shared object.
+    pub per_user: bool,
 }
 
 /// What to do with the response to a revalidation, from [`on_revalidation`].
@@ -141,6 +145,10 @@ pub enum Revalidation {
     /// A full response that replaces the stored object (RFC 9111 §4.3.3: a non-304 final
     /// response is used instead of the stored one); store it as any fresh response.
     Replace,
+    /// A `304` whose fields make the response per-user ([`NotModified::per_user`]): the
+    /// stored object may no longer be shared; replace it with a hit-for-pass marker. The
+    /// requester alone may get the stored body with the 304's fields.
+    Uncacheable,
     /// A 5xx (or invalid status): keep the stored object, answer per
     /// [`crate::on_origin_error`] (RFC 5861 §4; [`should_store_over`]).
     KeepStored,
@@ -149,6 +157,7 @@ pub enum Revalidation {
 /// Handles the response to a conditional request, received at `now`
 /// with status `status`, for an object stored with `times` and `validators`.
 ///
+/// * 304 saying it is per-user → [`Revalidation::Uncacheable`];
 /// * 304 → [`Revalidation::Freshen`] with `stored_at = now`, `ttl = fresh.ttl` or the old
 ///   TTL, validators updated (RFC 9111 §4.3.4), `delta = fresh.delta`;
 /// * a status [`should_store_over`] accepts over a good object (200–499 except 304) →
@@ -161,12 +170,15 @@ pub fn on_revalidation(
     now: Timestamp,
     fresh: NotModified,
 ) -> Revalidation {
-    if status == 304 {
+    if status == 304 && fresh.per_user {
+        Revalidation::Uncacheable
+    } else if status == 304 {
         let NotModified {
             ttl,
             etag,
             last_modified,
             delta,
+            per_user: _,
         } = fresh;
         let times = EntryTimes {
             stored_at: now,
@@ -295,6 +307,20 @@ mod tests {
         assert_eq!(t.ttl, Duration::from_secs(60));
         assert_eq!(validators.etag.as_deref(), Some("\"b\""));
         assert_eq!(validators.last_modified, vals.last_modified);
+        // A 304 that makes the response per-user never freshens a shared object.
+        let private = NotModified {
+            per_user: true,
+            ..NotModified::default()
+        };
+        assert_eq!(
+            on_revalidation(&times, &vals, 304, now, private.clone()),
+            Revalidation::Uncacheable
+        );
+        // The flag only concerns 304s: a full response is judged by storage rules.
+        assert_eq!(
+            on_revalidation(&times, &vals, 200, now, private),
+            Revalidation::Replace
+        );
     }
 
     #[test]
