@@ -11,6 +11,9 @@ use std::io::Write;
 pub(crate) struct Access {
     /// Request method.
     pub method: String,
+    /// URL surrogate keys purged because an unsafe method succeeded (RFC 9111 §4.4).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub invalidated: Vec<String>,
     /// Normalized host.
     pub host: String,
     /// Normalized target (path + query) sent to the origin.
@@ -18,7 +21,8 @@ pub(crate) struct Access {
     /// Matched route (`admin` for the admin API, `-` for none).
     pub route: String,
     /// `HIT`, `MISS`, `PASS`, `STALE`, `SYNTH` or `ERROR`.
-    pub cache: &'static str,
+    #[serde(serialize_with = "status_label")]
+    pub cache: cachet_http::CacheStatus,
     /// Status sent to the client.
     pub status: u16,
     /// Device class.
@@ -73,4 +77,16 @@ impl Access {
 /// Milliseconds in `d`, saturating.
 pub(crate) fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Serializes a [`cachet_http::CacheStatus`] as its `X-Cache` label.
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's serialize_with passes a reference"
+)]
+fn status_label<S: serde::Serializer>(
+    c: &cachet_http::CacheStatus,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(c.as_str())
 }

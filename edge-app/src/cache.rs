@@ -32,7 +32,7 @@ use std::io::Write;
 use std::time::{Duration, Instant, SystemTime};
 
 use cachet_policy::object::{self, Meta};
-use cachet_policy::{NoStore, Plan, Policy, ResponseView, Storability, Store};
+use cachet_policy::{NoStore, Plan, Policy, Storability, Store};
 use cachet_refresh::{
     Draw, EarlyRefresh, EntryTimes, Freshness, NotModified, Revalidation, Timestamp, Validators,
     conditional_headers, decide, on_revalidation, retry_after_secs, should_store_over,
@@ -42,7 +42,9 @@ use fastly::http::header;
 use fastly::{Request, Response};
 
 use crate::access::{Access, millis};
-use crate::deliver::{self, Client};
+use cachet_http::{CacheStatus, Client, ResponseFields};
+
+use crate::deliver::{self, RespHeaders, client_of, fields_of};
 use crate::origin::{self, Fetched};
 use crate::{EdgeError, Outcome, bans};
 
@@ -76,10 +78,24 @@ pub(crate) fn pass(
     req: Request,
     f: &mut Access,
 ) -> Result<Response, EdgeError> {
-    let client = Client::of(&req);
+    let client = client_of(&req);
+    let method = req.get_method_str().to_owned();
     let fetched = origin::fetch(policy, plan, req).map_err(unreachable)?;
     origin::note(f, fetched.elapsed);
-    f.cache = "PASS";
+    f.cache = CacheStatus::Pass;
+    // RFC 9111 §4.4: a non-error answer to an unsafe method invalidates the target and
+    // same-host Location / Content-Location, every variant (their URL keys).
+    for key in cachet_http::invalidation_keys(
+        policy,
+        &method,
+        fetched.resp.get_status().as_u16(),
+        &plan.host,
+        &plan.target,
+        &RespHeaders(&fetched.resp),
+    ) {
+        purge(&key, false, f);
+        f.invalidated.push(key);
+    }
     Ok(deliver::unstored(fetched.resp, &client))
 }
 
@@ -105,7 +121,7 @@ pub(crate) fn cached(
     let ctx = Lookup {
         policy,
         plan,
-        client: Client::of(&req),
+        client: client_of(&req),
         early: policy.early_refresh(plan),
         key: CacheKey::copy_from_slice(plan.cache_key.as_bytes()),
     };
@@ -187,7 +203,6 @@ impl Lookup<'_, '_> {
         let core_stale = found.is_stale();
         let hit = Hit {
             body: found.to_stream()?.into_bytes(),
-            age: found.age(),
             meta,
         };
         let job = |tx: Transaction, why: &'static str, req: &Request, meta: &Meta| Job {
@@ -208,18 +223,18 @@ impl Lookup<'_, '_> {
         }
         match freshness {
             Freshness::Fresh => {
-                f.cache = "HIT";
+                f.cache = CacheStatus::Hit;
                 drop(tx);
                 self.serve(hit, None, f)
             }
             Freshness::RefreshAhead if obligated => {
-                f.cache = "HIT";
+                f.cache = CacheStatus::Hit;
                 let after = Some(job(tx, "ahead", &req, &hit.meta));
                 self.serve(hit, after, f)
             }
             Freshness::RefreshAhead if core_stale || last || hit.meta.tag.is_empty() => {
                 // Someone else is refreshing it (or we cannot ask): serve it.
-                f.cache = "HIT";
+                f.cache = CacheStatus::Hit;
                 drop(tx);
                 self.serve(hit, None, f)
             }
@@ -232,7 +247,7 @@ impl Lookup<'_, '_> {
                 Ok(Step::Again(Box::new(req)))
             }
             Freshness::Stale => {
-                f.cache = "STALE";
+                f.cache = CacheStatus::Stale;
                 let after = obligated.then(|| job(tx, "stale", &req, &hit.meta));
                 self.serve(hit, after, f)
             }
@@ -251,7 +266,7 @@ impl Lookup<'_, '_> {
                 drop(tx);
                 f.pass_reason = Some("revalidating-elsewhere");
                 let mut resp = pass(self.policy, self.plan, req, f)?;
-                f.cache = "MISS";
+                f.cache = CacheStatus::Miss;
                 resp.set_header("x-cache", "MISS");
                 Ok(Step::Done(Box::new(resp.into())))
             }
@@ -260,7 +275,7 @@ impl Lookup<'_, '_> {
 
     /// Serves a found object; `after` refreshes it once the response is sent.
     fn serve(&self, hit: Hit, after: Option<Job>, f: &mut Access) -> Result<Step, EdgeError> {
-        let resp = deliver::respond(&hit.meta, hit.body, hit.age, &self.client, f)?;
+        let resp = deliver::respond(&hit.meta, hit.body, f.cache, &self.client, f)?;
         Ok(Step::Done(Box::new(Outcome {
             resp,
             after: after.map(Box::new),
@@ -268,11 +283,10 @@ impl Lookup<'_, '_> {
     }
 }
 
-/// A found object: metadata, stored body, age.
+/// A found object: metadata and stored body (its age comes from the metadata's times).
 struct Hit {
     meta: Meta,
     body: Vec<u8>,
-    age: Duration,
 }
 
 /// Purges (or soft-purges) one surrogate key, recording failures in the access log.
@@ -320,11 +334,10 @@ impl Job {
 
 /// The origin request for a refresh or revalidation of `meta`: `GET`, gzip accepted,
 /// conditional when the stored validators are usable.
-fn revalidation_request(mut req: Request, meta: &Meta) -> Request {
+fn revalidation_request(req: Request, meta: &Meta) -> Request {
+    let mut req = fill_request(req);
     req.set_method(fastly::http::Method::GET);
     req.set_header(header::ACCEPT_ENCODING, "gzip");
-    req.remove_header(header::IF_NONE_MATCH);
-    req.remove_header(header::IF_MODIFIED_SINCE);
     if let Ok(c) = conditional_headers(&meta.validators) {
         if let Some(v) = c.if_none_match {
             req.set_header(header::IF_NONE_MATCH, v);
@@ -332,6 +345,23 @@ fn revalidation_request(mut req: Request, meta: &Meta) -> Request {
         if let Some(v) = c.if_modified_since {
             req.set_header(header::IF_MODIFIED_SINCE, v);
         }
+    }
+    req
+}
+
+/// The client request as a fill may send it: the client's preconditions, range and
+/// hop-by-hop fields removed (`cachet_http::fields::on_fill`); the fetch sets its own
+/// `Accept-Encoding` and validators. `Host` stays (the backend needs it).
+fn fill_request(mut req: Request) -> Request {
+    let listed = cachet_http::fields::connection_listed(&deliver::ReqHeaders(&req));
+    let drop: Vec<String> = req
+        .get_header_names()
+        .map(|n| n.as_str().to_owned())
+        .filter(|n| !n.eq_ignore_ascii_case("host") && !cachet_http::fields::on_fill(n, &listed))
+        .filter(|n| !n.eq_ignore_ascii_case(crate::policy().map_or("", |p| p.device_header())))
+        .collect();
+    for n in drop {
+        req.remove_header(n.as_str());
     }
     req
 }
@@ -394,11 +424,9 @@ fn revalidation(
 ) -> Revalidation {
     let resp = &fetched.resp;
     let status = resp.get_status().as_u16();
-    let ttl = policy.revalidated_ttl(
-        plan,
-        header_join(resp, "cache-control").as_deref(),
-        header_join(resp, "surrogate-control").as_deref(),
-    );
+    let fields = response_fields(resp);
+    let view = fields.view();
+    let ttl = policy.revalidated_ttl(plan, view.cache_control, view.surrogate_control);
     let fresh = NotModified {
         ttl,
         etag: resp.get_header_str(header::ETAG).map(str::to_owned),
@@ -406,7 +434,7 @@ fn revalidation(
             .get_header_str(header::LAST_MODIFIED)
             .map(str::to_owned),
         delta: fetched.elapsed,
-        per_user: per_user(resp).is_some(),
+        per_user: view.per_user().is_some(),
     };
     if status != 304 && !should_store_over(true, status) {
         return Revalidation::KeepStored;
@@ -457,7 +485,7 @@ fn revalidate_now(
         }
     };
     origin::note(f, fetched.elapsed);
-    f.cache = "MISS";
+    f.cache = CacheStatus::Miss;
     let now = now();
     match revalidation(policy, plan, meta, &fetched, now) {
         Revalidation::Uncacheable => {
@@ -470,8 +498,8 @@ fn revalidate_now(
                 header_fields(&fetched.resp),
             );
             f.refresh = Some("now-uncacheable".into());
-            f.cache = "PASS";
-            let mut resp = deliver::respond(&theirs, hit.body.clone(), Duration::ZERO, client, f)?;
+            f.cache = CacheStatus::Pass;
+            let mut resp = deliver::respond(&theirs, hit.body.clone(), f.cache, client, f)?;
             // Their cookie is theirs: passed on, never stored.
             for cookie in fetched.resp.get_header_all(header::SET_COOKIE) {
                 resp.append_header(header::SET_COOKIE, cookie);
@@ -481,14 +509,14 @@ fn revalidate_now(
         Revalidation::Freshen { times, validators } => {
             let fresh = freshen(policy, tx, meta, &fetched.resp, times, validators)?;
             f.refresh = Some("revalidated-304".into());
-            deliver::respond(&fresh, hit.body.clone(), Duration::ZERO, client, f)
+            deliver::respond(&fresh, hit.body.clone(), f.cache, client, f)
         }
         Revalidation::KeepStored => {
             // Past grace the stored copy may not be served (RFC 5861 §4 would need
             // stale-if-error); answer the origin's error as it is.
             let _ = tx.cancel_insert_or_update();
             f.refresh = Some("origin-error".into());
-            f.cache = "PASS";
+            f.cache = CacheStatus::Pass;
             Ok(deliver::unstored(fetched.resp, client))
         }
         Revalidation::Replace => store_or_pass(policy, plan, tx, fetched, client, f),
@@ -505,11 +533,9 @@ fn miss(
     client: &Client,
     f: &mut Access,
 ) -> Result<Response, EdgeError> {
-    let mut origin_req = req;
+    let mut origin_req = fill_request(req);
     origin_req.set_method(fastly::http::Method::GET);
     origin_req.set_header(header::ACCEPT_ENCODING, "gzip");
-    origin_req.remove_header(header::IF_NONE_MATCH);
-    origin_req.remove_header(header::IF_MODIFIED_SINCE);
     let fetched = match origin::fetch(policy, plan, origin_req) {
         Ok(r) => r,
         Err(e) => {
@@ -542,24 +568,24 @@ fn store_or_pass(
             if too_large {
                 let _ = tx.cancel_insert_or_update();
                 f.pass_reason = Some(NoStore::TooLarge.label());
-                f.cache = "PASS";
+                f.cache = CacheStatus::Pass;
                 return Ok(deliver::unstored(fetched.resp, client));
             }
             match insert_object(policy, plan, tx, fetched, &store, now)? {
                 Inserted::Stored(meta, stored) => {
-                    f.cache = "MISS";
-                    deliver::respond(&meta, stored, Duration::ZERO, client, f)
+                    f.cache = CacheStatus::Miss;
+                    deliver::respond(&meta, stored, f.cache, client, f)
                 }
                 Inserted::TooLarge(resp) => {
                     f.pass_reason = Some(NoStore::TooLarge.label());
-                    f.cache = "PASS";
+                    f.cache = CacheStatus::Pass;
                     Ok(deliver::unstored(*resp, client))
                 }
             }
         }
         Storability::DontStore(why) => {
             f.pass_reason = Some(why.label());
-            f.cache = "PASS";
+            f.cache = CacheStatus::Pass;
             if why.is_private() {
                 // Hit-for-pass: remember that this key is private so later requests skip
                 // collapsing; the marker holds no content (never a private byte stored).
@@ -572,58 +598,23 @@ fn store_or_pass(
     }
 }
 
-fn header_join(resp: &Response, name: &str) -> Option<String> {
-    let all = resp.get_header_all_str(name);
-    (!all.is_empty()).then(|| all.join(", "))
+/// The origin response fields the policy reads (`cachet_http::ResponseFields`).
+fn response_fields(resp: &Response) -> ResponseFields {
+    ResponseFields::read(resp.get_status().as_u16(), &RespHeaders(resp))
 }
 
-/// Every header line of `resp` as (name, value), in order (values that are not UTF-8 are
-/// skipped, as `get_header_all_str` does).
+/// Every header line of `resp` as UTF-8 (name, value); other values are skipped (the
+/// stored `Meta` is text).
 fn header_fields(resp: &Response) -> Vec<(String, String)> {
-    resp.get_header_names_str()
+    fields_of(resp)
         .into_iter()
-        .flat_map(|n| {
-            resp.get_header_all_str(n)
-                .into_iter()
-                .map(move |v| (n.to_owned(), v.to_owned()))
-        })
+        .filter_map(|(n, v)| Some((n, String::from_utf8(v).ok()?)))
         .collect()
-}
-
-/// Whether a revalidation answer makes the stored response per-user
-/// (`ResponseView::per_user`: `private`, `no-store`, `Set-Cookie`).
-fn per_user(resp: &Response) -> Option<NoStore> {
-    let cc = header_join(resp, "cache-control");
-    let sc = header_join(resp, "surrogate-control");
-    ResponseView {
-        status: resp.get_status().as_u16(),
-        cache_control: cc.as_deref(),
-        surrogate_control: sc.as_deref(),
-        has_set_cookie: resp.get_header(header::SET_COOKIE).is_some(),
-        ..ResponseView::default()
-    }
-    .per_user()
 }
 
 /// The policy's verdict on an origin response.
 fn evaluate(policy: &Policy, plan: &Plan<'_>, resp: &Response) -> Storability {
-    let cc = header_join(resp, "cache-control");
-    let sc = header_join(resp, "surrogate-control");
-    let vary = header_join(resp, "vary");
-    let view = ResponseView {
-        status: resp.get_status().as_u16(),
-        cache_control: cc.as_deref(),
-        surrogate_control: sc.as_deref(),
-        has_set_cookie: resp.get_header(header::SET_COOKIE).is_some(),
-        vary: vary.as_deref(),
-        content_encoding: resp.get_header_str(header::CONTENT_ENCODING),
-        content_type: resp.get_header_str(header::CONTENT_TYPE),
-        surrogate_key: resp.get_header_str("surrogate-key"),
-        content_length: resp
-            .get_header_str(header::CONTENT_LENGTH)
-            .and_then(|v| v.trim().parse().ok()),
-    };
-    policy.storability(plan, &view)
+    policy.storability(plan, &response_fields(resp).view())
 }
 
 /// The core cache's stale-while-revalidate for an object: grace + keep, plus the TTL when
@@ -681,6 +672,7 @@ fn insert_object(
         resp.get_header_str(header::CONTENT_ENCODING),
         store.compress,
     )?;
+    let compressed = store.compress && encoding == object::Encoding::Gzip;
     let times = EntryTimes::new(now, store.ttl)
         .with_grace(store.grace)
         .with_keep(store.keep)
@@ -689,10 +681,7 @@ fn insert_object(
         v: object::META_VERSION,
         pass: false,
         status: resp.get_status().as_u16(),
-        headers: header_fields(&resp)
-            .into_iter()
-            .filter(|(n, _)| object::stored_header(n))
-            .collect(),
+        headers: cachet_http::fields::stored_fields(&fields_of(&resp), &store.no_cache_fields),
         vary: store.vary.clone(),
         encoding,
         stored_len: stored.len() as u64,
@@ -709,6 +698,8 @@ fn insert_object(
                 .map(str::to_owned),
         },
         tag: object::object_tag(&plan.cache_key),
+        initial_age_s: store.initial_age.as_secs(),
+        compressed,
     };
     let keys = object_keys(&meta);
     let mut writer = tx

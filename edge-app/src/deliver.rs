@@ -1,50 +1,67 @@
-//! Client responses from stored objects: headers restored, encoding chosen per client.
+//! Client responses: the engine's answer (`cachet_http::deliver`) written to a Fastly
+//! `Response`, and Fastly header maps read as bytes through `cachet_http::Headers`.
 //!
-//! Seed (Hatena on Varnish): bodies are stored gzip; gzip clients get the stored bytes
-//! as-is, the rest get them inflated, with `Content-Encoding`, `Content-Length` and
-//! `Vary: Accept-Encoding` set accordingly.
+//! Every decision (304, 206/416, the representation, Age, Date, ETag, Vary) is
+//! `cachet-http`'s; this module only moves bytes.
 
-use std::time::Duration;
-
-use cachet_policy::accepts_encoding;
-use cachet_policy::object::{Encoding, Meta};
-use fastly::http::header;
+use cachet_http::{Answer, CacheStatus, Headers, fields};
+use cachet_policy::object::Meta;
+use cachet_refresh::Timestamp;
 use fastly::{Request, Response};
 
 use crate::EdgeError;
 use crate::access::Access;
 
-/// What the client asked for that shapes the answer, kept after its request is forwarded.
-pub(crate) struct Client {
-    /// `Accept-Encoding`.
-    pub accept: Option<String>,
-    /// A `HEAD` request: headers only.
-    pub head: bool,
-    /// The request comes from a Cachet edge tier and this instance is its shield: answers
-    /// keep `Surrogate-Key` / `Surrogate-Control` so the edge tier stores the object under
-    /// the same keys (a purge then reaches both tiers).
-    pub keep_surrogate: bool,
-}
+/// A Fastly request's headers as bytes.
+pub(crate) struct ReqHeaders<'a>(pub &'a Request);
 
-impl Client {
-    /// Reads the client's preferences from its request.
-    pub fn of(req: &Request) -> Self {
-        Self {
-            accept: req
-                .get_header_str(header::ACCEPT_ENCODING)
-                .map(str::to_owned),
-            head: req.get_method_str() == "HEAD",
-            keep_surrogate: req
-                .get_header(crate::origin::FORWARDED_FROM_FASTLY)
-                .is_some()
-                && crate::policy()
-                    .is_ok_and(|p| matches!(crate::origin::tier(p), crate::origin::Tier::Shield)),
+impl Headers for ReqHeaders<'_> {
+    fn visit(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) {
+        for v in self.0.get_header_all(name) {
+            if !f(v.as_bytes()) {
+                return;
+            }
         }
     }
 }
 
-/// Builds the client response from stored metadata and body bytes, choosing the encoding
-/// for this client: stored gzip as-is to gzip clients, inflated for the rest.
+/// A Fastly response's headers as bytes.
+pub(crate) struct RespHeaders<'a>(pub &'a Response);
+
+impl Headers for RespHeaders<'_> {
+    fn visit(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) {
+        for v in self.0.get_header_all(name) {
+            if !f(v.as_bytes()) {
+                return;
+            }
+        }
+    }
+}
+
+/// Every header line of `resp` as (name, value bytes), in order.
+pub(crate) fn fields_of(resp: &Response) -> Vec<(String, Vec<u8>)> {
+    resp.get_header_names()
+        .flat_map(|n| {
+            resp.get_header_all(n)
+                .map(move |v| (n.as_str().to_owned(), v.as_bytes().to_vec()))
+        })
+        .collect()
+}
+
+/// The client request fields answers depend on (`cachet_http::Client`), plus whether the
+/// request comes from a Cachet edge tier to this shield.
+pub(crate) fn client_of(req: &Request) -> cachet_http::Client {
+    let mut c = cachet_http::Client::read(req.get_method_str(), &ReqHeaders(req));
+    c.keep_surrogate = req
+        .get_header(crate::origin::FORWARDED_FROM_FASTLY)
+        .is_some()
+        && crate::policy()
+            .is_ok_and(|p| matches!(crate::origin::tier(p), crate::origin::Tier::Shield));
+    c
+}
+
+/// Builds the client response from a stored object: the engine decides status, headers
+/// and bytes; this writes them, inflating stored gzip when the engine says so.
 ///
 /// # Errors
 /// [`EdgeError::Body`] when a stored gzip body does not inflate (corrupt or over
@@ -52,53 +69,57 @@ impl Client {
 pub(crate) fn respond(
     meta: &Meta,
     stored: Vec<u8>,
-    age: Duration,
-    client: &Client,
+    status: CacheStatus,
+    client: &cachet_http::Client,
     f: &mut Access,
 ) -> Result<Response, EdgeError> {
-    let accept = client.accept.as_deref();
-    let mut resp = Response::from_status(meta.status);
-    for (n, v) in &meta.headers {
+    let now = Timestamp::from_system_time(std::time::SystemTime::now());
+    let d = cachet_http::deliver(meta, client, now, status);
+    let body = if d.inflate() {
+        crate::scratch::gunzip(&stored)?
+    } else {
+        stored
+    };
+    let head = d.head(body.len() as u64);
+    let mut resp = Response::from_status(head.status);
+    for (n, v) in &head.headers {
         resp.append_header(n.as_str(), v.as_str());
     }
-    resp.set_header(header::VARY, meta.vary.as_str());
-    resp.set_header(header::AGE, age.as_secs().to_string());
-    let body = match &meta.encoding {
-        Encoding::Gzip if accepts_encoding(accept, "gzip") => {
-            resp.set_header(header::CONTENT_ENCODING, "gzip");
-            stored
-        }
-        Encoding::Gzip => crate::scratch::gunzip(&stored)?,
-        Encoding::Identity => stored,
-        Encoding::Other(e) => {
-            if !accepts_encoding(accept, e) {
-                // We cannot decode it; RFC 9110 §15.5.7 lets us send it anyway rather than
-                // fail, so say what it is.
-                f.error = Some(format!("client does not accept stored encoding {e}"));
-            }
-            resp.set_header(header::CONTENT_ENCODING, e.as_str());
-            stored
-        }
-    };
-    if client.keep_surrogate && !meta.surrogate_keys.is_empty() {
-        resp.set_header("surrogate-key", meta.surrogate_keys.join(" "));
-    }
-    f.body_bytes = Some(body.len() as u64);
     f.stored_bytes = Some(meta.stored_len);
     f.origin_bytes = Some(meta.origin_len);
-    resp.set_header(header::CONTENT_LENGTH, body.len().to_string());
-    if !client.head {
-        resp.set_body(body);
+    let sent = match head.body {
+        Answer::Empty => None,
+        Answer::Whole => Some(body),
+        Answer::Slice(a, b) => {
+            let (a, b) = (
+                usize::try_from(a).unwrap_or(0),
+                usize::try_from(b).unwrap_or(0),
+            );
+            Some(body.get(a..b).map(<[u8]>::to_vec).unwrap_or_default())
+        }
+    };
+    f.body_bytes = Some(sent.as_ref().map_or(0, Vec::len) as u64);
+    if let Some(b) = sent {
+        resp.set_body(b);
     }
     Ok(resp)
 }
 
-/// Serves an origin response that is not stored: Surrogate headers stripped (kept for a
-/// Cachet edge tier when this is its shield).
-pub(crate) fn unstored(mut resp: Response, client: &Client) -> Response {
-    if !client.keep_surrogate {
-        resp.remove_header("surrogate-key");
-        resp.remove_header("surrogate-control");
+/// Serves an origin response that is not stored: hop-by-hop, `Connection`-listed and
+/// surrogate fields removed (`cachet_http::fields::returned`), no body for `HEAD`.
+pub(crate) fn unstored(mut resp: Response, client: &cachet_http::Client) -> Response {
+    let listed = fields::connection_listed(&RespHeaders(&resp));
+    let drop: Vec<String> = resp
+        .get_header_names()
+        .map(|n| n.as_str().to_owned())
+        .filter(|n| !fields::returned(n, &listed, client.keep_surrogate))
+        .collect();
+    for n in drop {
+        // Content-Length and Transfer-Encoding belong to the platform's framing.
+        if !n.eq_ignore_ascii_case("content-length") && !n.eq_ignore_ascii_case("transfer-encoding")
+        {
+            resp.remove_header(n.as_str());
+        }
     }
     if client.head {
         let _ = resp.take_body();

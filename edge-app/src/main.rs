@@ -22,6 +22,7 @@ mod scratch;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
+use cachet_http::CacheStatus;
 use cachet_policy::admin::{ADMIN_PREFIX, AdminError};
 use cachet_policy::{Decision, PassReason, Policy, PolicyError, RequestView, Synth};
 use fastly::cache::core::CacheError;
@@ -152,7 +153,7 @@ fn main() {
     }
     let mut access = Access {
         method: req.get_method_str().to_owned(),
-        cache: "ERROR",
+        cache: CacheStatus::Error,
         ..Access::default()
     };
     scratch::begin();
@@ -162,13 +163,13 @@ fn main() {
     };
     let Outcome { mut resp, after } = outcome.unwrap_or_else(|e| {
         access.error = Some(e.to_string());
-        access.cache = "ERROR";
+        access.cache = CacheStatus::Error;
         error_response(&e).into()
     });
     if resp.get_header(header::AGE).is_none() {
         resp.set_header(header::AGE, "0");
     }
-    resp.set_header("x-cache", access.cache);
+    resp.set_header("x-cache", access.cache.as_str());
     access.status = resp.get_status().as_u16();
     resp.send_to_client();
     if let (Some(job), Ok(p)) = (after, policy()) {
@@ -182,7 +183,7 @@ fn dispatch(policy: &Policy, req: Request, f: &mut Access) -> Result<Outcome, Ed
     f.tier = origin::tier(policy).label();
     if req.get_path().starts_with(ADMIN_PREFIX) {
         "admin".clone_into(&mut f.route);
-        f.cache = "SYNTH";
+        f.cache = CacheStatus::Synth;
         return admin::handle(policy, req, f).map(Outcome::from);
     }
     handle(policy, req, f)
@@ -201,7 +202,7 @@ fn handle(policy: &Policy, mut req: Request, f: &mut Access) -> Result<Outcome, 
     req.set_header(plan.device_header, plan.device.as_str());
     match &plan.decision {
         Decision::Synth(s) => {
-            f.cache = "SYNTH";
+            f.cache = CacheStatus::Synth;
             Ok(synth(s).into())
         }
         Decision::Pass(reason) => {

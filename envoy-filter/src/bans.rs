@@ -309,6 +309,31 @@ impl BanState {
     }
 }
 
+/// Hard-purges surrogate keys through the ban log (every worker applies it on its next
+/// request): the invalidation after an unsafe method (RFC 9111 §4.4,
+/// `cachet_http::invalidation_keys`). Returns how many were added.
+///
+/// # Errors
+/// As [`append`]; keys that are not valid surrogate keys are skipped.
+pub fn purge_keys(keys: &[String], max: usize, now_ms: u64) -> Result<usize, AppendError> {
+    let new: Vec<NewEntry> = keys
+        .iter()
+        .filter_map(|k| {
+            Some(NewEntry {
+                kind: Kind::Purge,
+                expr: purge_expr(k).ok()?,
+                key: Some(k.clone()),
+                lurker_friendly: true,
+                at_ms: None,
+            })
+        })
+        .collect();
+    if new.is_empty() {
+        return Ok(0);
+    }
+    append(&new, max, now_ms, None).map(|a| a.len())
+}
+
 /// The canonical expression of a ban on surrogate key `key` (what a hard purge adds).
 ///
 /// # Errors

@@ -5,10 +5,11 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
-use cachet_policy::object::{self, Encoding, Meta};
+use cachet_http::{Answer, CacheStatus, ResponseFields, fields};
+use cachet_policy::object::{self, Meta};
 use cachet_policy::{
-    Decision, NoStore, Plan, Policy, PolicyError, RequestView, ResponseView, Storability, Synth,
-    WorkspaceMode, accepts_encoding,
+    Decision, NoStore, Plan, Policy, PolicyError, RequestView, Storability, Synth, WorkspaceMode,
+    accepts_encoding,
 };
 use cachet_refresh::{
     ConditionalHeaders, Draw, EntryTimes, ErrorAction, Freshness, NotModified, Revalidation,
@@ -37,29 +38,6 @@ const VM_ID_KEY: &str = "cachet.vmid";
 /// `Retry-After` of a `503` when the origin failed and nothing may be served (the edge
 /// app's value).
 const RETRY_AFTER: Duration = Duration::from_secs(5);
-
-/// Request headers never copied onto an origin fetch besides [`object::HOP_BY_HOP`]: set
-/// by the fetch itself, or the client's own validators (a fetch is conditional only on the
-/// stored object's, RFC 9111 §4.3.1).
-const NOT_FORWARDED: &[&str] = &[
-    "accept-encoding",
-    "host",
-    "if-none-match",
-    "if-modified-since",
-];
-
-/// Response headers never copied onto a client response besides [`object::HOP_BY_HOP`].
-const NOT_RETURNED: &[&str] = &["surrogate-key", "surrogate-control"];
-
-/// Whether request header `name` goes onto an origin fetch.
-fn forwarded(name: &str) -> bool {
-    !object::is_hop_by_hop(name) && !NOT_FORWARDED.iter().any(|n| n.eq_ignore_ascii_case(name))
-}
-
-/// Whether origin response header `name` goes to the client.
-fn returned(name: &str) -> bool {
-    !object::is_hop_by_hop(name) && !NOT_RETURNED.iter().any(|n| n.eq_ignore_ascii_case(name))
-}
 
 /// Everything that can go wrong in the filter.
 #[derive(Debug, thiserror::Error)]
@@ -102,14 +80,8 @@ fn error_response(e: &EnvoyError) -> (u16, &'static str, Option<u64>) {
     }
 }
 
-/// What the client asked for that shapes the answer.
-#[derive(Debug, Clone, Default)]
-pub struct Client {
-    /// `Accept-Encoding`.
-    pub accept: Option<String>,
-    /// A `HEAD` request.
-    pub head: bool,
-}
+/// What the client asked for that shapes the answer (`cachet_http::Client`).
+pub use cachet_http::Client;
 
 /// What an origin fetch needs after the request callback returned: the request inputs
 /// (to re-plan, so the filter never builds a `Plan` by hand) and the results it uses.
@@ -205,23 +177,9 @@ impl OriginResponse {
     /// All values of header `name`, comma-joined (RFC 9110 §5.3).
     /// Whether its fields make the response per-user (`ResponseView::per_user`).
     fn per_user(&self) -> Option<NoStore> {
-        let cc = self.joined("cache-control");
-        let sc = self.joined("surrogate-control");
-        ResponseView {
-            status: self.status,
-            cache_control: cc.as_deref(),
-            surrogate_control: sc.as_deref(),
-            has_set_cookie: self.has_set_cookie(),
-            ..ResponseView::default()
-        }
-        .per_user()
-    }
-
-    /// Whether any `Set-Cookie` line is present.
-    fn has_set_cookie(&self) -> bool {
-        self.headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+        ResponseFields::read(self.status, self.headers.as_slice())
+            .view()
+            .per_user()
     }
 
     fn joined(&self, name: &str) -> Option<String> {
@@ -713,23 +671,9 @@ impl Vm {
         r: &OriginResponse,
         now: Timestamp,
     ) -> Result<StoredObject, bool> {
-        let cc = r.joined("cache-control");
-        let sc = r.joined("surrogate-control");
-        let vary = r.joined("vary");
-        let ce = r.joined("content-encoding");
-        let ct = r.joined("content-type");
-        let sk = r.joined("surrogate-key");
-        let view = ResponseView {
-            status: r.status,
-            cache_control: cc.as_deref(),
-            surrogate_control: sc.as_deref(),
-            has_set_cookie: r.has_set_cookie(),
-            vary: vary.as_deref(),
-            content_encoding: ce.as_deref(),
-            content_type: ct.as_deref(),
-            surrogate_key: sk.as_deref(),
-            content_length: Some(r.body.len() as u64),
-        };
+        let fields = ResponseFields::read(r.status, r.headers.as_slice());
+        let mut view = fields.view();
+        view.content_length = Some(r.body.len() as u64);
         let store = match p.storability(plan, &view) {
             Storability::Store(s) => s,
             Storability::DontStore(why) => return Err(why.is_private()),
@@ -738,17 +682,14 @@ impl Vm {
             return Err(false);
         }
         let (encoding, stored) =
-            object::for_storage(&r.body, ce.as_deref(), store.compress).map_err(|_| false)?;
+            object::for_storage(&r.body, view.content_encoding, store.compress)
+                .map_err(|_| false)?;
+        let compressed = store.compress && encoding == object::Encoding::Gzip;
         let meta = Meta {
             v: object::META_VERSION,
             pass: false,
             status: r.status,
-            headers: r
-                .headers
-                .iter()
-                .filter(|(n, _)| !n.starts_with(':') && object::stored_header(n))
-                .map(|(n, v)| (n.clone(), String::from_utf8_lossy(v).into_owned()))
-                .collect(),
+            headers: cachet_http::fields::stored_fields(&r.headers, &store.no_cache_fields),
             vary: store.vary,
             encoding,
             stored_len: stored.len() as u64,
@@ -763,6 +704,8 @@ impl Vm {
                 .with_delta(r.elapsed),
             validators: r.validators(),
             tag: object::object_tag(&job.key),
+            initial_age_s: store.initial_age.as_secs(),
+            compressed,
         };
         Ok(StoredObject::new(job.key.clone(), meta, stored))
     }
@@ -866,9 +809,9 @@ impl Vm {
                     }
                     let label = if f.fresh == Freshness::Stale {
                         Metrics::inc(self.m().stale);
-                        "STALE"
+                        CacheStatus::Stale
                     } else {
-                        "HIT"
+                        CacheStatus::Hit
                     };
                     self.respond(&f.obj, label, &w.client);
                 }
@@ -886,55 +829,47 @@ impl Vm {
         self.waiters.borrow_mut().extend(keep);
     }
 
-    /// Sends a stored object to the current stream, encoded for this client.
-    fn respond(&self, obj: &StoredObject, label: &str, client: &Client) {
+    /// Sends a stored object to the current stream: the engine (`cachet_http::deliver`)
+    /// decides status, headers and bytes; the header values go through the per-request
+    /// workspace (cachet-workspace), cleared to its high watermark right after.
+    fn respond(&self, obj: &StoredObject, status: CacheStatus, client: &Client) {
         let now = Timestamp::from_system_time(host::now());
-        let age = obj.h.meta.times.age(now).as_secs();
         let meta = &obj.h.meta;
-        let mut body = None;
-        let mut ce = None;
-        match &meta.encoding {
-            Encoding::Gzip if accepts_encoding(client.accept.as_deref(), "gzip") => {
-                ce = Some("gzip");
-            }
-            Encoding::Gzip => match object::gunzip(&obj.body) {
-                Ok(b) => body = Some(b),
+        let d = cachet_http::deliver(meta, client, now, status);
+        let inflated = if d.inflate() {
+            match object::gunzip(&obj.body) {
+                Ok(b) => Some(b),
                 Err(e) => {
                     send_error(&EnvoyError::Body(e));
                     return;
                 }
-            },
-            Encoding::Identity => {}
-            Encoding::Other(e) => ce = Some(e.as_str()),
-        }
-        let bytes: &[u8] = body.as_deref().unwrap_or(&obj.body);
+            }
+        } else {
+            None
+        };
+        let bytes: &[u8] = inflated.as_deref().unwrap_or(&obj.body);
+        let head = d.head(bytes.len() as u64);
+        let body = match head.body {
+            Answer::Empty => None,
+            Answer::Whole => Some(bytes),
+            Answer::Slice(a, b) => {
+                bytes.get(usize::try_from(a).unwrap_or(usize::MAX)..usize::try_from(b).unwrap_or(0))
+            }
+        };
         let mut ws = self.ws.borrow_mut();
-        let fallback_age = age.to_string();
-        let fallback_len = bytes.len().to_string();
-        // Per-request scratch (cachet-workspace): header values built for this response
-        // live in the VM's arena, which is cleared to its high watermark right after.
         let scratch = ws.as_mut().map(Workspace::scratch);
-        let age_s: &str = scratch
-            .as_ref()
-            .and_then(|s| s.alloc_fmt(format_args!("{age}")).ok())
-            .map_or(fallback_age.as_str(), |x| &*x);
-        let len_s: &str = scratch
-            .as_ref()
-            .and_then(|s| s.alloc_fmt(format_args!("{}", bytes.len())).ok())
-            .map_or(fallback_len.as_str(), |x| &*x);
-        let mut h: Vec<(&str, &str)> = meta
+        let h: Vec<(&str, &str)> = head
             .headers
             .iter()
-            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .map(|(n, v)| {
+                let v: &str = scratch
+                    .as_ref()
+                    .and_then(|s| s.alloc_str(v).ok())
+                    .map_or(v.as_str(), |x| &*x);
+                (n.as_str(), v)
+            })
             .collect();
-        h.push(("vary", meta.vary.as_str()));
-        h.push(("age", age_s));
-        h.push(("content-length", len_s));
-        h.push(("x-cache", label));
-        if let Some(e) = ce {
-            h.push(("content-encoding", e));
-        }
-        host::send(meta.status, &h, (!client.head).then_some(bytes));
+        host::send(head.status, &h, body);
         drop(h);
         drop(scratch);
         if let Some(w) = ws.as_mut() {
@@ -1265,6 +1200,9 @@ pub struct Http {
     /// The stored object this stream's fetch revalidates (past grace, within keep) and
     /// the times it was found with.
     base: Option<(Rc<StoredObject>, EntryTimes)>,
+    /// A passed unsafe request (`POST`, `PUT`, `DELETE`, `PATCH`): method, normalized host
+    /// and target, to invalidate after a non-error answer (RFC 9111 §4.4).
+    unsafe_target: Option<(String, String, String)>,
 }
 
 impl Http {
@@ -1283,6 +1221,7 @@ impl Http {
             started_ms: 0,
             lock_held: false,
             base: None,
+            unsafe_target: None,
         }
     }
 
@@ -1375,10 +1314,7 @@ impl Http {
             plan.device_header,
             Some(plan.device.as_str()),
         );
-        self.client = Client {
-            accept: get("accept-encoding"),
-            head: method == "HEAD",
-        };
+        self.client = Client::read(&method, headers.as_slice());
         match &plan.decision {
             Decision::Synth(s) => {
                 Metrics::inc(self.vm.m().synth);
@@ -1386,6 +1322,13 @@ impl Http {
                 return Action::Pause;
             }
             Decision::Pass(_) => {
+                if cachet_http::invalidate::invalidates(&method) {
+                    self.unsafe_target = Some((
+                        method.clone(),
+                        plan.host.to_string(),
+                        plan.target.to_string(),
+                    ));
+                }
                 if plan.target != path {
                     host::set_header(MapType::HttpRequestHeaders, ":path", Some(&plan.target));
                 }
@@ -1398,10 +1341,11 @@ impl Http {
         if plan.target != path {
             host::set_header(MapType::HttpRequestHeaders, ":path", Some(&plan.target));
         }
+        let listed = fields::connection_listed(headers.as_slice());
         let fwd: Vec<(String, String)> = headers
             .iter()
             .filter(|(n, _)| {
-                !n.starts_with(':') && forwarded(n) && !n.eq_ignore_ascii_case(p.device_header())
+                fields::on_fill(n, &listed) && !n.eq_ignore_ascii_case(p.device_header())
             })
             .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
             .collect();
@@ -1444,19 +1388,19 @@ impl Http {
                 Freshness::Stale => {
                     Metrics::inc(m.stale);
                     vm.schedule_refresh(&job, &found.obj, &self.headers, now_ms);
-                    "STALE"
+                    Some(CacheStatus::Stale)
                 }
                 Freshness::RefreshAhead => {
                     vm.schedule_refresh(&job, &found.obj, &self.headers, now_ms);
-                    "HIT"
+                    Some(CacheStatus::Hit)
                 }
-                Freshness::Fresh => "HIT",
+                Freshness::Fresh => Some(CacheStatus::Hit),
                 // Past grace, within keep: not served; the collapsing leader revalidates
                 // it before answering.
-                _ => "",
+                _ => None,
             };
-            if !label.is_empty() {
-                if label == "HIT" {
+            if let Some(label) = label {
+                if label == CacheStatus::Hit {
                     Metrics::inc(if found.tier == Tier::Local {
                         m.hits_local
                     } else {
@@ -1540,7 +1484,7 @@ impl Http {
         match (action, base) {
             (ErrorAction::ServeStale, Some((obj, _))) => {
                 Metrics::inc(self.vm.m().stale);
-                self.vm.respond(&obj, "STALE", &self.client);
+                self.vm.respond(&obj, CacheStatus::Stale, &self.client);
             }
             (ErrorAction::Unavailable { retry_after_secs }, _) => send_error(&EnvoyError::Origin {
                 reason: reason.to_owned(),
@@ -1579,7 +1523,7 @@ impl Http {
         };
         match (fetched, &r) {
             // A freshened or replaced object waited on the origin: MISS.
-            (Some(Fetched::Stored(obj)), _) => vm.respond(&obj, "MISS", &self.client),
+            (Some(Fetched::Stored(obj)), _) => vm.respond(&obj, CacheStatus::Miss, &self.client),
             (Some(Fetched::Pass), Some(r)) => self.send_origin(r.status, &r.headers, &r.body),
             (_, r) => self.origin_failed(&r.as_ref().map_or_else(
                 || "no response".to_owned(),
@@ -1594,9 +1538,15 @@ impl Http {
 
     /// Sends an origin response that was not stored (`PASS`).
     fn send_origin(&self, status: u16, headers: &[(String, Vec<u8>)], body: &[u8]) {
+        let listed = fields::connection_listed(headers);
         let gz = header(headers, "content-encoding")
             .is_some_and(|e| e.trim().eq_ignore_ascii_case("gzip"));
-        let inflate = gz && !accepts_encoding(self.client.accept.as_deref(), "gzip");
+        let accept = self
+            .client
+            .accept_encoding
+            .as_deref()
+            .and_then(|a| std::str::from_utf8(a).ok());
+        let inflate = gz && !accepts_encoding(accept, "gzip");
         let inflated = if inflate {
             object::gunzip(body).ok()
         } else {
@@ -1605,7 +1555,7 @@ impl Http {
         let out: &[u8] = inflated.as_deref().unwrap_or(body);
         let mut h: Vec<(&str, &str)> = headers
             .iter()
-            .filter(|(n, _)| !n.starts_with(':') && returned(n))
+            .filter(|(n, _)| fields::returned(n, &listed, false))
             .filter(|(n, _)| !(inflated.is_some() && n == "content-encoding"))
             .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v).ok()?)))
             .collect();
@@ -1672,13 +1622,29 @@ impl Http {
     /// (passes) get the edge's headers.
     pub fn on_response_headers(&mut self) -> proxy_wasm::types::Action {
         if self.phase == Phase::Pass || self.passed.get() {
-            for h in NOT_RETURNED {
-                host::set_header(MapType::HttpResponseHeaders, h, None);
+            let hs = host::headers(MapType::HttpResponseHeaders);
+            let listed = fields::connection_listed(hs.as_slice());
+            for (n, _) in &hs {
+                // Envoy frames the body itself: its own length and transfer fields stay.
+                let framing = n == "content-length" || n == "transfer-encoding";
+                if !fields::returned(n, &listed, false) && !framing {
+                    host::set_header(MapType::HttpResponseHeaders, n, None);
+                }
             }
             host::set_header(MapType::HttpResponseHeaders, "x-cache", Some("PASS"));
-            let hs = host::headers(MapType::HttpResponseHeaders);
             if !hs.iter().any(|(n, _)| n == "age") {
                 host::set_header(MapType::HttpResponseHeaders, "age", Some("0"));
+            }
+            if let (Some((method, h, target)), Some(p)) =
+                (self.unsafe_target.take(), self.vm.policy())
+            {
+                let status = status_of(&hs).unwrap_or(0);
+                let keys =
+                    cachet_http::invalidation_keys(&p, &method, status, &h, &target, hs.as_slice());
+                if bans::purge_keys(&keys, p.config().bans.max_bans, host::now_ms()).is_ok() {
+                    Metrics::add(self.vm.m().purges, keys.len() as u64);
+                    self.vm.sync_bans();
+                }
             }
         }
         proxy_wasm::types::Action::Continue

@@ -120,6 +120,12 @@ pub struct RouteConfig {
     pub surrogate_keys: Vec<String>,
     /// Store bodies gzip-compressed when the origin sent them unencoded and compressible.
     pub compress: bool,
+    /// Heuristic freshness (RFC 9111 §4.2.2) for responses without explicit freshness:
+    /// this fraction of the time since `Last-Modified`, e.g. `0.1` (the RFC's example);
+    /// `0` (the default) turns it off and the route's `ttl` applies. Range `0..=1`.
+    pub heuristic_fraction: f64,
+    /// Cap on a heuristic lifetime (default one day).
+    pub heuristic_max: HumanDuration,
 }
 
 impl Default for RouteConfig {
@@ -138,6 +144,8 @@ impl Default for RouteConfig {
             vary_device: true,
             surrogate_keys: Vec::new(),
             compress: true,
+            heuristic_fraction: 0.0,
+            heuristic_max: HumanDuration::from_secs(86_400),
         }
     }
 }
@@ -401,7 +409,15 @@ fn validate_route<'a>(
             reason_of(&e),
         );
     }
-    for (field, d) in [("ttl", r.ttl), ("grace", r.grace), ("keep", r.keep)] {
+    if !(0.0..=1.0).contains(&r.heuristic_fraction) {
+        push(at("heuristic_fraction"), "must be between 0 and 1".into());
+    }
+    for (field, d) in [
+        ("ttl", r.ttl),
+        ("grace", r.grace),
+        ("keep", r.keep),
+        ("heuristic_max", r.heuristic_max),
+    ] {
         if d.0 > MAX_DURATION {
             push(at(field), "longer than one year".into());
         }

@@ -11,10 +11,13 @@ use cachet_refresh::{EntryTimes, Timestamp, Validators};
 use serde::{Deserialize, Serialize};
 
 /// Version of the stored [`Meta`] layout; objects stored under another version are misses.
-pub const META_VERSION: u8 = 2;
+pub const META_VERSION: u8 = 3;
 
 /// Prefix of the per-object surrogate key ([`object_tag`]).
 pub const OBJECT_TAG_PREFIX: &str = "cachet-obj-";
+
+/// Prefix of the per-URL surrogate key ([`url_tag`]) every variant of a URL carries.
+pub const URL_TAG_PREFIX: &str = "cachet-url-";
 
 /// Largest inflated body served to an identity client, in bytes: a gzip bomb in the cache
 /// cannot make the edge allocate without bound.
@@ -105,6 +108,16 @@ pub struct Meta {
     /// soft-purged alone (bans found at lookup, early refresh on Fastly).
     #[serde(default)]
     pub tag: String,
+    /// The age the response already had when it was stored (the upstream `Age`, RFC 9111
+    /// §4.2.3's `corrected_initial_age`), whole seconds: added to the resident time in the
+    /// `Age` sent; [`EntryTimes::ttl`] is already net of it.
+    #[serde(default)]
+    pub initial_age_s: u64,
+    /// The edge gzip-compressed the body (the origin sent it unencoded): the gzip
+    /// representation is a different one, so its strong `ETag` is sent weak (as Varnish
+    /// does with `http_gzip_support`).
+    #[serde(default)]
+    pub compressed: bool,
 }
 
 impl Meta {
@@ -126,6 +139,8 @@ impl Meta {
             times: EntryTimes::new(now, ttl),
             validators: Validators::default(),
             tag: String::new(),
+            initial_age_s: 0,
+            compressed: false,
         }
     }
 
@@ -298,6 +313,21 @@ pub fn object_tag(cache_key: &str) -> String {
     let mut h = std::hash::SipHasher::new();
     cache_key.hash(&mut h);
     format!("{OBJECT_TAG_PREFIX}{:016x}", h.finish())
+}
+
+/// The per-URL surrogate key of `host` (normalized, lower-case) and `target` (path and
+/// normalized query): [`URL_TAG_PREFIX`] + 16 hex digits of a 64-bit SipHash (fixed keys).
+/// Every variant stored for the URL (each device class, each `Vary` value) carries it, so
+/// one purge invalidates them all (RFC 9111 §4.4 invalidation after unsafe methods).
+pub fn url_tag(host: &str, target: &str) -> String {
+    #[allow(
+        deprecated,
+        reason = "SipHasher with fixed zero keys is what we want: stable across instances"
+    )]
+    let mut h = std::hash::SipHasher::new();
+    host.hash(&mut h);
+    target.hash(&mut h);
+    format!("{URL_TAG_PREFIX}{:016x}", h.finish())
 }
 
 /// Whether an origin header is kept with the object (not a pseudo-header such as

@@ -192,7 +192,7 @@ pub(crate) fn fill_key_template(t: &str, host: &str, path: &str, route: &str) ->
 
 /// Lower-cases a host and strips one trailing dot; `None` when it is empty, too long, or
 /// holds bytes no host name or IP literal has (so it is safe to echo into robots.txt).
-pub(crate) fn normalize_host(host: &str) -> Option<Cow<'_, str>> {
+pub fn normalize_host(host: &str) -> Option<Cow<'_, str>> {
     let host = host.strip_suffix('.').unwrap_or(host);
     if host.is_empty() || host.len() > MAX_HOST_BYTES {
         return None;

@@ -1,6 +1,6 @@
 //! Whether and how an origin response may be stored: Cache-Control, Set-Cookie, Vary, keys.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::plan::Plan;
 
@@ -32,6 +32,21 @@ pub struct ResponseView<'a> {
     pub surrogate_key: Option<&'a str>,
     /// `Content-Length` when known, in bytes.
     pub content_length: Option<u64>,
+    /// `CDN-Cache-Control` (RFC 9213), all field lines joined: when present it replaces
+    /// `Cache-Control` for freshness and revalidation (not for `private`/`no-store`, which
+    /// Cachet always honours).
+    pub cdn_cache_control: Option<&'a str>,
+    /// `Expires` (RFC 9111 §5.3).
+    pub expires: Option<&'a str>,
+    /// `Date` (RFC 9110 §6.6.1).
+    pub date: Option<&'a str>,
+    /// `Age` (RFC 9111 §5.1), the age the response already has upstream.
+    pub age: Option<&'a str>,
+    /// `Last-Modified` (RFC 9110 §8.8.2), for heuristic freshness.
+    pub last_modified: Option<&'a str>,
+    /// Whether the response carries a validator (`ETag` or `Last-Modified`): an object
+    /// with zero freshness is worth keeping only when it can be revalidated.
+    pub has_validator: bool,
 }
 
 impl ResponseView<'_> {
@@ -118,13 +133,24 @@ pub struct Store {
     pub grace: Duration,
     /// Keep window after grace (the route's): held only for conditional revalidation.
     pub keep: Duration,
-    /// The origin's keys (Fastly limits applied) followed by the route's, deduplicated.
+    /// The origin's keys (Fastly limits applied) followed by the route's, deduplicated,
+    /// then the URL key ([`object::url_tag`](crate::object::url_tag)).
     pub surrogate_keys: Vec<String>,
     /// Whether to gzip the body before storing (unencoded, compressible type, route allows).
     pub compress: bool,
     /// The `Vary` to send to clients: `User-Agent` replaced by the device header when the
     /// route varies by device (dropped otherwise), `Accept-Encoding` always present.
     pub vary: String,
+    /// The age the response had when received (RFC 9111 §4.2.3 `corrected_initial_age`:
+    /// the larger of the upstream `Age` and `now - Date`). [`Store::ttl`] is already net
+    /// of it; adapters add it to the `Age` they send.
+    pub initial_age: Duration,
+    /// `stale-if-error` (RFC 5861 §4): how long past expiry a stored copy may answer
+    /// when the origin fails, even beyond grace.
+    pub stale_if_error: Duration,
+    /// Fields a `no-cache="…"` directive names (RFC 9111 §5.2.2.4), lower-cased: not
+    /// stored with the object.
+    pub no_cache_fields: Vec<String>,
 }
 
 /// The verdict on an origin response.
@@ -136,30 +162,46 @@ pub enum Storability {
     DontStore(NoStore),
 }
 
-/// Parsed `Cache-Control` directives that matter to a shared cache (RFC 9111 §5.2.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Parsed `Cache-Control` directives that matter to a shared cache (RFC 9111 §5.2.2,
+/// RFC 5861, RFC 9213 for `CDN-Cache-Control`, which uses the same syntax).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "one flag per directive of RFC 9111 §5.2.2, as the RFC lists them"
+)]
 pub struct CacheControl {
     /// `private` (with or without a field list: Cachet treats both as private).
     pub private: bool,
     /// `no-store`.
     pub no_store: bool,
-    /// `no-cache`: store, but revalidate each time; Cachet stores with zero TTL.
+    /// Unqualified `no-cache`: store, but revalidate before every reuse (zero TTL, no
+    /// grace).
     pub no_cache: bool,
+    /// `no-cache="field, …"`: those fields (lower-cased) are not stored (§5.2.2.4).
+    pub no_cache_fields: Vec<String>,
+    /// `must-revalidate` (§5.2.2.2): never served stale without the origin's say-so.
+    pub must_revalidate: bool,
+    /// `proxy-revalidate` (§5.2.2.8): `must-revalidate` for shared caches.
+    pub proxy_revalidate: bool,
     /// `max-age`, seconds.
     pub max_age: Option<u64>,
-    /// `s-maxage`, seconds (shared caches only; wins over `max-age`).
+    /// `s-maxage`, seconds (shared caches only; wins over `max-age`, and forbids serving
+    /// stale like `proxy-revalidate`, §5.2.2.10).
     pub s_maxage: Option<u64>,
-    /// `stale-while-revalidate`, seconds (RFC 5861).
+    /// `stale-while-revalidate`, seconds (RFC 5861 §3).
     pub stale_while_revalidate: Option<u64>,
+    /// `stale-if-error`, seconds (RFC 5861 §4).
+    pub stale_if_error: Option<u64>,
 }
 
 impl CacheControl {
-    /// Parses a `Cache-Control` (or `Surrogate-Control`) value. Unknown directives are
-    /// ignored; a malformed or repeated `max-age`/`s-maxage` counts as 0 (RFC 9111 §4.2.1:
-    /// invalid or conflicting freshness information is treated as stale).
+    /// Parses a `Cache-Control` (or `Surrogate-Control`, `CDN-Cache-Control`) value.
+    /// Unknown directives are ignored; commas inside quoted arguments do not split; a
+    /// malformed or repeated `max-age`/`s-maxage` counts as 0 (RFC 9111 §4.2.1: invalid or
+    /// conflicting freshness information is treated as stale).
     pub fn parse(value: &str) -> Self {
         let mut cc = Self::default();
-        for part in value.split(',') {
+        for part in split_directives(value) {
             let part = part.trim();
             let (name, arg) = match part.split_once('=') {
                 Some((n, a)) => (n.trim(), Some(a.trim().trim_matches('"'))),
@@ -167,22 +209,81 @@ impl CacheControl {
             };
             // Invalid or repeated freshness directives make the response stale (0).
             let secs = || arg.and_then(|a| a.parse::<u64>().ok()).unwrap_or(0);
-            if name.eq_ignore_ascii_case("private") {
+            let is = |d: &str| name.eq_ignore_ascii_case(d);
+            if is("private") {
                 cc.private = true;
-            } else if name.eq_ignore_ascii_case("no-store") {
+            } else if is("no-store") {
                 cc.no_store = true;
-            } else if name.eq_ignore_ascii_case("no-cache") {
-                cc.no_cache = true;
-            } else if name.eq_ignore_ascii_case("max-age") {
+            } else if is("no-cache") {
+                match arg.map(str::trim).filter(|a| !a.is_empty()) {
+                    Some(fields) => cc.no_cache_fields.extend(
+                        fields
+                            .split(',')
+                            .map(str::trim)
+                            .filter(|f| !f.is_empty())
+                            .map(str::to_ascii_lowercase),
+                    ),
+                    None => cc.no_cache = true,
+                }
+            } else if is("must-revalidate") {
+                cc.must_revalidate = true;
+            } else if is("proxy-revalidate") {
+                cc.proxy_revalidate = true;
+            } else if is("max-age") {
                 cc.max_age = Some(if cc.max_age.is_some() { 0 } else { secs() });
-            } else if name.eq_ignore_ascii_case("s-maxage") {
+            } else if is("s-maxage") {
                 cc.s_maxage = Some(if cc.s_maxage.is_some() { 0 } else { secs() });
-            } else if name.eq_ignore_ascii_case("stale-while-revalidate") {
+            } else if is("stale-while-revalidate") {
                 cc.stale_while_revalidate = Some(secs());
+            } else if is("stale-if-error") {
+                cc.stale_if_error = Some(secs());
             }
         }
         cc
     }
+
+    /// Whether these directives forbid serving the response stale beyond what the origin
+    /// explicitly allows (`must-revalidate`, `proxy-revalidate`, `s-maxage`, `no-cache`):
+    /// the route's grace does not apply, the origin's `stale-while-revalidate` does.
+    pub fn forbids_stale(&self) -> bool {
+        self.must_revalidate || self.proxy_revalidate || self.s_maxage.is_some() || self.no_cache
+    }
+}
+
+/// Splits a directive list on commas outside double quotes.
+fn split_directives(value: &str) -> impl Iterator<Item = &str> {
+    let mut rest = value;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut quoted = false;
+        let mut escaped = false;
+        for (i, b) in rest.bytes().enumerate() {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' if quoted => escaped = true,
+                b'"' => quoted = !quoted,
+                b',' if !quoted => {
+                    let (part, tail) = (&rest[..i], &rest[i + 1..]);
+                    rest = tail;
+                    return Some(part);
+                }
+                _ => {}
+            }
+        }
+        let part = rest;
+        rest = "";
+        Some(part)
+    })
+}
+
+/// Statuses a shared cache may store with explicit freshness although they are not
+/// heuristically cacheable: final, complete answers below 500 (a `206` is partial, a
+/// `304` is not a representation; 5xx are never stored over good objects). Source:
+/// RFC 9111 §3 (any final status the cache understands, with explicit freshness).
+fn status_storable_with_explicit_freshness(status: u16) -> bool {
+    (200..500).contains(&status) && !matches!(status, 206 | 304)
 }
 
 /// Statuses a shared cache may store without explicit freshness (RFC 9110 §15.1).
@@ -258,53 +359,20 @@ pub fn rewrite_vary(vary: Option<&str>, device_header: &str, vary_device: bool) 
     Some(out)
 }
 
-/// The freshness lifetime an origin response gives under `plan`'s route: `no-cache` → 0;
-/// the route's TTL when it overrides; else `Surrogate-Control: max-age` → `s-maxage` →
-/// `max-age` (Fastly's precedence; RFC 9111 §4.2.1); `None` when the response gives none.
-/// Capped at one year.
-fn freshness(plan: &Plan<'_>, cc: &CacheControl, sc: &CacheControl) -> Option<Duration> {
-    let ttl = if cc.no_cache {
-        Some(Duration::ZERO)
-    } else if plan.ttl_override {
-        Some(plan.ttl)
-    } else {
-        sc.max_age
-            .or(cc.s_maxage)
-            .or(cc.max_age)
-            .map(Duration::from_secs)
-    };
-    ttl.map(|t| t.min(crate::config::MAX_DURATION))
+/// Parsed freshness inputs of a response: `Cache-Control` (or `CDN-Cache-Control` when
+/// present, RFC 9213 §2.2) and `Surrogate-Control`.
+struct Directives {
+    /// `Cache-Control` as sent (for `private` / `no-store`, always honoured).
+    cc: CacheControl,
+    /// The directives that govern freshness: `CDN-Cache-Control` if present, else
+    /// `Cache-Control`.
+    target: CacheControl,
+    /// `Surrogate-Control`.
+    sc: CacheControl,
 }
 
-impl crate::Policy {
-    /// The TTL a revalidation answer (a `304 Not Modified`, RFC 9111 §4.3.4) gives the
-    /// stored object under `plan`'s route, with the same precedence as
-    /// [`Policy::storability`](crate::Policy::storability): the route's TTL when it
-    /// overrides, else the answer's `Surrogate-Control` / `Cache-Control`; `None` keeps
-    /// the stored TTL.
-    pub fn revalidated_ttl(
-        &self,
-        plan: &Plan<'_>,
-        cache_control: Option<&str>,
-        surrogate_control: Option<&str>,
-    ) -> Option<Duration> {
-        let cc = cache_control.map(CacheControl::parse).unwrap_or_default();
-        let sc = surrogate_control
-            .map(CacheControl::parse)
-            .unwrap_or_default();
-        freshness(plan, &cc, &sc)
-    }
-
-    /// Decides whether the origin response for `plan` is stored, with which TTL, grace,
-    /// surrogate keys, compression and client-facing `Vary`.
-    ///
-    /// Rules, in order: `private` / `no-store` (Surrogate-Control's `no-store` too) and
-    /// `Set-Cookie` are never stored (RFC 9111 §3, §5.2.2.5, §5.2.2.7); only statuses in
-    /// RFC 9110 §15.1's cacheable list; `Vary` must be expressible by the key; TTL is
-    /// `Surrogate-Control: max-age` → `s-maxage` → `max-age` → route `ttl` (Fastly's
-    /// precedence), or the route's when `ttl_override`; grace is the longer of the route's
-    /// and `stale-while-revalidate`; a zero TTL with zero grace is not stored.
-    pub fn storability(&self, plan: &Plan<'_>, resp: &ResponseView<'_>) -> Storability {
+impl Directives {
+    fn of(resp: &ResponseView<'_>) -> Self {
         let cc = resp
             .cache_control
             .map(CacheControl::parse)
@@ -313,10 +381,138 @@ impl crate::Policy {
             .surrogate_control
             .map(CacheControl::parse)
             .unwrap_or_default();
-        if let Some(why) = per_user(&cc, &sc, resp.has_set_cookie) {
+        let target = resp
+            .cdn_cache_control
+            .map_or_else(|| cc.clone(), CacheControl::parse);
+        Self { cc, target, sc }
+    }
+}
+
+/// Seconds between two HTTP dates, `later - earlier`, saturating at 0.
+fn http_date_secs(later: SystemTime, earlier: SystemTime) -> u64 {
+    later.duration_since(earlier).map_or(0, |d| d.as_secs())
+}
+
+/// Parses an HTTP date (RFC 9110 §5.6.7).
+fn http_date(v: &str) -> Option<SystemTime> {
+    httpdate::parse_http_date(v.trim()).ok()
+}
+
+/// The freshness lifetime a response declares and whether it is explicit.
+///
+/// Precedence (documented in docs/http.md): the route's `ttl` when `ttl_override`; else
+/// `Surrogate-Control: max-age` → `CDN-Cache-Control` (RFC 9213) `no-cache` / `s-maxage`
+/// / `max-age` → `Cache-Control` `no-cache` / `s-maxage` / `max-age` (the last two only
+/// without `CDN-Cache-Control`) → `Expires` − `Date` (RFC 9111 §4.2.1; an invalid
+/// `Expires` means already expired) → heuristic (§4.2.2: the route's
+/// `heuristic_fraction` of `Date − Last-Modified`, capped at `heuristic_max`; only for
+/// heuristically cacheable statuses) → the route's `ttl`. Capped at one year.
+fn lifetime(
+    plan: &Plan<'_>,
+    route: Option<&crate::RouteConfig>,
+    resp: &ResponseView<'_>,
+    d: &Directives,
+) -> (Duration, bool) {
+    let cap = |t: Duration| t.min(crate::config::MAX_DURATION);
+    if plan.ttl_override {
+        return (cap(plan.ttl), true);
+    }
+    if let Some(s) = d.sc.max_age {
+        return (cap(Duration::from_secs(s)), true);
+    }
+    if d.target.no_cache {
+        return (Duration::ZERO, true);
+    }
+    if let Some(s) = d.target.s_maxage.or(d.target.max_age) {
+        return (cap(Duration::from_secs(s)), true);
+    }
+    let date = resp.date.and_then(http_date).unwrap_or(plan.decided_at);
+    if let Some(e) = resp.expires {
+        let secs = http_date(e).map_or(0, |e| http_date_secs(e, date));
+        return (cap(Duration::from_secs(secs)), true);
+    }
+    let heuristic = route.filter(|r| r.heuristic_fraction > 0.0).and_then(|r| {
+        let lm = http_date(resp.last_modified?)?;
+        let since = http_date_secs(date, lm);
+        #[allow(
+            clippy::cast_precision_loss,
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "seconds below 2^53; the fraction is validated to [0, 1]"
+        )]
+        let secs = (since as f64 * r.heuristic_fraction) as u64;
+        Some(Duration::from_secs(secs).min(r.heuristic_max.0))
+    });
+    if let Some(h) = heuristic.filter(|_| status_cacheable(resp.status)) {
+        return (cap(h), false);
+    }
+    (cap(plan.ttl), false)
+}
+
+/// RFC 9111 §4.2.3's `corrected_initial_age` without the response delay: the larger of
+/// the upstream `Age` and the apparent age `now − Date` (the plan's decision time stands
+/// for the response time).
+fn initial_age(plan: &Plan<'_>, resp: &ResponseView<'_>) -> Duration {
+    let age = resp
+        .age
+        .and_then(|a| a.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let apparent = resp
+        .date
+        .and_then(http_date)
+        .map_or(0, |d| http_date_secs(plan.decided_at, d));
+    Duration::from_secs(age.max(apparent)).min(crate::config::MAX_DURATION)
+}
+
+impl crate::Policy {
+    /// The TTL a revalidation answer (a `304 Not Modified`, RFC 9111 §4.3.4) gives the
+    /// stored object under `plan`'s route, with the same precedence as
+    /// [`Policy::storability`](crate::Policy::storability) among the fields a 304 carries
+    /// (`Surrogate-Control`, `Cache-Control`): the route's TTL when it overrides, else the
+    /// answer's directives; `None` keeps the stored TTL.
+    pub fn revalidated_ttl(
+        &self,
+        plan: &Plan<'_>,
+        cache_control: Option<&str>,
+        surrogate_control: Option<&str>,
+    ) -> Option<Duration> {
+        let resp = ResponseView {
+            status: 200,
+            cache_control,
+            surrogate_control,
+            ..ResponseView::default()
+        };
+        let d = Directives::of(&resp);
+        let declared = plan.ttl_override
+            || d.sc.max_age.is_some()
+            || d.target.no_cache
+            || d.target.s_maxage.is_some()
+            || d.target.max_age.is_some();
+        declared.then(|| lifetime(plan, None, &resp, &d).0)
+    }
+
+    /// Decides whether the origin response for `plan` is stored, with which TTL, grace,
+    /// keep, surrogate keys, compression and client-facing `Vary`.
+    ///
+    /// Rules, in order: `private` / `no-store` (Surrogate-Control's `no-store` too) and
+    /// `Set-Cookie` are never stored (RFC 9111 §3, §5.2.2.5, §5.2.2.7); statuses
+    /// heuristically cacheable (RFC 9110 §15.1) are stored, other final statuses below 500
+    /// (but `206`) only with explicit freshness; `Vary` must be expressible by the key;
+    /// the lifetime follows the precedence of docs/http.md (`lifetime`); the TTL is net of
+    /// the response's initial age (§4.2.3); grace is the longer of the route's and
+    /// `stale-while-revalidate`, but only the latter when the response forbids stale
+    /// serving (`must-revalidate`, `proxy-revalidate`, `s-maxage`, `no-cache`); a response
+    /// with zero TTL and zero grace is stored only when it has a validator and the route
+    /// keeps objects (it is then revalidated before every reuse).
+    pub fn storability(&self, plan: &Plan<'_>, resp: &ResponseView<'_>) -> Storability {
+        let d = Directives::of(resp);
+        if let Some(why) = per_user(&d.cc, &d.sc, resp.has_set_cookie) {
             return Storability::DontStore(why);
         }
-        if !status_cacheable(resp.status) {
+        let route = plan.route_index.and_then(|i| self.config().routes.get(i));
+        let (lifetime, explicit) = lifetime(plan, route, resp, &d);
+        let heuristic_status = status_cacheable(resp.status);
+        if !(heuristic_status || explicit && status_storable_with_explicit_freshness(resp.status)) {
             return Storability::DontStore(NoStore::Status);
         }
         if resp
@@ -328,14 +524,26 @@ impl crate::Policy {
         let Some(vary) = rewrite_vary(resp.vary, plan.device_header, plan.vary_device) else {
             return Storability::DontStore(NoStore::Vary);
         };
-        let ttl = freshness(plan, &cc, &sc).unwrap_or(plan.ttl);
+        let initial_age = initial_age(plan, resp);
         let swr = Duration::from_secs(
-            sc.stale_while_revalidate
-                .or(cc.stale_while_revalidate)
+            d.sc.stale_while_revalidate
+                .or(d.target.stale_while_revalidate)
                 .unwrap_or(0),
         );
-        let grace = plan.grace.max(swr).min(crate::config::MAX_DURATION);
-        if ttl.is_zero() && grace.is_zero() {
+        let route_grace = if d.target.forbids_stale() {
+            Duration::ZERO
+        } else {
+            plan.grace
+        };
+        let mut grace = route_grace.max(swr).min(crate::config::MAX_DURATION);
+        let ttl = lifetime.saturating_sub(initial_age);
+        // Already older than its lifetime: the grace window has partly passed too.
+        grace = grace.saturating_sub(initial_age.saturating_sub(lifetime));
+        let stale_if_error =
+            Duration::from_secs(d.sc.stale_if_error.or(d.target.stale_if_error).unwrap_or(0))
+                .min(crate::config::MAX_DURATION);
+        let revalidatable = resp.has_validator && !plan.keep.is_zero();
+        if ttl.is_zero() && grace.is_zero() && !revalidatable {
             return Storability::DontStore(NoStore::ZeroTtl);
         }
         let mut keys: Vec<String> = Vec::new();
@@ -350,9 +558,17 @@ impl crate::Policy {
                 keys.push(k.to_owned());
             }
         }
+        // Every variant of the URL carries its URL key: unsafe methods invalidate by it.
+        keys.push(crate::object::url_tag(&plan.host, &plan.target));
         let encoded = resp
             .content_encoding
             .is_some_and(|e| !e.trim().is_empty() && !e.trim().eq_ignore_ascii_case("identity"));
+        let mut no_cache_fields = d.target.no_cache_fields.clone();
+        for f in &d.cc.no_cache_fields {
+            if !no_cache_fields.contains(f) {
+                no_cache_fields.push(f.clone());
+            }
+        }
         Storability::Store(Store {
             ttl,
             grace,
@@ -360,6 +576,9 @@ impl crate::Policy {
             surrogate_keys: keys,
             compress: plan.compress && !encoded && compressible(resp.content_type),
             vary,
+            initial_age,
+            stale_if_error,
+            no_cache_fields,
         })
     }
 }

@@ -221,7 +221,11 @@ fn surrogate_keys_merge_origin_then_route_deduplicated() {
     let Storability::Store(s) = p.storability(&plan, &r) else {
         panic!()
     };
-    assert_eq!(s.surrogate_keys, ["blog-alice", "css", "css-alice"]);
+    let url = cachet_policy::object::url_tag("cdn.example", "/css/alice.css");
+    assert_eq!(
+        s.surrogate_keys,
+        ["blog-alice", "css", "css-alice", url.as_str()]
+    );
 }
 
 #[test]

@@ -1,0 +1,291 @@
+//! Answers built from a stored object: status, the exact header set, and the bytes to send.
+//!
+//! One function for both adapters. Order of evaluation (RFC 9110 §13.2.2): the client's
+//! `If-None-Match` / `If-Modified-Since` first (→ `304`), then `Range` / `If-Range`
+//! (→ `206` / `416`), else the whole representation (`200` or the stored status).
+//!
+//! Ranges apply to the representation actually sent: the stored gzip bytes for a client
+//! that accepts gzip, the inflated bytes for one that does not (Cachet's documented choice,
+//! docs/http.md). When the edge compressed the body, the gzip representation's strong
+//! `ETag` is sent weak (`W/"…"`), as Varnish does: a strong `If-Range` then never matches
+//! it and the client gets the whole representation, never bytes spliced across encodings.
+
+use cachet_policy::accepts_encoding;
+use cachet_policy::object::{Encoding, Meta};
+use cachet_refresh::Timestamp;
+
+use crate::conditional::{self, Precondition};
+use crate::headers::{Headers, text};
+use crate::range::{self, RangeRequest};
+use crate::status::CacheStatus;
+
+/// The client request fields that shape an answer from a stored object, owned so an
+/// adapter can keep them after its request was forwarded or parked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Client {
+    /// The method is `GET` (ranges apply to `GET` only, RFC 9110 §14.2).
+    pub get: bool,
+    /// The method is `HEAD`: headers only.
+    pub head: bool,
+    /// `Accept-Encoding`, all lines joined.
+    pub accept_encoding: Option<Vec<u8>>,
+    /// `If-None-Match`, all lines joined.
+    pub if_none_match: Option<Vec<u8>>,
+    /// `If-Modified-Since`.
+    pub if_modified_since: Option<Vec<u8>>,
+    /// `Range`.
+    pub range: Option<Vec<u8>>,
+    /// `If-Range`.
+    pub if_range: Option<Vec<u8>>,
+    /// The request comes from a Cachet edge tier and this instance is its shield: answers
+    /// keep `Surrogate-Key` so the edge tier stores the object under the same keys.
+    pub keep_surrogate: bool,
+}
+
+impl Client {
+    /// Reads the fields from a request's `method` and headers (bytes, any encoding).
+    pub fn read(method: &str, h: &(impl Headers + ?Sized)) -> Self {
+        Self {
+            get: method == "GET",
+            head: method == "HEAD",
+            accept_encoding: h.joined("accept-encoding"),
+            if_none_match: h.joined("if-none-match"),
+            if_modified_since: h.value("if-modified-since"),
+            range: h.value("range"),
+            if_range: h.value("if-range"),
+            keep_surrogate: false,
+        }
+    }
+
+    fn accept(&self) -> Option<&str> {
+        self.accept_encoding.as_deref().and_then(text)
+    }
+}
+
+/// What [`deliver`] decided before the body length is known.
+#[derive(Debug)]
+pub struct Delivery<'m> {
+    meta: &'m Meta,
+    status: CacheStatus,
+    now: Timestamp,
+    not_modified: bool,
+    inflate: bool,
+    encoding: Option<&'m str>,
+    weak_etag: bool,
+    client: &'m Client,
+}
+
+/// Which bytes of the representation go out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// No body (`304`, `416`, `HEAD`).
+    Empty,
+    /// The whole representation.
+    Whole,
+    /// `[start, end)` of the representation, byte offsets.
+    Slice(u64, u64),
+}
+
+/// The response head and which bytes to send: what an adapter writes to the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// Status code.
+    pub status: u16,
+    /// Every header field to send, in order (names as stored or lower-case).
+    pub headers: Vec<(String, String)>,
+    /// The bytes of the representation to send.
+    pub body: Answer,
+}
+
+impl Head {
+    /// The value of `name` in [`Head::headers`] (first line).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Plans the answer to `client` from the stored object `meta` at `now`, labelled `status`
+/// (`X-Cache`).
+///
+/// Representation: stored gzip goes as-is to clients that accept gzip and is inflated for
+/// the rest ([`Delivery::inflate`]); identity as-is; another coding as-is with its
+/// `Content-Encoding` (RFC 9110 §15.5.7 allows it rather than failing).
+/// Conditionals: evaluated for stored 2xx only (RFC 9110 §13.2.1), `GET`/`HEAD` only.
+pub fn deliver<'m>(
+    meta: &'m Meta,
+    client: &'m Client,
+    now: Timestamp,
+    status: CacheStatus,
+) -> Delivery<'m> {
+    let accept = client.accept();
+    let (inflate, encoding) = match &meta.encoding {
+        Encoding::Gzip if accepts_encoding(accept, "gzip") => (false, Some("gzip")),
+        Encoding::Gzip => (true, None),
+        Encoding::Identity => (false, None),
+        Encoding::Other(e) => (false, Some(e.as_str())),
+    };
+    let weak_etag = meta.compressed && !inflate;
+    let mut d = Delivery {
+        meta,
+        status,
+        now,
+        not_modified: false,
+        inflate,
+        encoding,
+        weak_etag,
+        client,
+    };
+    if (200..300).contains(&meta.status) && (client.get || client.head) {
+        let etag = d.etag();
+        let pre = conditional::evaluate(
+            client.if_none_match.as_deref(),
+            client.if_modified_since.as_deref(),
+            etag.as_deref().map(str::as_bytes),
+            meta.header("last-modified").map(str::as_bytes),
+            now,
+        );
+        if pre == Precondition::NotModified {
+            d.not_modified = true;
+            d.inflate = false;
+        }
+    }
+    d
+}
+
+/// Fields a `304` carries from the stored response (RFC 9110 §15.4.5); `Last-Modified`
+/// only when there is no `ETag`.
+const NOT_MODIFIED_FIELDS: &[&str] = &["cache-control", "content-location", "etag", "expires"];
+
+impl Delivery<'_> {
+    /// Whether the stored bytes must be inflated before [`Delivery::head`] is asked for
+    /// the head (stored gzip, client without gzip). `false` for a `304`.
+    pub fn inflate(&self) -> bool {
+        self.inflate
+    }
+
+    /// Whether the answer is a `304 Not Modified`.
+    pub fn is_not_modified(&self) -> bool {
+        self.not_modified
+    }
+
+    /// The `ETag` of the representation sent: the stored one, made weak when the edge
+    /// compressed the body and the gzip bytes are sent.
+    fn etag(&self) -> Option<String> {
+        let e = self.meta.header("etag")?;
+        Some(if self.weak_etag && !e.trim_start().starts_with("W/") {
+            format!("W/{}", e.trim())
+        } else {
+            e.to_owned()
+        })
+    }
+
+    /// The head for a representation of `body_len` bytes (the stored length, or the
+    /// inflated length when [`Delivery::inflate`]).
+    pub fn head(self, body_len: u64) -> Head {
+        let meta = self.meta;
+        let etag = self.etag();
+        let mut headers: Vec<(String, String)> = Vec::with_capacity(meta.headers.len() + 8);
+        if self.not_modified {
+            let has_etag = etag.is_some();
+            for (n, v) in &meta.headers {
+                let keep = NOT_MODIFIED_FIELDS
+                    .iter()
+                    .any(|f| f.eq_ignore_ascii_case(n))
+                    || (!has_etag && n.eq_ignore_ascii_case("last-modified"));
+                if keep && !n.eq_ignore_ascii_case("etag") {
+                    headers.push((n.clone(), v.clone()));
+                }
+            }
+            if let Some(e) = etag {
+                headers.push(("etag".into(), e));
+            }
+            self.common(&mut headers);
+            return Head {
+                status: 304,
+                headers,
+                body: Answer::Empty,
+            };
+        }
+        for (n, v) in &meta.headers {
+            if !n.eq_ignore_ascii_case("etag") {
+                headers.push((n.clone(), v.clone()));
+            }
+        }
+        if let Some(e) = etag.as_ref() {
+            headers.push(("etag".into(), e.clone()));
+        }
+        if let Some(e) = self.encoding {
+            headers.push(("content-encoding".into(), e.to_owned()));
+        }
+        let ranged = meta.status == 200 && self.client.get;
+        if ranged {
+            headers.push(("accept-ranges".into(), "bytes".into()));
+        }
+        let range = match (&self.client.range, ranged) {
+            (Some(r), true) => {
+                let applies = self.client.if_range.as_deref().is_none_or(|ir| {
+                    conditional::if_range_matches(
+                        ir,
+                        etag.as_deref().map(str::as_bytes),
+                        meta.header("last-modified").map(str::as_bytes),
+                    )
+                });
+                if applies {
+                    range::interpret(r, body_len)
+                } else {
+                    RangeRequest::Full
+                }
+            }
+            _ => RangeRequest::Full,
+        };
+        if self.client.keep_surrogate && !meta.surrogate_keys.is_empty() {
+            headers.push(("surrogate-key".into(), meta.surrogate_keys.join(" ")));
+        }
+        self.common(&mut headers);
+        let (status, len, body) = match range {
+            RangeRequest::Full => (meta.status, body_len, Answer::Whole),
+            RangeRequest::Partial(r) => {
+                headers.push(("content-range".into(), r.content_range(body_len)));
+                (206, r.len(), Answer::Slice(r.first, r.last + 1))
+            }
+            RangeRequest::Unsatisfiable => {
+                headers.retain(|(n, _)| {
+                    !n.eq_ignore_ascii_case("content-encoding")
+                        && !n.eq_ignore_ascii_case("content-type")
+                });
+                headers.push(("content-range".into(), format!("bytes */{body_len}")));
+                (416, 0, Answer::Empty)
+            }
+        };
+        headers.push(("content-length".into(), len.to_string()));
+        Head {
+            status,
+            headers,
+            body: if self.client.head {
+                Answer::Empty
+            } else {
+                body
+            },
+        }
+    }
+
+    /// `Vary`, `Age` (resident time plus the upstream age at storage, RFC 9111 §4.2.3),
+    /// `Date` (now), `X-Cache`.
+    fn common(&self, headers: &mut Vec<(String, String)>) {
+        let meta = self.meta;
+        if !meta.vary.is_empty() {
+            headers.push(("vary".into(), meta.vary.clone()));
+        }
+        let age = meta
+            .times
+            .age(self.now)
+            .as_secs()
+            .saturating_add(meta.initial_age_s);
+        headers.push(("age".into(), age.to_string()));
+        headers.push(("date".into(), crate::date::format(self.now)));
+        headers.push(("x-cache".into(), self.status.as_str().into()));
+    }
+}

@@ -1,0 +1,149 @@
+//! Which header fields cross the cache: hop-by-hop and `Connection`-listed fields
+//! (RFC 9110 §7.6.1, RFC 9111 §3.1), and the client fields a fill may carry.
+
+use cachet_policy::object::{is_hop_by_hop, stored_header};
+
+use crate::headers::Headers;
+
+/// Client request fields never sent on a fetch whose answer will be stored or shared: the
+/// client's own preconditions and range (a fill fetches the whole, unconditional
+/// representation and answers them from it, RFC 9111 §4.3.1, RFC 9110 §14.2), plus the
+/// fields each fetch sets itself (`Host`, `Accept-Encoding`).
+pub const NOT_ON_FILL: &[&str] = &[
+    "host",
+    "accept-encoding",
+    "if-none-match",
+    "if-modified-since",
+    "if-match",
+    "if-unmodified-since",
+    "if-range",
+    "range",
+];
+
+/// The field names a `Connection` header lists (RFC 9110 §7.6.1), lower-cased. Values
+/// that are not UTF-8 list nothing.
+pub fn connection_listed(h: &(impl Headers + ?Sized)) -> Vec<String> {
+    let mut out = Vec::new();
+    h.visit("connection", &mut |v| {
+        if let Some(s) = crate::headers::text(v) {
+            out.extend(
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_ascii_lowercase),
+            );
+        }
+        true
+    });
+    out
+}
+
+/// Whether a field is hop-by-hop for this message: in the static list
+/// ([`cachet_policy::object::HOP_BY_HOP`]) or named by its `Connection` header
+/// (`listed`, from [`connection_listed`]).
+pub fn hop_by_hop(name: &str, listed: &[String]) -> bool {
+    is_hop_by_hop(name) || listed.iter().any(|l| l.eq_ignore_ascii_case(name))
+}
+
+/// The origin response fields an object stores, in order: [`stored_header`]'s rule minus
+/// the fields its `Connection` header lists and those a `no-cache="…"` directive names
+/// (`no_cache_fields`, RFC 9111 §5.2.2.4: may not be reused without revalidation, so not
+/// stored). Values that are not UTF-8 are dropped (the stored `Meta` is text), never a
+/// panic; the object is still stored.
+pub fn stored_fields(
+    fields: &[(String, Vec<u8>)],
+    no_cache_fields: &[String],
+) -> Vec<(String, String)> {
+    let listed = connection_listed(fields);
+    fields
+        .iter()
+        .filter(|(n, _)| {
+            stored_header(n)
+                && !hop_by_hop(n, &listed)
+                && !no_cache_fields.iter().any(|f| f.eq_ignore_ascii_case(n))
+        })
+        .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
+        .collect()
+}
+
+/// Whether a client request field goes onto a fill (an origin fetch whose answer will be
+/// stored): not hop-by-hop, not `Connection`-listed, not in [`NOT_ON_FILL`], not a
+/// pseudo-header, not Cachet's reserved `x-cachet-*` (the adapter sets the device header).
+pub fn on_fill(name: &str, listed: &[String]) -> bool {
+    !name.starts_with(':')
+        && !hop_by_hop(name, listed)
+        && !NOT_ON_FILL.iter().any(|n| n.eq_ignore_ascii_case(name))
+        && !name
+            .get(..9)
+            .is_some_and(|p| p.eq_ignore_ascii_case("x-cachet-"))
+}
+
+/// Whether an origin response field goes to the client on a pass: not hop-by-hop, not
+/// `Connection`-listed, not the edge-only `Surrogate-Key` / `Surrogate-Control` (kept only
+/// when `keep_surrogate`: a Cachet shield answering its edge tier).
+pub fn returned(name: &str, listed: &[String], keep_surrogate: bool) -> bool {
+    !name.starts_with(':')
+        && !hop_by_hop(name, listed)
+        && (keep_surrogate
+            || !(name.eq_ignore_ascii_case("surrogate-key")
+                || name.eq_ignore_ascii_case("surrogate-control")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(pairs: &[(&str, &[u8])]) -> Vec<(String, Vec<u8>)> {
+        pairs
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), v.to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn connection_listed_fields_are_neither_stored_nor_returned() {
+        let h = f(&[
+            ("Connection", b"X-Hop, close"),
+            ("connection", b"x-other"),
+            ("X-Hop", b"1"),
+            ("x-other", b"2"),
+            ("Keep-Alive", b"timeout=5"),
+            ("ETag", b"\"a\""),
+            ("X-Latin1", b"caf\xe9"),
+            ("Cache-Control", b"max-age=60"),
+            ("X-Secret", b"s"),
+        ]);
+        let listed = connection_listed(h.as_slice());
+        assert_eq!(listed, ["x-hop", "close", "x-other"]);
+        let stored = stored_fields(&h, &["x-secret".to_owned()]);
+        let names: Vec<&str> = stored.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["ETag", "Cache-Control"]);
+        assert!(!returned("X-HOP", &listed, false));
+        assert!(!returned("surrogate-key", &listed, false));
+        assert!(returned("surrogate-key", &listed, true));
+        assert!(returned("etag", &listed, false));
+    }
+
+    #[test]
+    fn fills_never_carry_client_preconditions_or_ranges() {
+        for n in [
+            "Range",
+            "If-Range",
+            "If-Match",
+            "if-none-match",
+            "If-Modified-Since",
+            "If-Unmodified-Since",
+            "Host",
+            "Accept-Encoding",
+            "Connection",
+            "TE",
+            ":path",
+            "X-Cachet-Device",
+        ] {
+            assert!(!on_fill(n, &[]), "{n}");
+        }
+        assert!(on_fill("Cookie", &[]));
+        assert!(!on_fill("X-Hop", &["x-hop".to_owned()]));
+        assert!(on_fill("Accept-Language", &[]));
+    }
+}

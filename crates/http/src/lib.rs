@@ -1,0 +1,41 @@
+//! Cachet's HTTP cache engine: what reaches the wire from a stored object, written once.
+//!
+//! Both adapters (the Fastly edge app and the Envoy filter) drive this crate; it reads
+//! header **bytes** through the small [`Headers`] trait and never does I/O, never reads a
+//! clock (`now` is a parameter). It owns the decisions that sit between the policy
+//! (`cachet-policy`: plan, storability, freshness) and the platform:
+//!
+//! * [`deliver`]: the exact status, header set and byte range of every answer built from a
+//!   stored object: `304` for a client's conditional request (RFC 9110 §13), `206`/`416`
+//!   for a `Range` (RFC 9110 §14), `Age` as the total current age (RFC 9111 §4.2.3),
+//!   `Date`, `Vary`, `Content-Encoding` and `Content-Length` for the representation
+//!   actually sent (stored gzip as-is or inflated), a strong `ETag` made weak when the edge
+//!   compressed the body (as Varnish does).
+//! * [`fields`]: hop-by-hop and `Connection`-listed fields (RFC 9110 §7.6.1), never stored
+//!   nor forwarded; which client request fields may reach a fill.
+//! * [`invalidate`]: the URIs a non-error answer to an unsafe method invalidates
+//!   (RFC 9111 §4.4), as per-URL surrogate keys every variant carries.
+//! * [`CacheStatus`]: the typed `X-Cache` value.
+//!
+//! Why a crate of its own: the policy answers "what is this request, may this response be
+//! stored, for how long"; this crate answers "which bytes and headers go out". It depends
+//! on the policy's stored [`Meta`](cachet_policy::object::Meta), so it sits above it.
+#![forbid(unsafe_code)]
+
+pub mod conditional;
+pub mod date;
+pub mod deliver;
+pub mod fields;
+pub mod headers;
+pub mod invalidate;
+pub mod range;
+pub mod response;
+mod status;
+
+pub use conditional::{EntityTag, Precondition};
+pub use deliver::{Answer, Client, Delivery, Head, deliver};
+pub use headers::Headers;
+pub use invalidate::{invalidation_keys, url_key};
+pub use range::{ByteRange, RangeRequest};
+pub use response::ResponseFields;
+pub use status::CacheStatus;

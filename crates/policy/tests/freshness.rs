@@ -1,0 +1,223 @@
+//! RFC 9111 §4.2 freshness, RFC 9213 CDN-Cache-Control, RFC 5861 and the stale rules.
+
+use std::time::{Duration, SystemTime};
+
+use cachet_policy::{NoStore, Policy, RequestView, ResponseView, Storability, Store};
+
+const TOML: &str = r#"
+[[routes]]
+name = "heuristic"
+path_prefix = "/h/"
+ttl = "0s"
+grace = "0s"
+keep = "1h"
+heuristic_fraction = 0.1
+heuristic_max = "1h"
+
+[[routes]]
+name = "other"
+path_prefix = "/"
+ttl = "0s"
+grace = "1h"
+keep = "1h"
+"#;
+
+/// 2023-11-14T22:13:20Z.
+fn now() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+}
+
+const DATE: &str = "Tue, 14 Nov 2023 22:13:20 GMT";
+
+fn store(path: &str, resp: &ResponseView<'_>) -> Storability {
+    let p = Policy::from_toml(TOML).expect("valid");
+    let req = RequestView {
+        method: "GET",
+        scheme: "http",
+        host: Some("a.example"),
+        path_and_query: path,
+        ..RequestView::default()
+    };
+    let plan = p.plan(&req, now());
+    p.storability(&plan, resp)
+}
+
+fn stored(path: &str, resp: &ResponseView<'_>) -> Store {
+    match store(path, resp) {
+        Storability::Store(s) => s,
+        other @ Storability::DontStore(_) => panic!("{path}: {other:?}"),
+    }
+}
+
+fn view(cc: Option<&'static str>) -> ResponseView<'static> {
+    ResponseView {
+        status: 200,
+        cache_control: cc,
+        date: Some(DATE),
+        ..ResponseView::default()
+    }
+}
+
+#[test]
+fn expires_counts_from_date_and_an_invalid_one_is_stale() {
+    let mut r = view(None);
+    r.expires = Some("Tue, 14 Nov 2023 22:18:20 GMT");
+    let s = stored("/x", &r);
+    assert_eq!(
+        (s.ttl, s.grace),
+        (Duration::from_secs(300), Duration::from_secs(3600))
+    );
+    r.expires = Some("0");
+    assert_eq!(
+        stored("/x", &r).ttl,
+        Duration::ZERO,
+        "invalid Expires: already stale"
+    );
+    // max-age wins over Expires.
+    let mut r = view(Some("max-age=60"));
+    r.expires = Some("Tue, 14 Nov 2023 22:18:20 GMT");
+    assert_eq!(stored("/x", &r).ttl, Duration::from_secs(60));
+}
+
+#[test]
+fn the_upstream_age_counts_and_the_ttl_is_net_of_it() {
+    let mut r = view(Some("max-age=600"));
+    r.age = Some("100");
+    let s = stored("/x", &r);
+    assert_eq!(
+        (s.ttl, s.initial_age),
+        (Duration::from_secs(500), Duration::from_secs(100))
+    );
+    // An object older than its lifetime arrives stale, its grace shortened by the excess.
+    r.age = Some("700");
+    let s = stored("/x", &r);
+    assert_eq!(
+        (s.ttl, s.grace),
+        (Duration::ZERO, Duration::from_secs(3500))
+    );
+    // Apparent age from Date when larger than Age.
+    let mut r = view(Some("max-age=600"));
+    r.date = Some("Tue, 14 Nov 2023 22:11:20 GMT");
+    assert_eq!(stored("/x", &r).initial_age, Duration::from_secs(120));
+    r.age = Some("garbage");
+    assert_eq!(stored("/x", &r).initial_age, Duration::from_secs(120));
+}
+
+#[test]
+fn precedence_surrogate_then_cdn_cache_control_then_cache_control() {
+    let mut r = view(Some("max-age=10, s-maxage=20"));
+    assert_eq!(stored("/x", &r).ttl, Duration::from_secs(20));
+    r.cdn_cache_control = Some("max-age=30");
+    assert_eq!(
+        stored("/x", &r).ttl,
+        Duration::from_secs(30),
+        "CDN-Cache-Control wins"
+    );
+    r.surrogate_control = Some("max-age=40");
+    assert_eq!(
+        stored("/x", &r).ttl,
+        Duration::from_secs(40),
+        "Surrogate-Control wins"
+    );
+    // CDN-Cache-Control replaces Cache-Control, including its stale rules...
+    let mut r = view(Some("s-maxage=20, must-revalidate"));
+    r.cdn_cache_control = Some("max-age=30");
+    assert_eq!(stored("/x", &r).grace, Duration::from_secs(3600));
+    // ...but never Cache-Control: private.
+    let mut r = view(Some("private"));
+    r.cdn_cache_control = Some("max-age=30");
+    assert_eq!(store("/x", &r), Storability::DontStore(NoStore::Private));
+}
+
+#[test]
+fn what_forbids_stale_serving() {
+    for cc in [
+        "max-age=60, must-revalidate",
+        "max-age=60, proxy-revalidate",
+        "s-maxage=60",
+    ] {
+        let s = stored("/x", &view(Some(cc)));
+        assert_eq!(
+            (s.ttl, s.grace),
+            (Duration::from_secs(60), Duration::ZERO),
+            "{cc}"
+        );
+    }
+    // The origin's own stale-while-revalidate still applies.
+    let s = stored("/x", &view(Some("s-maxage=60, stale-while-revalidate=30")));
+    assert_eq!(s.grace, Duration::from_secs(30));
+    // CDN-Cache-Control: no-cache → stored, revalidated before every reuse.
+    let mut r = view(None);
+    r.cdn_cache_control = Some("no-cache");
+    r.has_validator = true;
+    let s = stored("/x", &r);
+    assert_eq!(
+        (s.ttl, s.grace, s.keep),
+        (Duration::ZERO, Duration::ZERO, Duration::from_secs(3600))
+    );
+    // Without a validator there is nothing to revalidate with: not stored.
+    r.has_validator = false;
+    assert_eq!(store("/x", &r), Storability::DontStore(NoStore::ZeroTtl));
+    // stale-if-error is carried.
+    let s = stored("/x", &view(Some("max-age=1, stale-if-error=86400")));
+    assert_eq!(s.stale_if_error, Duration::from_secs(86_400));
+}
+
+#[test]
+fn no_cache_with_fields_names_fields_not_to_store() {
+    let s = stored(
+        "/x",
+        &view(Some("max-age=60, no-cache=\"Set-Cookie2, X-Private\"")),
+    );
+    assert_eq!(
+        s.ttl,
+        Duration::from_secs(60),
+        "qualified no-cache is not a zero TTL"
+    );
+    assert_eq!(s.no_cache_fields, ["set-cookie2", "x-private"]);
+}
+
+#[test]
+fn statuses_need_explicit_freshness_unless_heuristically_cacheable() {
+    for status in [302u16, 307, 303, 403] {
+        let mut r = view(Some("max-age=60"));
+        r.status = status;
+        assert_eq!(stored("/x", &r).ttl, Duration::from_secs(60), "{status}");
+        let mut r = view(None);
+        r.status = status;
+        assert_eq!(
+            store("/x", &r),
+            Storability::DontStore(NoStore::Status),
+            "{status}"
+        );
+    }
+    for status in [206u16, 500, 503] {
+        let mut r = view(Some("max-age=60"));
+        r.status = status;
+        assert_eq!(
+            store("/x", &r),
+            Storability::DontStore(NoStore::Status),
+            "{status}"
+        );
+    }
+    // 404/410 are heuristically cacheable: the route's grace alone stores them.
+    let mut r = view(None);
+    r.status = 410;
+    assert_eq!(stored("/x", &r).grace, Duration::from_secs(3600));
+}
+
+#[test]
+fn heuristic_freshness_is_a_capped_fraction_of_the_last_modified_age() {
+    let mut r = view(None);
+    r.last_modified = Some("Tue, 14 Nov 2023 21:13:20 GMT"); // 1 h before Date
+    assert_eq!(stored("/h/a", &r).ttl, Duration::from_secs(360));
+    r.last_modified = Some("Mon, 01 Jan 2001 00:00:00 GMT");
+    assert_eq!(stored("/h/a", &r).ttl, Duration::from_secs(3600), "capped");
+    // Not for statuses outside RFC 9110 §15.1's list.
+    r.status = 302;
+    assert_eq!(store("/h/a", &r), Storability::DontStore(NoStore::Status));
+    // Off on routes without it.
+    let mut r = view(None);
+    r.last_modified = Some("Tue, 14 Nov 2023 21:13:20 GMT");
+    assert_eq!(stored("/x", &r).ttl, Duration::ZERO);
+}
