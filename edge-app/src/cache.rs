@@ -34,11 +34,12 @@ use std::time::{Duration, Instant, SystemTime};
 use cachet_policy::object::{self, Meta};
 use cachet_policy::{NoStore, Plan, Policy, Storability, Store};
 use cachet_refresh::{
-    Draw, EarlyRefresh, EntryTimes, Freshness, NotModified, Revalidation, Timestamp, Validators,
-    conditional_headers, decide, on_revalidation, retry_after_secs, should_store_over,
+    Draw, EarlyRefresh, EntryTimes, ErrorAction, Freshness, NotModified, Revalidation, Timestamp,
+    Validators, conditional_headers, decide, on_origin_error, on_revalidation, retry_after_secs,
+    should_store_over,
 };
 use fastly::cache::core::{CacheKey, Transaction};
-use fastly::http::header;
+use fastly::http::{HeaderName, HeaderValue, header};
 use fastly::{Request, Response};
 
 use crate::access::{Access, millis};
@@ -124,6 +125,7 @@ pub(crate) fn cached(
         client: client_of(&req),
         early: policy.early_refresh(plan),
         key: CacheKey::copy_from_slice(plan.cache_key.as_bytes()),
+        vary: vary_headers(&req),
     };
     for attempt in 0..MAX_LOOKUPS {
         match ctx.step(req, attempt + 1 == MAX_LOOKUPS, f)? {
@@ -141,6 +143,36 @@ struct Lookup<'p, 'a> {
     client: Client,
     early: EarlyRefresh,
     key: CacheKey,
+    /// The request's fields, normalized for variant selection (RFC 9111 §4.1,
+    /// `cachet_http::vary::normalized`): the core cache picks the variant stored with
+    /// `vary_by` whose fields match (Fastly's own `Vary` support, which Viceroy implements).
+    vary: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// The client's request fields as the core cache's lookup headers, normalized
+/// (`cachet_http::vary::normalized`); fields that are not valid header values are left out.
+fn vary_headers(req: &Request) -> Vec<(HeaderName, HeaderValue)> {
+    let h = deliver::ReqHeaders(req);
+    let mut out: Vec<(HeaderName, HeaderValue)> = Vec::new();
+    for name in req.get_header_names() {
+        if out.iter().any(|(n, _)| n == name) || cachet_http::fields::reserved(name.as_str()) {
+            continue;
+        }
+        if let Some(v) = cachet_http::vary::normalized(&h, name.as_str())
+            .and_then(|v| HeaderValue::from_bytes(&v).ok())
+        {
+            out.push((name.clone(), v));
+        }
+    }
+    out
+}
+
+/// Header names for the core cache's `vary_by` (names that are not valid are left out).
+fn vary_names(fields: &[String]) -> Vec<HeaderName> {
+    fields
+        .iter()
+        .filter_map(|f| HeaderName::from_bytes(f.as_bytes()).ok())
+        .collect()
 }
 
 /// Result of one lookup.
@@ -156,8 +188,15 @@ impl Lookup<'_, '_> {
         r.map(|resp| Step::Done(Box::new(resp.into())))
     }
 
-    /// Nothing usable for us: fetch under the obligation, or pass without it.
+    /// Nothing usable for us: fetch under the obligation, or pass without it; `504` for a
+    /// client that asked `only-if-cached`.
     fn fetch(&self, tx: Transaction, req: Request, f: &mut Access) -> Result<Step, EdgeError> {
+        if self.client.only_if_cached {
+            if tx.must_insert_or_update() {
+                let _ = tx.cancel_insert_or_update();
+            }
+            return Ok(Step::Done(Box::new(not_cached(f).into())));
+        }
         if tx.must_insert_or_update() {
             return Self::done(miss(self.policy, self.plan, tx, req, &self.client, f));
         }
@@ -165,8 +204,16 @@ impl Lookup<'_, '_> {
         Self::done(pass(self.policy, self.plan, req, f))
     }
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one match over the freshness states reads as a table; splitting it by state is part of the adapter split of issue 12"
+    )]
     fn step(&self, req: Request, last: bool, f: &mut Access) -> Result<Step, EdgeError> {
-        let tx = Transaction::lookup(self.key.clone()).execute()?;
+        let mut lookup = Transaction::lookup(self.key.clone());
+        for (n, v) in &self.vary {
+            lookup = lookup.header(n, v);
+        }
+        let tx = lookup.execute()?;
         let obligated = tx.must_insert_or_update();
         let Some(found) = tx.found() else {
             return self.fetch(tx, req, f);
@@ -251,6 +298,10 @@ impl Lookup<'_, '_> {
                 let after = obligated.then(|| job(tx, "stale", &req, &hit.meta));
                 self.serve(hit, after, f)
             }
+            Freshness::Expired | Freshness::Miss if self.client.only_if_cached => {
+                drop(found);
+                self.fetch(tx, req, f)
+            }
             Freshness::Expired | Freshness::Miss if obligated => Self::done(revalidate_now(
                 self.policy,
                 self.plan,
@@ -281,6 +332,12 @@ impl Lookup<'_, '_> {
             after: after.map(Box::new),
         })))
     }
+}
+
+/// The `504` of an `only-if-cached` request with nothing servable (RFC 9111 §5.2.1.7).
+fn not_cached(f: &mut Access) -> Response {
+    f.cache = CacheStatus::Miss;
+    crate::to_response(cachet_http::reply::failure(cachet_http::Failure::NotCached))
 }
 
 /// A found object: metadata and stored body (its age comes from the metadata's times).
@@ -454,12 +511,28 @@ fn freshen(
 ) -> Result<Meta, EdgeError> {
     let fresh = meta.freshened(times, validators, header_fields(not_modified));
     let keys = object_keys(&fresh);
-    tx.update(times.ttl)
+    let mut update = tx.update(times.ttl);
+    let vary = vary_names(&fresh.vary_fields);
+    if !vary.is_empty() {
+        update = update.vary_by(&vary);
+    }
+    update
         .stale_while_revalidate(core_swr(policy, &fresh.route, &times))
         .surrogate_keys(keys.iter().map(String::as_str))
         .user_metadata(fresh.to_bytes().into())
         .execute()?;
     Ok(fresh)
+}
+
+/// Whether an origin failure now may be answered with `meta` (within grace or its
+/// stale-if-error window, `cachet_refresh::on_origin_error`).
+fn stale_if_error(meta: &Meta) -> bool {
+    on_origin_error(
+        Some(&meta.times),
+        now(),
+        Duration::from_secs(meta.stale_if_error_s),
+        RETRY_AFTER,
+    ) == ErrorAction::ServeStale
 }
 
 /// Past grace, holding the obligation: revalidate before answering.
@@ -481,6 +554,11 @@ fn revalidate_now(
         Ok(r) => r,
         Err(e) => {
             let _ = tx.cancel_insert_or_update();
+            if stale_if_error(meta) {
+                f.error = Some(e);
+                f.cache = CacheStatus::Stale;
+                return deliver::respond(meta, hit.body.clone(), f.cache, client, f);
+            }
             return Err(unreachable(e));
         }
     };
@@ -512,10 +590,14 @@ fn revalidate_now(
             deliver::respond(&fresh, hit.body.clone(), f.cache, client, f)
         }
         Revalidation::KeepStored => {
-            // Past grace the stored copy may not be served (RFC 5861 §4 would need
-            // stale-if-error); answer the origin's error as it is.
+            // Past grace the stored copy is served only within the origin's
+            // stale-if-error (RFC 5861 §4); otherwise the origin's error goes out as it is.
             let _ = tx.cancel_insert_or_update();
             f.refresh = Some("origin-error".into());
+            if stale_if_error(meta) {
+                f.cache = CacheStatus::Stale;
+                return deliver::respond(meta, hit.body.clone(), f.cache, client, f);
+            }
             f.cache = CacheStatus::Pass;
             Ok(deliver::unstored(fetched.resp, client))
         }
@@ -700,10 +782,17 @@ fn insert_object(
         tag: object::object_tag(&plan.cache_key),
         initial_age_s: store.initial_age.as_secs(),
         compressed,
+        stale_if_error_s: store.stale_if_error.as_secs(),
+        vary_fields: store.vary_fields.clone(),
+        variants: Vec::new(),
     };
     let keys = object_keys(&meta);
-    let mut writer = tx
-        .insert(store.ttl)
+    let mut insert = tx.insert(store.ttl);
+    let vary = vary_names(&store.vary_fields);
+    if !vary.is_empty() {
+        insert = insert.vary_by(&vary);
+    }
+    let mut writer = insert
         .stale_while_revalidate(core_swr(policy, plan.route, &times))
         .surrogate_keys(keys.iter().map(String::as_str))
         .user_metadata(meta.to_bytes().into())

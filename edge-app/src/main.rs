@@ -20,13 +20,14 @@ mod origin;
 mod scratch;
 
 use std::sync::OnceLock;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use cachet_http::CacheStatus;
+use cachet_http::{CacheStatus, Failure, Reply};
 use cachet_policy::admin::{ADMIN_PREFIX, AdminError};
 use cachet_policy::{Decision, PassReason, Policy, PolicyError, RequestView, Synth};
+use cachet_refresh::retry_after_secs;
 use fastly::cache::core::CacheError;
-use fastly::http::{StatusCode, header};
+use fastly::http::header;
 use fastly::{ConfigStore, Request, Response};
 
 use crate::access::Access;
@@ -38,11 +39,6 @@ const DEFAULT_CONFIG: &str = include_str!("../cachet.toml");
 
 /// Name of the config store holding the `config` key (TOML text).
 const CONFIG_STORE: &str = "cachet";
-
-/// Request header prefix reserved for Cachet: client-supplied copies are always removed
-/// before the request is planned or forwarded (a client can't choose its device class or
-/// cache key).
-const RESERVED_PREFIX: &str = "x-cachet-";
 
 /// Everything that can go wrong in the adapter.
 #[derive(Debug, thiserror::Error)]
@@ -69,45 +65,32 @@ pub(crate) enum EdgeError {
     Admin(#[from] AdminError),
 }
 
-/// The one place core and platform errors become HTTP responses.
+/// The one place core and platform errors become HTTP responses (the mapping itself is
+/// `cachet_http::reply`'s).
 fn error_response(e: &EdgeError) -> Response {
-    if let EdgeError::Admin(a) = e {
-        let mut resp = Response::from_status(a.status())
-            .with_header(header::CONTENT_TYPE, "application/json")
-            .with_header(header::CACHE_CONTROL, "no-store")
-            .with_body(a.body());
-        match a {
-            AdminError::Unauthorized => resp.set_header(header::WWW_AUTHENTICATE, "Bearer"),
-            AdminError::MethodNotAllowed { allow } => resp.set_header(header::ALLOW, *allow),
-            AdminError::Store(_) => resp.set_header(header::RETRY_AFTER, "5"),
-            _ => {}
-        }
-        return resp;
-    }
-    let (status, reason, retry_after) = match e {
-        EdgeError::Config(_) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "edge configuration invalid",
-            None,
-        ),
+    let retry = retry_after_secs(Duration::from_secs(5));
+    let reply = match e {
+        EdgeError::Admin(a) => cachet_http::reply::admin_error(a),
+        EdgeError::Config(_) => cachet_http::reply::failure(Failure::Config),
         EdgeError::Origin {
             retry_after_secs, ..
-        } => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "origin unavailable",
-            Some(*retry_after_secs),
-        ),
-        EdgeError::Cache(_) | EdgeError::Body(_) | EdgeError::Admin(_) => {
-            (StatusCode::SERVICE_UNAVAILABLE, "edge cache error", Some(5))
-        }
+        } => cachet_http::reply::failure(Failure::Origin {
+            retry_after_secs: *retry_after_secs,
+        }),
+        EdgeError::Cache(_) | EdgeError::Body(_) => cachet_http::reply::failure(Failure::Cache {
+            retry_after_secs: retry,
+        }),
     };
-    let mut resp = Response::from_status(status)
-        .with_header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
-        .with_header(header::CACHE_CONTROL, "no-store")
-        .with_body(format!("{reason}\n"));
-    if let Some(s) = retry_after {
-        resp.set_header(header::RETRY_AFTER, s.to_string());
+    to_response(reply)
+}
+
+/// Writes a `cachet_http::Reply` as a Fastly response.
+pub(crate) fn to_response(r: Reply) -> Response {
+    let mut resp = Response::from_status(r.status);
+    for (n, v) in r.headers {
+        resp.append_header(n, v);
     }
+    resp.set_body(r.body);
     resp
 }
 
@@ -145,7 +128,7 @@ fn main() {
     let names: Vec<String> = req
         .get_header_names_str()
         .into_iter()
-        .filter(|n| n.to_ascii_lowercase().starts_with(RESERVED_PREFIX))
+        .filter(|n| cachet_http::fields::reserved(n))
         .map(str::to_owned)
         .collect();
     for n in names {
@@ -265,15 +248,5 @@ impl Inputs {
 }
 
 fn synth(s: &Synth) -> Response {
-    match s {
-        Synth::Robots { body } => Response::from_status(StatusCode::OK)
-            .with_header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
-            .with_header(header::CACHE_CONTROL, "no-store")
-            .with_body(body.as_str()),
-        Synth::BadRequest { reason } => Response::from_status(StatusCode::BAD_REQUEST)
-            .with_header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
-            .with_header(header::CACHE_CONTROL, "no-store")
-            .with_body(format!("{reason}\n")),
-        _ => Response::from_status(StatusCode::INTERNAL_SERVER_ERROR),
-    }
+    to_response(cachet_http::reply::synth(s))
 }

@@ -1,13 +1,17 @@
 //! The admin API (`/.cachet/ban`, `/.cachet/bans`, `/.cachet/purge`), the same contract as the edge app.
 //!
-//! Every call needs `Authorization: Bearer <admin.token>` (constant-time comparison; 401
+//! Routing, authorization, limits and refusals are `cachet_policy::admin`'s and
+//! `cachet_http::reply`'s, shared with the edge app: unknown path `404`, wrong method `405`
+//! with `Allow`, then `Authorization: Bearer <admin.token>` (constant-time comparison; 401
 //! without, 403 wrong or when no token is configured; the token is never logged).
 //! `POST /.cachet/ban` (body: a Varnish ban expression) → `201 {"id","lurker_friendly"}`,
 //! `400 {"error"}` for a bad expression, `429` over `bans.max_bans`; `GET /.cachet/bans` →
 //! the live log as a JSON list; `POST /.cachet/purge` with `Surrogate-Key: k1 k2` and
 //! optional `Fastly-Soft-Purge: 1` → a JSON object per key.
 
+use cachet_http::Reply;
 use cachet_policy::Policy;
+use cachet_policy::admin::{self, AdminCall, AdminError};
 use serde_json::json;
 
 use crate::bans::{self, AppendError, Kind, NewEntry};
@@ -19,33 +23,17 @@ pub const PREFIX: &str = "/.cachet/";
 /// Largest admin request body read, bytes (a ban expression is at most 8 KiB).
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
-/// An admin answer: status and JSON body.
-#[derive(Debug)]
-pub struct Answer {
-    /// HTTP status.
-    pub status: u16,
-    /// JSON text.
-    pub body: String,
-    /// Extra header (`WWW-Authenticate` on 401).
-    pub challenge: bool,
-}
-
-fn answer(status: u16, v: &serde_json::Value) -> Answer {
-    Answer {
+fn answer(status: u16, v: &serde_json::Value) -> Reply {
+    Reply {
         status,
-        body: v.to_string(),
-        challenge: false,
+        headers: vec![
+            ("content-type", "application/json".into()),
+            ("cache-control", "no-store".into()),
+            ("x-cache", "SYNTH".into()),
+            ("age", "0".into()),
+        ],
+        body: v.to_string().into_bytes(),
     }
-}
-
-/// Byte-wise comparison whose time does not depend on where the inputs differ.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len().max(b.len());
-    let mut diff = u8::from(a.len() != b.len());
-    for i in 0..n {
-        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0xff);
-    }
-    diff == 0
 }
 
 /// One admin request.
@@ -70,115 +58,87 @@ impl AdminRequest {
     }
 }
 
-/// Handles one admin call at `now_ms`.
-pub fn handle(
+/// Handles one admin call at `now_ms`, with the edge app's contract
+/// (`cachet_policy::admin`): routing first (unknown path `404`, wrong method `405` with
+/// `Allow`), then the bearer token (`401` with `WWW-Authenticate`, `403`), then the call's
+/// own limits; refusals answered by `cachet_http::reply::admin_error`.
+pub fn handle(policy: &Policy, m: &Metrics, req: &AdminRequest, body: &[u8], now_ms: u64) -> Reply {
+    match call(policy, m, req, body, now_ms) {
+        Ok(r) => r,
+        Err(e) => {
+            if matches!(e, AdminError::Unauthorized | AdminError::Forbidden(_)) {
+                Metrics::inc(m.admin_denied);
+            }
+            cachet_http::reply::admin_error(&e)
+        }
+    }
+}
+
+fn call(
     policy: &Policy,
     m: &Metrics,
     req: &AdminRequest,
     body: &[u8],
     now_ms: u64,
-) -> Answer {
+) -> Result<Reply, AdminError> {
     let cfg = policy.config();
     if !cfg.admin.enabled {
-        return answer(404, &json!({"error": "admin API disabled"}));
+        return Err(AdminError::NotFound("admin API disabled".into()));
     }
-    let Some(auth) = req.authorization.as_deref() else {
-        Metrics::inc(m.admin_denied);
-        let mut a = answer(401, &json!({"error": "missing bearer token"}));
-        a.challenge = true;
-        return a;
-    };
-    let token = auth
-        .trim()
-        .split_once(' ')
-        .filter(|(s, _)| s.eq_ignore_ascii_case("bearer"))
-        .map(|(_, t)| t.trim());
-    let Some(token) = token else {
-        Metrics::inc(m.admin_denied);
-        let mut a = answer(
-            401,
-            &json!({"error": "expected Authorization: Bearer <token>"}),
-        );
-        a.challenge = true;
-        return a;
-    };
-    let want = cfg.admin.token.as_bytes();
-    if want.is_empty() || !constant_time_eq(token.as_bytes(), want) {
-        Metrics::inc(m.admin_denied);
-        return answer(403, &json!({"error": "wrong token"}));
-    }
+    let call = admin::route(&req.method, &req.path)?;
+    admin::authorize(
+        req.authorization.as_deref().map(str::as_bytes),
+        Some(cfg.admin.token.as_bytes()),
+    )?;
     let max = cfg.bans.max_bans;
-    match (req.method.as_str(), req.path.as_str()) {
-        ("POST", "/.cachet/ban") => ban(m, body, max, now_ms),
-        ("GET", "/.cachet/bans") => {
+    match call {
+        AdminCall::AddBan => ban(m, admin::ban_body(body)?, max, now_ms),
+        AdminCall::ListBans => {
             let (log, _) = bans::BanLog::read();
-            answer(200, &serde_json::to_value(&log.entries).unwrap_or_default())
+            Ok(answer(
+                200,
+                &serde_json::to_value(&log.entries).unwrap_or_default(),
+            ))
         }
-        ("POST", "/.cachet/purge") => purge(m, req, max, now_ms),
-        (_, "/.cachet/ban" | "/.cachet/purge" | "/.cachet/bans") => {
-            answer(405, &json!({"error": "method not allowed"}))
-        }
-        _ => answer(404, &json!({"error": "no such admin endpoint"})),
+        AdminCall::Purge => purge(m, req, max, now_ms),
     }
 }
 
-fn ban(m: &Metrics, body: &[u8], max: usize, now_ms: u64) -> Answer {
-    let Ok(text) = std::str::from_utf8(body) else {
-        return answer(400, &json!({"error": "ban expression is not UTF-8"}));
-    };
-    let (expr, lurker_friendly) = match bans::parse_ban(text) {
-        Ok(v) => v,
-        Err(e) => return answer(400, &json!({"error": e})),
-    };
+fn ban(m: &Metrics, text: &str, max: usize, now_ms: u64) -> Result<Reply, AdminError> {
+    let (expr, lurker_friendly) = bans::parse_ban(text).map_err(AdminError::BadRequest)?;
     let new = NewEntry {
         kind: Kind::Ban,
-        expr,
+        expr: expr.clone(),
         key: None,
         lurker_friendly,
         at_ms: None,
     };
-    match bans::append(&[new], max, now_ms, None) {
-        Ok(added) => {
-            Metrics::inc(m.bans_added);
-            let id = added.first().map_or(0, |e| e.id);
-            answer(201, &json!({"id": id, "lurker_friendly": lurker_friendly}))
-        }
-        Err(e) => append_error(e),
-    }
+    let added = bans::append(&[new], max, now_ms, None).map_err(|e| append_error(e, max))?;
+    Metrics::inc(m.bans_added);
+    let id = added.first().map_or(0, |e| e.id);
+    Ok(answer(
+        201,
+        &json!({"id": id, "lurker_friendly": lurker_friendly, "expr": expr, "replaced": null}),
+    ))
 }
 
-fn append_error(e: AppendError) -> Answer {
+fn append_error(e: AppendError, max: usize) -> AdminError {
     match e {
-        AppendError::TooMany => answer(
-            429,
-            &json!({"error": "too many live bans (bans.max_bans); retry when the lurker has retired some"}),
-        ),
-        AppendError::Conflict => answer(503, &json!({"error": "ban log busy, retry"})),
+        AppendError::TooMany => AdminError::TooManyBans {
+            live: max,
+            limit: max,
+        },
+        AppendError::Conflict => AdminError::Store("ban log busy, retry".into()),
     }
 }
 
-fn purge(m: &Metrics, req: &AdminRequest, max: usize, now_ms: u64) -> Answer {
-    let keys: Vec<&str> = req
-        .surrogate_key
-        .as_deref()
-        .unwrap_or("")
-        .split_ascii_whitespace()
-        .collect();
-    if keys.is_empty() {
-        return answer(
-            400,
-            &json!({"error": "Surrogate-Key header with at least one key required"}),
-        );
-    }
+fn purge(m: &Metrics, req: &AdminRequest, max: usize, now_ms: u64) -> Result<Reply, AdminError> {
+    let keys = admin::purge_keys(req.surrogate_key.as_deref())?;
     let mut out = serde_json::Map::new();
     let mut new = Vec::new();
     let mut names = Vec::new();
     for k in keys {
         if req.soft {
-            if k.len() > cachet_ban::MAX_SURROGATE_KEY_BYTES {
-                out.insert(k.to_owned(), json!({"error": "key too long"}));
-                continue;
-            }
             new.push(NewEntry {
                 kind: Kind::SoftPurge,
                 expr: String::new(),
@@ -200,24 +160,20 @@ fn purge(m: &Metrics, req: &AdminRequest, max: usize, now_ms: u64) -> Answer {
                     names.push(k);
                 }
                 Err(e) => {
-                    out.insert(k.to_owned(), json!({"error": e}));
+                    out.insert(k.to_owned(), json!({"ok": false, "error": e}));
                 }
             }
         }
     }
     if !new.is_empty() {
-        match bans::append(&new, max, now_ms, None) {
-            Ok(added) => {
-                Metrics::add(m.purges, added.len() as u64);
-                for (k, e) in names.iter().zip(added) {
-                    out.insert(
-                        (*k).to_owned(),
-                        json!({"status": "ok", "id": e.id, "soft": req.soft}),
-                    );
-                }
-            }
-            Err(e) => return append_error(e),
+        let added = bans::append(&new, max, now_ms, None).map_err(|e| append_error(e, max))?;
+        Metrics::add(m.purges, added.len() as u64);
+        for (k, e) in names.iter().zip(added) {
+            out.insert(
+                (*k).to_owned(),
+                json!({"ok": true, "soft": req.soft, "id": e.id}),
+            );
         }
     }
-    answer(200, &serde_json::Value::Object(out))
+    Ok(answer(200, &serde_json::Value::Object(out)))
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
-use cachet_http::{Answer, CacheStatus, ResponseFields, fields};
+use cachet_http::{Answer, CacheStatus, Failure, Reply, ResponseFields, fields, vary};
 use cachet_policy::object::{self, Meta};
 use cachet_policy::{
     Decision, NoStore, Plan, Policy, PolicyError, RequestView, Storability, Synth, WorkspaceMode,
@@ -25,9 +25,6 @@ use crate::locks::{self, Lock};
 use crate::metrics::Metrics;
 use crate::store::{LocalTier, SharedTier, StoredObject};
 use crate::{Flag, host};
-
-/// Request header prefix reserved for Cachet: client copies are removed before planning.
-const RESERVED_PREFIX: &str = "x-cachet-";
 
 /// Shared-data key of the lurker lease (owner VM, lease end, cursor).
 const LURKER_KEY: &str = "cachet.lurker";
@@ -69,15 +66,20 @@ impl EnvoyError {
     }
 }
 
-/// The one place filter errors become HTTP responses: `(status, reason, Retry-After)`.
-fn error_response(e: &EnvoyError) -> (u16, &'static str, Option<u64>) {
-    match e {
-        EnvoyError::Config(_) => (500, "edge configuration invalid", None),
+/// The one place filter errors become HTTP responses (the mapping itself is
+/// `cachet_http::reply`'s).
+fn error_response(e: &EnvoyError) -> Reply {
+    cachet_http::reply::failure(match e {
+        EnvoyError::Config(_) => Failure::Config,
         EnvoyError::Origin {
             retry_after_secs, ..
-        } => (503, "origin unavailable", Some(*retry_after_secs)),
-        EnvoyError::Body(_) => (503, "edge cache error", Some(retry_after_secs(RETRY_AFTER))),
-    }
+        } => Failure::Origin {
+            retry_after_secs: *retry_after_secs,
+        },
+        EnvoyError::Body(_) => Failure::Cache {
+            retry_after_secs: retry_after_secs(RETRY_AFTER),
+        },
+    })
 }
 
 /// What the client asked for that shapes the answer (`cachet_http::Client`).
@@ -495,7 +497,11 @@ impl Vm {
             url: &job.target,
             headers,
         };
-        let local = self.local.borrow_mut().get(&job.key);
+        let local = self
+            .local
+            .borrow_mut()
+            .get(&job.key)
+            .filter(|o| !o.h.meta.is_vary_marker());
         let mut best = None;
         if let Some(obj) = local {
             match self.classify(p, &obj, &req, job.route_index, now) {
@@ -516,7 +522,11 @@ impl Vm {
         }
         // Not fresh locally: the shared tier may hold a newer version (another worker
         // refreshed it).
-        let shared = self.shared.get().get(&job.key)?;
+        let shared = self
+            .shared
+            .get()
+            .get(&job.key)
+            .filter(|o| !o.h.meta.is_vary_marker())?;
         if best
             .as_ref()
             .is_some_and(|f| f.obj.h.version >= shared.h.version)
@@ -659,7 +669,91 @@ impl Vm {
                 return Fetched::Pass;
             }
         };
-        Fetched::Stored(self.insert(built, now_ts))
+        match self.place_variant(p, job, built, now_ts) {
+            Some(obj) => Fetched::Stored(self.insert(obj, now_ts)),
+            None => Fetched::Pass,
+        }
+    }
+
+    /// The vary marker stored under `key`, if the object there is one (local tier first).
+    fn vary_marker(&self, key: &str) -> Option<Rc<StoredObject>> {
+        let local = self.local.borrow_mut().get(key);
+        let obj = match local {
+            Some(o) => o,
+            None => Rc::new(self.shared.get().get(key)?),
+        };
+        obj.h.meta.is_vary_marker().then_some(obj)
+    }
+
+    /// Points `job` at the variant its request selects when the URL's primary key holds a
+    /// vary marker (`cachet_http::vary::variant_key`). `false` when the request's variant
+    /// cannot be keyed (a varying field's value over the bound): answer it uncached.
+    fn resolve_variant(&self, job: &mut Job, headers: &[(String, Vec<u8>)]) -> bool {
+        if vary::is_variant_key(&job.key) {
+            return true;
+        }
+        let Some(marker) = self.vary_marker(&job.key) else {
+            return true;
+        };
+        match vary::variant_key(&job.key, &marker.h.meta.vary_fields, headers) {
+            Some(k) => {
+                job.slot = self.shared.get().slot_of(&k);
+                job.key = k;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// An object whose origin `Vary` names request fields is one variant of its URL
+    /// (RFC 9111 §4.1): it is stored under its variant key, and the primary key holds a
+    /// vary marker listing the fields and the variants stored so far. `None` when the URL
+    /// already has `[edge].max_variants` variants or the request's variant can't be keyed:
+    /// answer it uncached.
+    fn place_variant(
+        &self,
+        p: &Policy,
+        job: &Job,
+        mut obj: StoredObject,
+        now: Timestamp,
+    ) -> Option<StoredObject> {
+        let fields = obj.h.meta.vary_fields.clone();
+        if fields.is_empty() {
+            return Some(obj);
+        }
+        let primary = job
+            .key
+            .split(vary::VARIANT_SEPARATOR)
+            .next()
+            .unwrap_or(&job.key)
+            .to_owned();
+        let key = if vary::is_variant_key(&job.key) {
+            job.key.clone()
+        } else {
+            vary::variant_key(&primary, &fields, job.fwd.as_slice())?
+        };
+        let mut variants = self
+            .vary_marker(&primary)
+            .filter(|m| m.h.meta.vary_fields == fields)
+            .map(|m| m.h.meta.variants.clone())
+            .unwrap_or_default();
+        if !variants.contains(&key) {
+            if variants.len() >= p.config().edge.max_variants {
+                return None;
+            }
+            variants.push(key.clone());
+            let t = obj.h.meta.times;
+            let hold = t.ttl.saturating_add(t.grace).saturating_add(t.keep);
+            let mut marker = Meta::vary_marker(&obj.h.meta.route, now, hold, fields);
+            marker.host.clone_from(&obj.h.meta.host);
+            marker.url.clone_from(&obj.h.meta.url);
+            marker.surrogate_keys.clone_from(&obj.h.meta.surrogate_keys);
+            marker.tag = object::object_tag(&primary);
+            marker.variants = variants;
+            self.insert(StoredObject::new(primary, marker, Vec::new()), now);
+        }
+        obj.h.key = key;
+        Some(obj)
     }
 
     /// The object to store for `r` (`Policy::storability`, `[edge].max_object_bytes`,
@@ -706,6 +800,9 @@ impl Vm {
             tag: object::object_tag(&job.key),
             initial_age_s: store.initial_age.as_secs(),
             compressed,
+            stale_if_error_s: store.stale_if_error.as_secs(),
+            vary_fields: store.vary_fields.clone(),
+            variants: Vec::new(),
         };
         Ok(StoredObject::new(job.key.clone(), meta, stored))
     }
@@ -800,7 +897,12 @@ impl Vm {
                 keep.push(w);
                 continue;
             }
-            let found = self.lookup(&p, &w.job, &w.headers, now);
+            let mut job = w.job.clone();
+            let found = if self.resolve_variant(&mut job, &w.headers) {
+                self.lookup(&p, &job, &w.headers, now)
+            } else {
+                None
+            };
             let held = locks::is_held(w.job.slot, now_ms);
             match found {
                 Some(f) if !f.obj.h.meta.pass && f.fresh != Freshness::Expired => {
@@ -1136,37 +1238,17 @@ fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a str> {
 }
 
 fn send_error(e: &EnvoyError) {
-    let (status, reason, retry_after) = error_response(e);
-    let body = format!("{reason}\n");
-    let retry_after = retry_after.map(|s| s.to_string());
-    let mut h = vec![
-        ("content-type", "text/plain; charset=utf-8"),
-        ("cache-control", "no-store"),
-        ("x-cache", "PASS"),
-        ("age", "0"),
-    ];
-    if let Some(s) = &retry_after {
-        h.push(("retry-after", s.as_str()));
-    }
-    host::send(status, &h, Some(body.as_bytes()));
+    send_reply(&error_response(e));
 }
 
 fn send_synth(s: &Synth) {
-    let (status, body) = match s {
-        Synth::Robots { body } => (200, body.clone()),
-        Synth::BadRequest { reason } => (400, format!("{reason}\n")),
-        _ => (500, String::new()),
-    };
-    host::send(
-        status,
-        &[
-            ("content-type", "text/plain; charset=utf-8"),
-            ("cache-control", "no-store"),
-            ("x-cache", "SYNTH"),
-            ("age", "0"),
-        ],
-        Some(body.as_bytes()),
-    );
+    send_reply(&cachet_http::reply::synth(s));
+}
+
+/// Sends a `cachet_http::Reply` as the stream's local response.
+fn send_reply(r: &Reply) {
+    let h: Vec<(&str, &str)> = r.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    host::send(r.status, &h, Some(&r.body));
 }
 
 /// Where one HTTP stream is.
@@ -1235,7 +1317,7 @@ impl Http {
         let mut headers = host::headers(MapType::HttpRequestHeaders);
         // Client-supplied x-cachet-* never reach the origin (house rule).
         headers.retain(|(n, _)| {
-            if n.to_ascii_lowercase().starts_with(RESERVED_PREFIX) {
+            if fields::reserved(n) {
                 host::set_header(MapType::HttpRequestHeaders, n, None);
                 false
             } else {
@@ -1369,11 +1451,17 @@ impl Http {
         self.cache(&p, job)
     }
 
-    fn cache(&mut self, p: &Policy, job: Job) -> proxy_wasm::types::Action {
+    fn cache(&mut self, p: &Policy, mut job: Job) -> proxy_wasm::types::Action {
         use proxy_wasm::types::Action;
         let vm = Rc::clone(&self.vm);
         let m = vm.m();
         vm.sync_bans();
+        if !vm.resolve_variant(&mut job, &self.headers) {
+            // The request's variant can't be keyed (a varying field over the bound).
+            self.phase = Phase::Pass;
+            Metrics::inc(m.passes);
+            return Action::Continue;
+        }
         let now_ms = host::now_ms();
         let now = Timestamp::from_millis(now_ms);
         let mut base = None;
@@ -1411,6 +1499,16 @@ impl Http {
                 return Action::Pause;
             }
             base = Some((found.obj, found.times));
+        }
+        if self.client.only_if_cached {
+            // RFC 9111 §5.2.1.7: nothing servable is stored, and the origin is off limits.
+            send_reply(&cachet_http::reply::failure(Failure::NotCached));
+            return Action::Pause;
+        }
+        if self.client.only_if_cached {
+            // RFC 9111 §5.2.1.7: nothing servable is stored, and the origin is off limits.
+            send_reply(&cachet_http::reply::failure(Failure::NotCached));
+            return Action::Pause;
         }
         let lease = now_ms + p.config().collapse.lease_ms;
         match locks::acquire(job.slot, vm.owner(self.ctx), now_ms, lease) {
@@ -1469,16 +1567,18 @@ impl Http {
         }
     }
 
-    /// The origin failed and this stream has nothing fresh: stale within grace
-    /// (`cachet_refresh::on_origin_error`, no stale-if-error beyond it), else a clean
+    /// The origin failed and this stream has nothing fresh: stale within grace or the
+    /// object's stale-if-error window (`cachet_refresh::on_origin_error`), else a clean
     /// `503` with `Retry-After` and `Cache-Control: no-store`.
     fn origin_failed(&mut self, reason: &str) {
         let base = self.base.take();
         let now = Timestamp::from_system_time(host::now());
+        let stale_if_error =
+            Duration::from_secs(base.as_ref().map_or(0, |(o, _)| o.h.meta.stale_if_error_s));
         let action = on_origin_error(
             base.as_ref().map(|(_, t)| t),
             now,
-            Duration::ZERO,
+            stale_if_error,
             RETRY_AFTER,
         );
         match (action, base) {
@@ -1604,16 +1704,7 @@ impl Http {
         self.phase = Phase::Local;
         Metrics::inc(self.vm.m().synth);
         let a = admin::handle(p, &self.vm.m(), &req, &self.body, host::now_ms());
-        let mut h = vec![
-            ("content-type", "application/json"),
-            ("cache-control", "no-store"),
-            ("x-cache", "SYNTH"),
-            ("age", "0"),
-        ];
-        if a.challenge {
-            h.push(("www-authenticate", "Bearer"));
-        }
-        host::send(a.status, &h, Some(a.body.as_bytes()));
+        send_reply(&a);
         // A ban or purge applies to this VM's next request at once.
         self.vm.sync_bans();
     }
@@ -1626,7 +1717,8 @@ impl Http {
             let listed = fields::connection_listed(hs.as_slice());
             for (n, _) in &hs {
                 // Envoy frames the body itself: its own length and transfer fields stay.
-                let framing = n == "content-length" || n == "transfer-encoding";
+                let framing =
+                    n.starts_with(':') || n == "content-length" || n == "transfer-encoding";
                 if !fields::returned(n, &listed, false) && !framing {
                     host::set_header(MapType::HttpResponseHeaders, n, None);
                 }

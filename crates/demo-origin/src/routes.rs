@@ -37,6 +37,7 @@ pub fn router(state: OriginState) -> Router {
         .route("/static/app.js", get(app_js))
         .route("/account", get(account))
         .route("/api/echo", get(echo))
+        .route("/t/{*name}", axum::routing::any(test_resource))
         .route("/__origin/stats", get(stats))
         .route("/__origin/stats/reset", post(reset_stats))
         .route("/__origin/blogs", get(list_blogs))
@@ -422,6 +423,145 @@ async fn echo(req: Request) -> Response {
         "headers": echoed,
     });
     no_store_json(StatusCode::OK, &body)
+}
+
+/// The body of every `/t/…` resource unless `body=` says otherwise: 64 bytes whose
+/// offsets are easy to check in a range (`0123456789abcdef` four times).
+pub const TEST_BODY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// Query of a `/t/…` resource: each parameter sets one response field, so conformance
+/// cases can state exactly what the origin answers (RFC 9110/9111 behaviour tests).
+#[derive(Debug, Default, Deserialize)]
+struct TestQuery {
+    /// Status code (default 200).
+    status: Option<u16>,
+    /// `Cache-Control`.
+    cc: Option<String>,
+    /// `CDN-Cache-Control`.
+    cdn: Option<String>,
+    /// `Surrogate-Control`.
+    sc: Option<String>,
+    /// `Expires` as seconds from now (negative: past), or `bad` for an invalid date.
+    expires: Option<String>,
+    /// `Age`.
+    age: Option<u64>,
+    /// `ETag: "<etag>"`; conditional requests matching it get `304`.
+    etag: Option<String>,
+    /// `Last-Modified` this many seconds ago.
+    lm: Option<u64>,
+    /// `Location`.
+    loc: Option<String>,
+    /// `Content-Location`.
+    cloc: Option<String>,
+    /// `Vary`.
+    vary: Option<String>,
+    /// `Surrogate-Key`.
+    sk: Option<String>,
+    /// `Connection: x-hop` with `X-Hop: from-origin`.
+    hop: Option<u8>,
+    /// A field the origin marks `no-cache="x-private"`: `X-Private: secret`.
+    private_field: Option<u8>,
+    /// Body text (default [`TEST_BODY`]).
+    body: Option<String>,
+    /// The body is this request field's value (`none` when absent): shows which variant a
+    /// `Vary` response is.
+    body_from: Option<String>,
+}
+
+/// `/t/{name}`: a resource whose answer is spelled out by its query ([`TestQuery`]) and
+/// the request header `X-Test-Status`; any method; `X-Origin-Method` echoes the method and `X-Origin-Range` the `Range` received.
+async fn test_resource(Query(q): Query<TestQuery>, req: Request) -> Response {
+    let now = std::time::SystemTime::now();
+    let mut h = HeaderMap::new();
+    let mut put = |name: &str, value: &str| {
+        if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::from_str(value)) {
+            h.append(n, v);
+        }
+    };
+    put("content-type", "text/plain; charset=utf-8");
+    put("x-origin-method", req.method().as_str());
+    if let Some(r) = req
+        .headers()
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+    {
+        put("x-origin-range", r);
+    }
+    for (name, v) in [
+        ("cache-control", &q.cc),
+        ("cdn-cache-control", &q.cdn),
+        ("surrogate-control", &q.sc),
+        ("location", &q.loc),
+        ("content-location", &q.cloc),
+        ("vary", &q.vary),
+        ("surrogate-key", &q.sk),
+    ] {
+        if let Some(v) = v {
+            put(name, v);
+        }
+    }
+    if let Some(e) = &q.expires {
+        let at = e.parse::<i64>().ok().map(|d| {
+            if d >= 0 {
+                now + Duration::from_secs(d.unsigned_abs())
+            } else {
+                now - Duration::from_secs(d.unsigned_abs())
+            }
+        });
+        match at {
+            Some(at) => put("expires", &httpdate::fmt_http_date(at)),
+            None => put("expires", "0"),
+        }
+    }
+    if let Some(a) = q.age {
+        put("age", &a.to_string());
+    }
+    let etag = q.etag.as_ref().map(|e| format!("\"{e}\""));
+    if let Some(e) = &etag {
+        put("etag", e);
+    }
+    let lm =
+        q.lm.map(|s| httpdate::fmt_http_date(now - Duration::from_secs(s)));
+    if let Some(lm) = &lm {
+        put("last-modified", lm);
+    }
+    if q.hop == Some(1) {
+        put("connection", "x-hop");
+        put("x-hop", "from-origin");
+    }
+    if q.private_field == Some(1) {
+        put("x-private", "secret");
+    }
+    // `X-Test-Status` (request header) wins over `status=`: a case can make one URL's
+    // unsafe request fail without changing the URL.
+    let status = req
+        .headers()
+        .get("x-test-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u16>().ok())
+        .or(q.status)
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .unwrap_or(StatusCode::OK);
+    let conditional = etag.as_ref().is_some_and(|e| {
+        req.headers()
+            .get(header::IF_NONE_MATCH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|inm| {
+                inm.split(',')
+                    .any(|t| t.trim().trim_start_matches("W/") == e)
+            })
+    });
+    if conditional && status == StatusCode::OK {
+        return (StatusCode::NOT_MODIFIED, h).into_response();
+    }
+    let body = match &q.body_from {
+        Some(name) => req.headers().get(name.as_str()).map_or_else(
+            || "none".to_owned(),
+            |v| String::from_utf8_lossy(v.as_bytes()).into_owned(),
+        ),
+        None => q.body.unwrap_or_else(|| TEST_BODY.to_owned()),
+    };
+    (status, h, body).into_response()
 }
 
 fn no_store_json(status: StatusCode, body: &serde_json::Value) -> Response {

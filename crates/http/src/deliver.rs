@@ -22,6 +22,10 @@ use crate::status::CacheStatus;
 /// The client request fields that shape an answer from a stored object, owned so an
 /// adapter can keep them after its request was forwarded or parked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent request facts (method kind, directives), not a state machine"
+)]
 pub struct Client {
     /// The method is `GET` (ranges apply to `GET` only, RFC 9110 §14.2).
     pub get: bool,
@@ -40,6 +44,9 @@ pub struct Client {
     /// The request comes from a Cachet edge tier and this instance is its shield: answers
     /// keep `Surrogate-Key` so the edge tier stores the object under the same keys.
     pub keep_surrogate: bool,
+    /// Request `Cache-Control: only-if-cached` (RFC 9111 §5.2.1.7): answer from a stored
+    /// object or `504`, never contact the origin.
+    pub only_if_cached: bool,
 }
 
 impl Client {
@@ -54,6 +61,10 @@ impl Client {
             range: h.value("range"),
             if_range: h.value("if-range"),
             keep_surrogate: false,
+            only_if_cached: h.joined("cache-control").is_some_and(|v| {
+                v.split(|&b| b == b',')
+                    .any(|d| d.trim_ascii().eq_ignore_ascii_case(b"only-if-cached"))
+            }),
         }
     }
 

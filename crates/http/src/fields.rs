@@ -66,6 +66,18 @@ pub fn stored_fields(
         .collect()
 }
 
+/// Request field prefix reserved for Cachet (`x-cachet-*`): client copies are removed
+/// before a request is planned or forwarded, so a client can't choose its device class
+/// or cache key (house rule; the adapter then sets the device header itself).
+pub const RESERVED_PREFIX: &str = "x-cachet-";
+
+/// Whether `name` is in Cachet's reserved namespace ([`RESERVED_PREFIX`], ASCII
+/// case-insensitive).
+pub fn reserved(name: &str) -> bool {
+    name.get(..RESERVED_PREFIX.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(RESERVED_PREFIX))
+}
+
 /// Whether a client request field goes onto a fill (an origin fetch whose answer will be
 /// stored): not hop-by-hop, not `Connection`-listed, not in [`NOT_ON_FILL`], not a
 /// pseudo-header, not Cachet's reserved `x-cachet-*` (the adapter sets the device header).
@@ -73,9 +85,7 @@ pub fn on_fill(name: &str, listed: &[String]) -> bool {
     !name.starts_with(':')
         && !hop_by_hop(name, listed)
         && !NOT_ON_FILL.iter().any(|n| n.eq_ignore_ascii_case(name))
-        && !name
-            .get(..9)
-            .is_some_and(|p| p.eq_ignore_ascii_case("x-cachet-"))
+        && !reserved(name)
 }
 
 /// Whether an origin response field goes to the client on a pass: not hop-by-hop, not

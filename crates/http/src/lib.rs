@@ -29,13 +29,16 @@ pub mod fields;
 pub mod headers;
 pub mod invalidate;
 pub mod range;
+pub mod reply;
 pub mod response;
 mod status;
+pub mod vary;
 
 pub use conditional::{EntityTag, Precondition};
 pub use deliver::{Answer, Client, Delivery, Head, deliver};
 pub use headers::Headers;
 pub use invalidate::{invalidation_keys, url_key};
 pub use range::{ByteRange, RangeRequest};
+pub use reply::{Failure, Reply};
 pub use response::ResponseFields;
 pub use status::CacheStatus;

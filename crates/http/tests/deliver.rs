@@ -241,3 +241,10 @@ fn non_utf8_request_bytes_are_ignored_not_fatal() {
     let head = d.head(50);
     assert_eq!((head.status, head.body), (200, Answer::Whole));
 }
+
+#[test]
+fn only_if_cached_is_read_from_the_request() {
+    assert!(client("GET", &[("Cache-Control", "max-stale, ONLY-IF-CACHED")]).only_if_cached);
+    assert!(!client("GET", &[("Cache-Control", "no-cache")]).only_if_cached);
+    assert!(!client("GET", &[]).only_if_cached);
+}

@@ -194,6 +194,10 @@ pub struct EdgeConfig {
     /// Use the shield's encrypted (TLS) backend. Viceroy's local shielding sites may offer
     /// only the unencrypted one.
     pub shield_encrypted: bool,
+    /// Most variants stored per URL (and device class) when the origin's `Vary` names
+    /// request fields (RFC 9111 §4.1); further variants are served uncached. Default 16.
+    /// Enforced by the Envoy filter; Fastly's core cache keeps variants itself.
+    pub max_variants: usize,
 }
 
 impl Default for EdgeConfig {
@@ -206,6 +210,7 @@ impl Default for EdgeConfig {
             log_endpoint: "cachet_log".to_owned(),
             shield: String::new(),
             shield_encrypted: true,
+            max_variants: 16,
         }
     }
 }
@@ -331,6 +336,12 @@ impl Config {
         }
         if self.edge.hit_for_pass.0 > MAX_DURATION {
             push("edge.hit_for_pass".into(), "longer than one year".into());
+        }
+        if !(1..=256).contains(&self.edge.max_variants) {
+            push(
+                "edge.max_variants".into(),
+                "must be between 1 and 256".into(),
+            );
         }
         if self.edge.max_object_bytes == 0 {
             push("edge.max_object_bytes".into(), "must be at least 1".into());

@@ -27,7 +27,9 @@ use cachet_query::Normalizer;
 pub use cachet_device::{DeviceClass, Profile};
 pub use config::{Config, ConfigIssue, EdgeConfig, HumanDuration, RouteAction, RouteConfig};
 pub use plan::{Decision, PassReason, Plan, RequestView, Synth};
-pub use response::{CacheControl, NoStore, ResponseView, Storability, Store, accepts_encoding};
+pub use response::{
+    CacheControl, NoStore, ResponseView, Storability, Store, VaryRewrite, accepts_encoding,
+};
 pub use settings::{
     AdminConfig, BansConfig, EnvoyConfig, OriginConfig, WorkspaceMode, WorkspaceSettings,
 };

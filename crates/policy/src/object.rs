@@ -118,6 +118,20 @@ pub struct Meta {
     /// does with `http_gzip_support`).
     #[serde(default)]
     pub compressed: bool,
+    /// `stale-if-error` (RFC 5861 §4), whole seconds past expiry during which an origin
+    /// failure is answered with this object even beyond grace
+    /// (`cachet_refresh::on_origin_error`).
+    #[serde(default)]
+    pub stale_if_error_s: u64,
+    /// The request fields this object varies on besides the device class and the encoding
+    /// (`Store::vary_fields`). On a **vary marker** ([`Meta::vary_marker`]) they tell a
+    /// lookup how to find the variant; on a variant they are informative.
+    #[serde(default)]
+    pub vary_fields: Vec<String>,
+    /// On a vary marker: the variant keys stored under it so far (bounds the variants per
+    /// URL, `[edge].max_variants`).
+    #[serde(default)]
+    pub variants: Vec<String>,
 }
 
 impl Meta {
@@ -141,6 +155,9 @@ impl Meta {
             tag: String::new(),
             initial_age_s: 0,
             compressed: false,
+            stale_if_error_s: 0,
+            vary_fields: Vec::new(),
+            variants: Vec::new(),
         }
     }
 
@@ -204,6 +221,27 @@ impl Meta {
 }
 
 impl Meta {
+    /// A vary marker for `route` stored at `now` for `ttl`: held under a URL's primary
+    /// cache key when the origin varies on request fields (`fields`), it holds no content
+    /// and sends lookups to the variant (`cachet_http::vary::variant_key`). Adapters that
+    /// keep variants themselves (Envoy) use it; Fastly's core cache keeps variants natively.
+    pub fn vary_marker(
+        route: &str,
+        now: Timestamp,
+        ttl: std::time::Duration,
+        fields: Vec<String>,
+    ) -> Self {
+        let mut m = Self::marker(route, now, ttl);
+        m.pass = false;
+        m.vary_fields = fields;
+        m
+    }
+
+    /// Whether this is a vary marker (no content; see [`Meta::vary_marker`]).
+    pub fn is_vary_marker(&self) -> bool {
+        !self.pass && self.status == 0 && !self.vary_fields.is_empty()
+    }
+
     /// The object's surrogate keys as the `Surrogate-Key` line a ban reads: its keys, then
     /// its per-object tag, space-separated.
     pub fn surrogate_key_line(&self) -> String {

@@ -58,15 +58,8 @@ impl ResponseView<'_> {
     /// that says so turns the stored object into a hit-for-pass marker instead of
     /// freshening it.
     pub fn per_user(&self) -> Option<NoStore> {
-        let cc = self
-            .cache_control
-            .map(CacheControl::parse)
-            .unwrap_or_default();
-        let sc = self
-            .surrogate_control
-            .map(CacheControl::parse)
-            .unwrap_or_default();
-        per_user(&cc, &sc, self.has_set_cookie)
+        let d = Directives::of(self);
+        per_user(&d.cc, &d.sc, self.has_set_cookie)
     }
 }
 
@@ -151,6 +144,9 @@ pub struct Store {
     /// Fields a `no-cache="…"` directive names (RFC 9111 §5.2.2.4), lower-cased: not
     /// stored with the object.
     pub no_cache_fields: Vec<String>,
+    /// The request fields the object varies on besides the device class and the encoding
+    /// ([`VaryRewrite::fields`]): it is stored as one variant, keyed by their values.
+    pub vary_fields: Vec<String>,
 }
 
 /// The verdict on an origin response.
@@ -329,15 +325,37 @@ pub fn surrogate_keys(header: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Rewrites an origin `Vary` for the edge: `User-Agent` is replaced by `device_header`
-/// when `vary_device` (dropped otherwise, seed: Hatena Blog), `Accept-Encoding` is kept or
-/// added. Returns `None` when `Vary` names anything else (`*`, `Cookie`, …), which the
-/// cache key does not carry, so the response must not be stored.
-pub fn rewrite_vary(vary: Option<&str>, device_header: &str, vary_device: bool) -> Option<String> {
-    let mut out = String::new();
-    if vary_device {
-        out.push_str(device_header);
-    }
+/// Most request fields an origin `Vary` may name besides `User-Agent` and
+/// `Accept-Encoding` for the response to be stored as variants; more is not stored.
+pub const MAX_VARY_FIELDS: usize = 4;
+
+/// Request fields a `Vary` may name that make a response per-user rather than a variant:
+/// a shared cache keyed on them would hold one copy per visitor (and a user's session
+/// would be part of a shared key). Such responses are not stored (Cachet's rule).
+const PER_USER_FIELDS: &[&str] = &["cookie", "authorization", "proxy-authorization"];
+
+/// An origin `Vary` rewritten for the edge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VaryRewrite {
+    /// The `Vary` sent to clients: the device header when the route varies by device
+    /// (`User-Agent` maps to it; dropped otherwise, seed: Hatena Blog), the other fields
+    /// the origin named, `Accept-Encoding` last (gzip storage).
+    pub client: String,
+    /// The other request fields the origin named, lower-cased, sorted, deduplicated: the
+    /// stored object is one variant of the URL, selected by these fields' values
+    /// (RFC 9111 §4.1); empty when the device class and the encoding are all it varies on.
+    pub fields: Vec<String>,
+}
+
+/// Rewrites an origin `Vary` (RFC 9111 §4.1). `None` when it cannot be stored: `*`, a
+/// per-user field (`Cookie`, `Authorization`), a malformed name, or more than
+/// [`MAX_VARY_FIELDS`] other fields.
+pub fn rewrite_vary(
+    vary: Option<&str>,
+    device_header: &str,
+    vary_device: bool,
+) -> Option<VaryRewrite> {
+    let mut fields: Vec<String> = Vec::new();
     for name in vary
         .unwrap_or("")
         .split(',')
@@ -350,13 +368,32 @@ pub fn rewrite_vary(vary: Option<&str>, device_header: &str, vary_device: bool) 
         {
             continue;
         }
+        let token = name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        let lower = name.to_ascii_lowercase();
+        if name == "*" || !token || PER_USER_FIELDS.contains(&lower.as_str()) {
+            return None;
+        }
+        if !fields.contains(&lower) {
+            fields.push(lower);
+        }
+    }
+    if fields.len() > MAX_VARY_FIELDS {
         return None;
     }
-    if !out.is_empty() {
-        out.push_str(", ");
+    fields.sort();
+    let mut client = String::new();
+    if vary_device {
+        client.push_str(device_header);
+        client.push_str(", ");
     }
-    out.push_str("Accept-Encoding");
-    Some(out)
+    for f in &fields {
+        client.push_str(f);
+        client.push_str(", ");
+    }
+    client.push_str("Accept-Encoding");
+    Some(VaryRewrite { client, fields })
 }
 
 /// Parsed freshness inputs of a response: `Cache-Control` (or `CDN-Cache-Control` when
@@ -521,7 +558,11 @@ impl crate::Policy {
         {
             return Storability::DontStore(NoStore::TooLarge);
         }
-        let Some(vary) = rewrite_vary(resp.vary, plan.device_header, plan.vary_device) else {
+        let Some(VaryRewrite {
+            client: vary,
+            fields: vary_fields,
+        }) = rewrite_vary(resp.vary, plan.device_header, plan.vary_device)
+        else {
             return Storability::DontStore(NoStore::Vary);
         };
         let initial_age = initial_age(plan, resp);
@@ -541,7 +582,8 @@ impl crate::Policy {
         grace = grace.saturating_sub(initial_age.saturating_sub(lifetime));
         let stale_if_error =
             Duration::from_secs(d.sc.stale_if_error.or(d.target.stale_if_error).unwrap_or(0))
-                .min(crate::config::MAX_DURATION);
+                .min(crate::config::MAX_DURATION)
+                .saturating_sub(initial_age.saturating_sub(lifetime));
         let revalidatable = resp.has_validator && !plan.keep.is_zero();
         if ttl.is_zero() && grace.is_zero() && !revalidatable {
             return Storability::DontStore(NoStore::ZeroTtl);
@@ -579,6 +621,7 @@ impl crate::Policy {
             initial_age,
             stale_if_error,
             no_cache_fields,
+            vary_fields,
         })
     }
 }
@@ -684,25 +727,32 @@ mod tests {
 
     #[test]
     fn vary_rewrite() {
+        let client =
+            |v: Option<&str>, d: bool| rewrite_vary(v, "X-Cachet-Device", d).map(|r| r.client);
         assert_eq!(
-            rewrite_vary(Some("User-Agent"), "X-Cachet-Device", true).as_deref(),
+            client(Some("User-Agent"), true).as_deref(),
             Some("X-Cachet-Device, Accept-Encoding")
         );
         assert_eq!(
-            rewrite_vary(
-                Some("user-agent, accept-encoding"),
-                "X-Cachet-Device",
-                false
-            )
-            .as_deref(),
+            client(Some("user-agent, accept-encoding"), false).as_deref(),
             Some("Accept-Encoding")
+        );
+        assert_eq!(client(None, false).as_deref(), Some("Accept-Encoding"));
+        let r = rewrite_vary(
+            Some("Accept-Language, accept-language,X-Theme"),
+            "X-D",
+            true,
         );
         assert_eq!(
-            rewrite_vary(None, "X-D", false).as_deref(),
-            Some("Accept-Encoding")
+            r,
+            Some(VaryRewrite {
+                client: "X-D, accept-language, x-theme, Accept-Encoding".into(),
+                fields: vec!["accept-language".into(), "x-theme".into()],
+            })
         );
-        assert_eq!(rewrite_vary(Some("Cookie"), "X-D", true), None);
-        assert_eq!(rewrite_vary(Some("*"), "X-D", true), None);
+        for never in ["Cookie", "*", "authorization", "a, b, c, d, e", "bad name"] {
+            assert_eq!(rewrite_vary(Some(never), "X-D", true), None, "{never}");
+        }
     }
 
     #[test]

@@ -1042,3 +1042,71 @@ fn bans_see_the_shared_object_metadata() {
     assert_eq!(get(&mut w, &mut origin, b, &[]).x_cache(), "MISS");
     assert_eq!(get(&mut w, &mut origin, a, &[]).x_cache(), "HIT");
 }
+
+/// One request for `path` with `extra` request headers, answered by the origin with
+/// `resp` when it misses: the reply.
+fn varied(vm: &mut Vm, path: &str, extra: &[(&str, &str)], resp: &Response) -> Response {
+    let (id, o) = vm
+        .request(req("GET", BLOG, path, extra), None)
+        .expect("req");
+    match o {
+        Outcome::Reply(r) => {
+            vm.finish(id).expect("finish");
+            r
+        }
+        Outcome::Paused => {
+            let call = one_callout(vm);
+            answered(vm, id, &call, resp)
+        }
+        other @ Outcome::Upstream(_) => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn vary_on_a_request_field_keeps_bounded_variants_on_every_worker() {
+    let (_host, mut w1, mut w2) = workers(&config(serde_json::json!({
+        "edge": {"max_variants": 2}
+    })));
+    let path = "/blog/alice/entry/31";
+    let page = |lang: &str| {
+        answer(
+            200,
+            &[
+                ("cache-control", "max-age=300"),
+                ("content-type", "text/html"),
+                ("vary", "Accept-Language, User-Agent"),
+            ],
+            lang,
+        )
+    };
+    let en = [("accept-language", "en")];
+    let fr = [("accept-language", "fr")];
+    let de = [("accept-language", "de")];
+    let r = varied(&mut w1, path, &en, &page("en"));
+    assert_eq!((r.x_cache(), r.body.as_slice()), ("MISS", &b"en"[..]));
+    assert!(
+        r.header("vary")
+            .is_some_and(|v| v.contains("accept-language"))
+    );
+    let r = varied(&mut w1, path, &fr, &page("fr"));
+    assert_eq!((r.x_cache(), r.body.as_slice()), ("MISS", &b"fr"[..]));
+    // Both variants are served from the cache, on the other worker too.
+    for (on_w2, h, body) in [(true, &en, "en"), (false, &fr, "fr"), (true, &fr, "fr")] {
+        let w = if on_w2 { &mut w2 } else { &mut w1 };
+        let r = varied(w, path, h, &page("unexpected"));
+        assert_eq!((r.x_cache(), r.body.as_slice()), ("HIT", body.as_bytes()));
+    }
+    // A third variant is over max_variants = 2: answered, not stored.
+    let r = varied(&mut w1, path, &de, &page("de"));
+    assert_eq!((r.x_cache(), r.body.as_slice()), ("PASS", &b"de"[..]));
+    let r = varied(&mut w1, path, &de, &page("de"));
+    assert_eq!(r.x_cache(), "PASS");
+    // Vary: * is never stored.
+    let star = answer(200, &[("cache-control", "max-age=300"), ("vary", "*")], "x");
+    let r = varied(&mut w1, "/blog/alice/entry/32", &en, &star);
+    assert_eq!(r.x_cache(), "PASS");
+    assert_eq!(
+        varied(&mut w1, "/blog/alice/entry/32", &en, &star).x_cache(),
+        "PASS"
+    );
+}

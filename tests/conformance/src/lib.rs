@@ -70,6 +70,9 @@ pub struct Step {
     /// Substrings of the decoded body.
     #[serde(default)]
     pub body_contains: Vec<String>,
+    /// The decoded body equals this text exactly.
+    #[serde(default)]
+    pub body_equals: Option<String>,
     /// The decoded body equals that of an earlier step of the same case.
     #[serde(default)]
     pub same_body_as: Option<usize>,
@@ -381,6 +384,12 @@ fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
                 let head: String = text.chars().take(200).collect();
                 fail(Some(i), format!("body lacks {want:?}: {head:?}"));
             }
+        }
+        if let Some(want) = &s.body_equals
+            && text != *want
+        {
+            let head: String = text.chars().take(200).collect();
+            fail(Some(i), format!("body {head:?} (want {want:?})"));
         }
         if let Some(j) = s.same_body_as
             && bodies.get(j) != Some(&text)

@@ -16,8 +16,9 @@ use std::time::Duration;
 
 pub use cachet_demo_origin::{OriginConfig, RunningOrigin, Stats};
 
-/// The admin API token the harness provisions in Viceroy's secret store.
-pub const ADMIN_TOKEN: &str = "e2e-admin-token";
+/// The admin API token the harness provisions in Viceroy's secret store (the demo token of
+/// fastly.toml: the shared conformance cases call the admin API with it).
+pub const ADMIN_TOKEN: &str = "demo-admin-token";
 
 /// How long to wait for Viceroy to say it is listening (it compiles the wasm first).
 pub const VICEROY_START_TIMEOUT: Duration = Duration::from_secs(120);
