@@ -1512,6 +1512,21 @@ impl Http {
         }
         let lease = now_ms + p.config().collapse.lease_ms;
         match locks::acquire(job.slot, vm.owner(self.ctx), now_ms, lease) {
+            Lock::Held
+                if vm
+                    .waiters
+                    .borrow()
+                    .iter()
+                    .filter(|w| w.job.slot == job.slot)
+                    .count()
+                    >= p.config().collapse.max_waiters =>
+            {
+                // The key's queue on this worker is full (`collapse.max_waiters`): go to the
+                // origin uncollapsed rather than grow the queue without bound.
+                self.phase = Phase::Pass;
+                Metrics::inc(m.passes);
+                Action::Continue
+            }
             Lock::Held => {
                 Metrics::inc(m.collapsed);
                 self.phase = Phase::Waiting;

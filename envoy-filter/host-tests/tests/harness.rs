@@ -1110,3 +1110,27 @@ fn vary_on_a_request_field_keeps_bounded_variants_on_every_worker() {
         "PASS"
     );
 }
+
+#[test]
+fn the_waiter_queue_of_a_key_is_bounded_by_collapse_max_waiters() {
+    let host = host();
+    let mut w = host
+        .vm(&config(serde_json::json!({"collapse": {"max_waiters": 2}})))
+        .expect("vm");
+    let path = "/blog/alice/entry/43";
+    let mut outcomes = Vec::new();
+    for _ in 0..5 {
+        let (_, o) = w.request(req("GET", BLOG, path, &[]), None).expect("req");
+        outcomes.push(o);
+    }
+    assert_eq!(w.callouts().len(), 1, "one leader");
+    assert_eq!(host.metric("cachet.collapsed_waiters"), 2, "two queued");
+    let upstream = outcomes
+        .iter()
+        .filter(|o| matches!(o, Outcome::Upstream(_)))
+        .count();
+    assert_eq!(
+        upstream, 2,
+        "the rest go to the origin uncollapsed: {outcomes:?}"
+    );
+}
