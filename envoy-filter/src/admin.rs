@@ -94,7 +94,7 @@ fn call(
     match call {
         AdminCall::AddBan => ban(m, admin::ban_body(body)?, max, now_ms),
         AdminCall::ListBans => {
-            let (log, _) = bans::BanLog::read();
+            let (log, _) = bans::read_log();
             Ok(answer(
                 200,
                 &serde_json::to_value(&log.entries).unwrap_or_default(),

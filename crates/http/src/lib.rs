@@ -5,7 +5,7 @@
 //! clock (`now` is a parameter). It owns the decisions that sit between the policy
 //! (`cachet-policy`: plan, storability, freshness) and the platform:
 //!
-//! * [`deliver`]: the exact status, header set and byte range of every answer built from a
+//! * [`deliver()`]: the exact status, header set and byte range of every answer built from a
 //!   stored object: `304` for a client's conditional request (RFC 9110 §13), `206`/`416`
 //!   for a `Range` (RFC 9110 §14), `Age` as the total current age (RFC 9111 §4.2.3),
 //!   `Date`, `Vary`, `Content-Encoding` and `Content-Length` for the representation

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod banlog;
 pub mod config;
 pub mod glob;
 pub mod object;

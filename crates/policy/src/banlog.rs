@@ -1,0 +1,417 @@
+//! The ban log workers share (Envoy: proxy-wasm shared data) and each worker's replica of
+//! it: the log's entries (bans, hard purges, soft purges), appending and retiring them, and
+//! replaying them into a `cachet_ban::BanList`. Pure: the adapter reads and writes the
+//! bytes (with its platform's compare-and-swap) and passes `now`.
+//!
+//! A hard purge of surrogate key `k` is the lurker-friendly ban
+//! `obj.http.surrogate-key ~ "(^|\s)k(\s|$)"` (`BanList::add_surrogate_key_ban`); a soft
+//! purge marks matching objects stored before it stale (served within grace while one
+//! request revalidates, as Fastly's soft purge). Varnish semantics: a ban applies to
+//! objects inserted before it (Varnish Users Guide, "Bans").
+
+use cachet_ban::{BanExpr, BanList, BanRequest, Verdict};
+use cachet_refresh::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::object::{BanView, Meta};
+
+/// What a log entry does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// A ban expression from `POST /.cachet/ban` (or the fleet feed).
+    Ban,
+    /// A hard purge of one surrogate key (stored as its ban expression).
+    Purge,
+    /// A soft purge of one surrogate key: matching objects become stale.
+    SoftPurge,
+}
+
+/// One log entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// Global id (1, 2, 3, … in log order; never reused).
+    pub id: u64,
+    /// When it was added, ms since the epoch (non-decreasing along the log).
+    pub at_ms: u64,
+    /// What it does.
+    pub kind: Kind,
+    /// The ban expression (canonical form); empty for a soft purge.
+    pub expr: String,
+    /// The surrogate key of a purge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Whether the lurker can apply it (only `obj.*` fields).
+    pub lurker_friendly: bool,
+}
+
+/// A new entry before it has an id and a time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEntry {
+    /// What it does.
+    pub kind: Kind,
+    /// Canonical ban expression (empty for a soft purge).
+    pub expr: String,
+    /// Purged surrogate key.
+    pub key: Option<String>,
+    /// Only `obj.*` fields.
+    pub lurker_friendly: bool,
+    /// Time to record, ms (raised to keep the log ordered); `None` = now.
+    pub at_ms: Option<u64>,
+}
+
+/// Why an append failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendError {
+    /// `bans.max_bans` live entries already.
+    TooMany,
+    /// The log kept changing under us (the adapter's compare-and-swap gave up).
+    Conflict,
+}
+
+/// The shared ban log (JSON in shared data).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BanLog {
+    /// Bumped when entries are removed from the front (replicas replay from scratch).
+    pub generation: u64,
+    /// Next id.
+    pub next_id: u64,
+    /// Entries added at or before this time were retired, ms since the epoch.
+    pub trimmed_at_ms: u64,
+    /// Newest fleet-feed id merged.
+    pub feed_through: u64,
+    /// Live entries, oldest first.
+    pub entries: Vec<LogEntry>,
+}
+
+impl Default for BanLog {
+    fn default() -> Self {
+        Self {
+            generation: 0,
+            next_id: 1,
+            trimmed_at_ms: 0,
+            feed_through: 0,
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl BanLog {
+    /// Reads a stored log; absent or unreadable bytes are an empty log (a foreign writer's
+    /// bytes are never applied half-way).
+    pub fn from_json(bytes: Option<&[u8]>) -> Self {
+        bytes
+            .and_then(|b| serde_json::from_slice(b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Appends `new` at `now_ms` (each entry's time raised to keep the log ordered),
+    /// recording `feed_through`; returns the entries with their ids and times.
+    ///
+    /// # Errors
+    /// [`AppendError::TooMany`] when the log would hold more than `max` entries.
+    pub fn append(
+        &mut self,
+        new: &[NewEntry],
+        max: usize,
+        now_ms: u64,
+        feed_through: Option<u64>,
+    ) -> Result<Vec<LogEntry>, AppendError> {
+        if self.entries.len() + new.len() > max {
+            return Err(AppendError::TooMany);
+        }
+        let mut added = Vec::with_capacity(new.len());
+        for n in new {
+            let last = self.entries.last().map_or(0, |e| e.at_ms);
+            let e = LogEntry {
+                id: self.next_id.max(1),
+                at_ms: n.at_ms.unwrap_or(now_ms).max(last),
+                kind: n.kind,
+                expr: n.expr.clone(),
+                key: n.key.clone(),
+                lurker_friendly: n.lurker_friendly,
+            };
+            self.next_id = e.id + 1;
+            self.entries.push(e.clone());
+            added.push(e);
+        }
+        if let Some(f) = feed_through {
+            self.feed_through = self.feed_through.max(f);
+        }
+        Ok(added)
+    }
+
+    /// Retires entries added at or before `at_ms` (no object stored after them can
+    /// match); returns how many went. A retirement starts a new generation.
+    pub fn trim_not_after(&mut self, at_ms: u64) -> usize {
+        let before = self.entries.len();
+        self.entries.retain(|e| e.at_ms > at_ms);
+        let n = before - self.entries.len();
+        if n > 0 {
+            self.generation += 1;
+            self.trimmed_at_ms = self.trimmed_at_ms.max(at_ms);
+        }
+        n
+    }
+}
+
+/// The canonical expression of a ban on surrogate key `key` (what a hard purge adds).
+///
+/// # Errors
+/// The ban crate's reason when the key is not a valid surrogate key.
+pub fn purge_expr(key: &str) -> Result<String, String> {
+    let mut tmp = BanList::new();
+    let _ = tmp
+        .add_surrogate_key_ban(key, 0.0)
+        .map_err(|e| e.to_string())?;
+    tmp.iter()
+        .next()
+        .map(|(_, _, e, _)| e.to_string())
+        .ok_or_else(|| "no expression".to_owned())
+}
+
+/// Hard purges of `keys` as log entries; keys that are not valid surrogate keys are
+/// skipped.
+pub fn purge_entries(keys: &[String]) -> Vec<NewEntry> {
+    keys.iter()
+        .filter_map(|k| {
+            Some(NewEntry {
+                kind: Kind::Purge,
+                expr: purge_expr(k).ok()?,
+                key: Some(k.clone()),
+                lurker_friendly: true,
+                at_ms: None,
+            })
+        })
+        .collect()
+}
+
+/// Parses and canonicalizes a ban expression; `(canonical text, lurker_friendly)`.
+///
+/// # Errors
+/// The parser's message (with its column).
+pub fn parse_ban(text: &str) -> Result<(String, bool), String> {
+    let e = BanExpr::parse(text.trim()).map_err(|e| e.to_string())?;
+    Ok((e.to_string(), e.is_lurker_friendly()))
+}
+
+/// What the log says about one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// No ban or purge applies.
+    Clean,
+    /// A ban or hard purge matches: the object must not be served.
+    Banned,
+    /// A soft purge at this time matches: the object is stale from then on.
+    SoftPurged(Timestamp),
+}
+
+/// What [`Replica::apply`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// New entries replayed on top of the previous state.
+    Incremental,
+    /// A new generation: replayed from scratch; objects stored at or before
+    /// `trimmed_at_ms` must be dropped (a retired ban could have matched them).
+    Reset {
+        /// The log's retirement horizon, ms since the epoch.
+        trimmed_at_ms: u64,
+    },
+}
+
+/// One worker's replica of the log: its bans in a `BanList`, its soft purges.
+#[derive(Debug, Default)]
+pub struct Replica {
+    synced: bool,
+    generation: u64,
+    next_id: u64,
+    list: BanList,
+    softs: Vec<(String, Timestamp)>,
+    live: usize,
+}
+
+impl Replica {
+    /// Replays the entries of `log` this replica has not seen (all of them after a new
+    /// generation). Entries that no longer parse (a foreign writer) are skipped.
+    pub fn apply(&mut self, log: &BanLog) -> Applied {
+        let mut applied = Applied::Incremental;
+        if log.generation != self.generation || !self.synced {
+            self.list = BanList::new();
+            self.softs.clear();
+            self.next_id = 0;
+            self.generation = log.generation;
+            applied = Applied::Reset {
+                trimmed_at_ms: log.trimmed_at_ms,
+            };
+        }
+        let from = self.next_id;
+        for entry in log.entries.iter().filter(|x| x.id >= from) {
+            #[allow(clippy::cast_precision_loss, reason = "ms since the epoch fit f64")]
+            let at_s = entry.at_ms as f64 / 1000.0;
+            match entry.kind {
+                Kind::SoftPurge => {
+                    if let Some(k) = &entry.key {
+                        self.softs
+                            .push((k.clone(), Timestamp::from_millis(entry.at_ms)));
+                    }
+                }
+                Kind::Ban | Kind::Purge => {
+                    let _ = self.list.add(&entry.expr, at_s);
+                }
+            }
+            self.next_id = entry.id + 1;
+        }
+        self.live = log.entries.len();
+        self.synced = true;
+        applied
+    }
+
+    /// Checks a stored object (`meta`, seen as `view`) looked up by `req`.
+    pub fn check<R: BanRequest>(&self, meta: &Meta, view: &BanView<'_>, req: &R) -> Check {
+        if self
+            .list
+            .check(view, req, cachet_ban::BanId::ZERO)
+            .is_banned()
+        {
+            return Check::Banned;
+        }
+        self.soft(meta, view)
+    }
+
+    /// Checks against lurker-friendly bans only (no request: the lurker).
+    pub fn check_objects_only(&self, view: &BanView<'_>) -> bool {
+        matches!(
+            self.list.check_objects_only(view, cachet_ban::BanId::ZERO),
+            Verdict::Banned { .. }
+        )
+    }
+
+    fn soft(&self, meta: &Meta, view: &BanView<'_>) -> Check {
+        use cachet_ban::BanTarget;
+        let stored = meta.times.stored_at;
+        let keys = view.surrogate_keys().unwrap_or("");
+        self.softs
+            .iter()
+            .filter(|(k, at)| stored < *at && keys.split_ascii_whitespace().any(|x| x == k))
+            .map(|(_, at)| *at)
+            .min()
+            .map_or(Check::Clean, Check::SoftPurged)
+    }
+
+    /// Live log entries at the last [`Replica::apply`].
+    pub fn live(&self) -> usize {
+        self.live
+    }
+}
+
+/// A lookup request as a ban request (`req.url`, `req.http.*`), over header bytes;
+/// a value that is not UTF-8 reads as absent.
+#[derive(Debug)]
+pub struct HeaderRequest<'a> {
+    /// Normalized target (`req.url`).
+    pub url: &'a str,
+    /// Request headers.
+    pub headers: &'a [(String, Vec<u8>)],
+}
+
+impl BanRequest for HeaderRequest<'_> {
+    fn url(&self) -> &str {
+        self.url
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::Meta;
+
+    fn entry(kind: Kind, expr: &str, key: Option<&str>) -> NewEntry {
+        NewEntry {
+            kind,
+            expr: expr.into(),
+            key: key.map(Into::into),
+            lurker_friendly: true,
+            at_ms: None,
+        }
+    }
+
+    fn object(stored_ms: u64, keys: &[&str]) -> Meta {
+        let mut m = Meta::marker(
+            "r",
+            Timestamp::from_millis(stored_ms),
+            std::time::Duration::from_secs(60),
+        );
+        m.pass = false;
+        m.status = 200;
+        m.url = "/blog/a/1".into();
+        m.surrogate_keys = keys.iter().map(|k| (*k).to_owned()).collect();
+        m
+    }
+
+    #[test]
+    fn append_replay_check_and_retire() {
+        let mut log = BanLog::default();
+        let purge = purge_expr("blog-a").unwrap_or_default();
+        let added = log
+            .append(
+                &[
+                    entry(Kind::Ban, "obj.http.x-url ~ ^/blog/b/", None),
+                    entry(Kind::Purge, &purge, Some("blog-a")),
+                    entry(Kind::SoftPurge, "", Some("css")),
+                ],
+                10,
+                5_000,
+                None,
+            )
+            .unwrap_or_default();
+        assert_eq!(added.iter().map(|e| e.id).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(
+            log.append(&[entry(Kind::Ban, "x", None)], 3, 6_000, None),
+            Err(AppendError::TooMany)
+        );
+        let mut r = Replica::default();
+        assert_eq!(r.apply(&log), Applied::Reset { trimmed_at_ms: 0 });
+        assert_eq!(r.live(), 3);
+        let req = HeaderRequest {
+            url: "/blog/a/1",
+            headers: &[],
+        };
+        let old = object(1_000, &["blog-a"]);
+        assert_eq!(r.check(&old, &old.ban_view(), &req), Check::Banned);
+        let newer = object(9_000, &["blog-a"]);
+        assert_eq!(r.check(&newer, &newer.ban_view(), &req), Check::Clean);
+        let css = object(1_000, &["css"]);
+        assert_eq!(
+            r.check(&css, &css.ban_view(), &req),
+            Check::SoftPurged(Timestamp::from_millis(5_000))
+        );
+        assert!(r.check_objects_only(&old.ban_view()));
+        // Incremental replay, then a retirement resets the replica.
+        let _ = log.append(&[entry(Kind::SoftPurge, "", Some("x"))], 10, 7_000, Some(4));
+        assert_eq!(r.apply(&log), Applied::Incremental);
+        assert_eq!((r.live(), log.feed_through), (4, 4));
+        assert_eq!(log.trim_not_after(5_000), 3);
+        assert_eq!(
+            r.apply(&log),
+            Applied::Reset {
+                trimmed_at_ms: 5_000
+            }
+        );
+        assert_eq!(
+            r.check(&old, &old.ban_view(), &req),
+            Check::Clean,
+            "retired"
+        );
+        assert_eq!(BanLog::from_json(Some(b"not json")), BanLog::default());
+        let back = BanLog::from_json(Some(&serde_json::to_vec(&log).unwrap_or_default()));
+        assert_eq!(back, log);
+        assert!(parse_ban("obj.http.x ~").is_err());
+        assert_eq!(purge_entries(&["ok".into(), String::new()]).len(), 1);
+    }
+}

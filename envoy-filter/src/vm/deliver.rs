@@ -1,0 +1,92 @@
+//! Delivery: answers from stored objects and Cachet's own replies, written to the stream.
+
+#[allow(
+    clippy::wildcard_imports,
+    reason = "a seam of vm.rs: the parent module's types and imports"
+)]
+use super::*;
+
+impl Vm {
+    /// Sends a stored object to the current stream: the engine (`cachet_http::deliver`)
+    /// decides status, headers and bytes; the header values go through the per-request
+    /// workspace (cachet-workspace), cleared to its high watermark right after.
+    pub(super) fn respond(&self, obj: &StoredObject, status: CacheStatus, client: &Client) {
+        let now = Timestamp::from_system_time(host::now());
+        let meta = &obj.h.meta;
+        let d = cachet_http::deliver(meta, client, now, status);
+        let inflated = if d.inflate() {
+            match object::gunzip(&obj.body) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    send_error(&EnvoyError::Body(e));
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        let bytes: &[u8] = inflated.as_deref().unwrap_or(&obj.body);
+        let head = d.head(bytes.len() as u64);
+        let body = match head.body {
+            Answer::Empty => None,
+            Answer::Whole => Some(bytes),
+            Answer::Slice(a, b) => {
+                bytes.get(usize::try_from(a).unwrap_or(usize::MAX)..usize::try_from(b).unwrap_or(0))
+            }
+        };
+        let mut ws = self.ws.borrow_mut();
+        let scratch = ws.as_mut().map(Workspace::scratch);
+        let h: Vec<(&str, &str)> = head
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                let v: &str = scratch
+                    .as_ref()
+                    .and_then(|s| s.alloc_str(v).ok())
+                    .map_or(v.as_str(), |x| &*x);
+                (n.as_str(), v)
+            })
+            .collect();
+        host::send(head.status, &h, body);
+        drop(h);
+        drop(scratch);
+        if let Some(w) = ws.as_mut() {
+            let m = self.m();
+            let draw = u32::try_from(self.draw() >> 32).unwrap_or(0);
+            match w.reset(draw) {
+                Ok(r) => Metrics::set(m.workspace_watermark, r.watermark as u64),
+                Err(_) => Metrics::inc(m.workspace_violations),
+            }
+        }
+    }
+}
+
+/// The one place filter errors become HTTP responses (the mapping itself is
+/// `cachet_http::reply`'s).
+pub(super) fn error_response(e: &EnvoyError) -> Reply {
+    cachet_http::reply::failure(match e {
+        EnvoyError::Config(_) => Failure::Config,
+        EnvoyError::Origin {
+            retry_after_secs, ..
+        } => Failure::Origin {
+            retry_after_secs: *retry_after_secs,
+        },
+        EnvoyError::Body(_) => Failure::Cache {
+            retry_after_secs: retry_after_secs(RETRY_AFTER),
+        },
+    })
+}
+
+pub(super) fn send_error(e: &EnvoyError) {
+    send_reply(&error_response(e));
+}
+
+pub(super) fn send_synth(s: &Synth) {
+    send_reply(&cachet_http::reply::synth(s));
+}
+
+/// Sends a `cachet_http::Reply` as the stream's local response.
+pub(super) fn send_reply(r: &Reply) {
+    let h: Vec<(&str, &str)> = r.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    host::send(r.status, &h, Some(&r.body));
+}

@@ -1,0 +1,484 @@
+//! One VM's state (one Envoy worker), split along its seams: [`lookup`] (two tiers and
+//! variants), [`fill`] (origin fetches, storing, revalidation), [`waiters`] (collapsing and
+//! background refreshes), [`deliver`] (answers), [`background`] (tick, lurker, ban feed),
+//! [`stream`] (one HTTP stream).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, SystemTime};
+
+use cachet_http::{Answer, CacheStatus, Failure, Reply, ResponseFields, fields, vary};
+use cachet_policy::object::{self, Meta};
+use cachet_policy::{
+    Decision, NoStore, Plan, Policy, PolicyError, RequestView, Storability, Synth, WorkspaceMode,
+    accepts_encoding,
+};
+use cachet_refresh::{
+    ConditionalHeaders, Draw, EntryTimes, ErrorAction, Freshness, NotModified, Revalidation,
+    Timestamp, Validators, conditional_headers, decide, on_origin_error, on_revalidation,
+    retry_after_secs,
+};
+use cachet_workspace::{ClearMode, Config as WsConfig, Workspace};
+use proxy_wasm::types::{BufferType, LogLevel, MapType};
+
+use crate::admin::{self, AdminRequest};
+use crate::bans::{self, BanState, Check, Req};
+use crate::locks::{self, Lock};
+use crate::metrics::Metrics;
+use crate::store::{LocalTier, SharedTier, StoredObject};
+use crate::{Flag, host};
+
+/// Shared-data key of the lurker lease (owner VM, lease end, cursor).
+const LURKER_KEY: &str = "cachet.lurker";
+
+/// Shared-data key of the VM id counter.
+const VM_ID_KEY: &str = "cachet.vmid";
+
+/// `Retry-After` of a `503` when the origin failed and nothing may be served (the edge
+/// app's value).
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// Everything that can go wrong in the filter.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvoyError {
+    /// The plugin configuration is missing or invalid.
+    #[error("configuration: {0}")]
+    Config(#[from] PolicyError),
+    /// The origin failed (no cluster, timeout, reset, or a 5xx while revalidating) and
+    /// nothing may be served in its place.
+    #[error("origin unavailable: {reason}")]
+    Origin {
+        /// What failed.
+        reason: String,
+        /// `Retry-After`, whole seconds (`cachet_refresh::on_origin_error`).
+        retry_after_secs: u64,
+    },
+    /// A stored body could not be decoded.
+    #[error("body: {0}")]
+    Body(#[from] std::io::Error),
+}
+
+impl EnvoyError {
+    /// The origin failed with nothing servable: `503` after [`RETRY_AFTER`].
+    fn unavailable(reason: impl Into<String>) -> Self {
+        Self::Origin {
+            reason: reason.into(),
+            retry_after_secs: retry_after_secs(RETRY_AFTER),
+        }
+    }
+}
+
+/// What the client asked for that shapes the answer (`cachet_http::Client`).
+pub use cachet_http::Client;
+
+/// What an origin fetch needs after the request callback returned: the request inputs
+/// (to re-plan, so the filter never builds a `Plan` by hand) and the results it uses.
+#[derive(Debug, Clone)]
+pub struct Job {
+    scheme: String,
+    host_header: Option<String>,
+    path: String,
+    ua: Option<Vec<u8>>,
+    fwd_proto: Option<String>,
+    fwd_host: Option<String>,
+    route_index: usize,
+    device: &'static str,
+    target: String,
+    host: String,
+    key: String,
+    slot: u32,
+    fwd: Vec<(String, String)>,
+}
+
+impl Job {
+    /// The plan of the `GET` this job fetches (pure, a few microseconds).
+    fn plan<'a>(&'a self, p: &'a Policy, now: SystemTime) -> Plan<'a> {
+        let view = RequestView {
+            method: "GET",
+            scheme: &self.scheme,
+            host: self.host_header.as_deref(),
+            path_and_query: &self.path,
+            user_agent: self.ua.as_deref(),
+            has_authorization: false,
+            forwarded_proto: self.fwd_proto.as_deref(),
+            forwarded_host: self.fwd_host.as_deref(),
+        };
+        p.plan(&view, now)
+    }
+}
+
+/// A request parked until another request's fetch of the same slot completes.
+struct Waiter {
+    ctx: u32,
+    job: Job,
+    client: Client,
+    headers: Vec<(String, Vec<u8>)>,
+    deadline_ms: u64,
+    passed: Flag,
+}
+
+/// A background refresh (refresh-ahead, stale within grace): the job, the stored object
+/// it refreshes (whose validators make the request conditional) and the request headers of
+/// the lookup that scheduled it (a 304 is checked against bans added meanwhile).
+struct Refresh {
+    job: Job,
+    base: Rc<StoredObject>,
+    headers: Vec<(String, Vec<u8>)>,
+}
+
+/// A callout the root context made.
+enum RootCall {
+    Refresh {
+        refresh: Box<Refresh>,
+        started_ms: u64,
+    },
+    Feed,
+}
+
+/// An origin answer to a callout (`None` from [`OriginResponse::read`] when the callout
+/// failed: reset, timeout, no cluster; Envoy then gives no headers).
+struct OriginResponse {
+    status: u16,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+    /// Round trip since the fetch was dispatched (XFetch's `delta`).
+    elapsed: Duration,
+}
+
+impl OriginResponse {
+    /// Reads the callout answer being delivered (`nh` headers, `body_size` bytes).
+    fn read(nh: usize, body_size: usize, started_ms: u64) -> Option<Self> {
+        let headers = if nh == 0 {
+            Vec::new()
+        } else {
+            host::headers(MapType::HttpCallResponseHeaders)
+        };
+        let status = status_of(&headers)?;
+        Some(Self {
+            status,
+            body: host::buffer(BufferType::HttpCallResponseBody, body_size),
+            headers,
+            elapsed: Duration::from_millis(host::now_ms().saturating_sub(started_ms)),
+        })
+    }
+
+    /// All values of header `name`, comma-joined (RFC 9110 §5.3).
+    /// Whether its fields make the response per-user (`ResponseView::per_user`).
+    fn per_user(&self) -> Option<NoStore> {
+        ResponseFields::read(self.status, self.headers.as_slice())
+            .view()
+            .per_user()
+    }
+
+    fn joined(&self, name: &str) -> Option<String> {
+        let v: Vec<String> = self
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+            .collect();
+        (!v.is_empty()).then(|| v.join(", "))
+    }
+
+    /// The validators it carries (`ETag`, `Last-Modified`, RFC 9110 §8.8).
+    fn validators(&self) -> Validators {
+        Validators {
+            etag: header(&self.headers, "etag").map(str::to_owned),
+            last_modified: header(&self.headers, "last-modified").map(str::to_owned),
+        }
+    }
+
+    /// What a 304 says about the stored object: its freshness lifetime under the route
+    /// (`Policy::revalidated_ttl`, the precedence `storability` uses; `None` keeps the
+    /// stored TTL), new validators, the round trip, and whether its fields make the
+    /// response per-user (then it cannot freshen: `Revalidation::Uncacheable`).
+    fn not_modified(&self, p: &Policy, plan: &Plan<'_>) -> NotModified {
+        let ttl = p.revalidated_ttl(
+            plan,
+            self.joined("cache-control").as_deref(),
+            self.joined("surrogate-control").as_deref(),
+        );
+        let Validators {
+            etag,
+            last_modified,
+        } = self.validators();
+        NotModified {
+            ttl,
+            etag,
+            last_modified,
+            delta: self.elapsed,
+            per_user: self.per_user().is_some(),
+        }
+    }
+}
+
+/// What an origin response became.
+enum Fetched {
+    /// Stored: serve it from the cache format.
+    Stored(Rc<StoredObject>),
+    /// Not stored: serve the origin response as is (`PASS`).
+    Pass,
+}
+
+/// What a revalidation of a stored object did (RFC 9111 §4.3.3, §4.3.4).
+enum Revalidated {
+    /// `304`: the stored body and headers with new times and validators, inserted in both
+    /// tiers under a new version.
+    Freshened(Rc<StoredObject>),
+    /// A full response: handled as a fresh one (stored, or a hit-for-pass marker left in
+    /// place of the stored object).
+    Replaced(Fetched),
+    /// A `304` that cannot be applied: a ban or purge added while the request was out
+    /// matches the stored object (a 304 must not give it a new insertion time), or another
+    /// fetch stored a newer object meanwhile (a lock lease ran out; the 304 answered our
+    /// validators, not its). Nothing changes; a client still waiting is fetched for
+    /// unconditionally.
+    Unusable,
+    /// A `304` whose fields make the response per-user (`private`, `no-store`,
+    /// `Set-Cookie`): a hit-for-pass marker replaced the stored object; a client still
+    /// waiting is fetched for unconditionally (and passed).
+    Uncacheable,
+    /// `5xx` or a failed callout: the stored object is kept as it is.
+    Kept,
+}
+
+/// An object found by a lookup.
+struct Found {
+    obj: Rc<StoredObject>,
+    /// Its state for this request (`Fresh`, `RefreshAhead`, `Stale`, `Expired`).
+    fresh: Freshness,
+    /// Its times after soft purges (what `fresh` was decided on).
+    times: EntryTimes,
+    tier: Tier,
+}
+
+/// State of one VM (one Envoy worker).
+pub struct Vm {
+    root_id: u32,
+    id: Cell<u32>,
+    policy: RefCell<Option<Rc<Policy>>>,
+    shared: Cell<SharedTier>,
+    local: RefCell<LocalTier>,
+    bans: RefCell<BanState>,
+    metrics: Cell<Metrics>,
+    waiters: RefCell<Vec<Waiter>>,
+    refresh_queue: RefCell<Vec<Refresh>>,
+    /// Admin calls paused at their headers waiting for a body: `(context, since ms)`.
+    admin_waiting: RefCell<Vec<(u32, u64)>>,
+    calls: RefCell<HashMap<u32, RootCall>>,
+    ws: RefCell<Option<Workspace>>,
+    rng: Cell<u64>,
+    next_feed_ms: Cell<u64>,
+}
+
+impl Vm {
+    /// A VM whose root context is `root_id`.
+    pub fn new(root_id: u32) -> Self {
+        Self {
+            root_id,
+            id: Cell::new(0),
+            policy: RefCell::new(None),
+            shared: Cell::new(SharedTier {
+                slots: 1024,
+                bound: 0,
+            }),
+            local: RefCell::new(LocalTier::new(0)),
+            bans: RefCell::new(BanState::default()),
+            metrics: Cell::new(Metrics::default()),
+            waiters: RefCell::new(Vec::new()),
+            refresh_queue: RefCell::new(Vec::new()),
+            admin_waiting: RefCell::new(Vec::new()),
+            calls: RefCell::new(HashMap::new()),
+            ws: RefCell::new(None),
+            rng: Cell::new(0x9e37_79b9_7f4a_7c15),
+            next_feed_ms: Cell::new(0),
+        }
+    }
+
+    /// Creates the singleton shared-data entries (see [`host::shared_init`]) and takes a
+    /// VM id (lock owner identity).
+    pub fn init_shared(&self) {
+        for k in [
+            "cachet.dir",
+            bans::LOG_KEY,
+            bans::EPOCH_KEY,
+            LURKER_KEY,
+            VM_ID_KEY,
+        ] {
+            host::shared_init(k);
+        }
+        locks::init();
+        for _ in 0..64 {
+            let (v, cas) = host::shared_get(VM_ID_KEY);
+            let n = v
+                .as_deref()
+                .and_then(|b| b.get(..4))
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u32::from_le_bytes)
+                .wrapping_add(1);
+            if host::shared_set(VM_ID_KEY, &n.to_le_bytes(), cas) {
+                self.id.set(n);
+                break;
+            }
+        }
+        self.rng
+            .set(self.rng.get() ^ host::now_ms() ^ (u64::from(self.id.get()) << 40));
+    }
+
+    /// Reads and applies the plugin configuration (`size` bytes, as the host announced).
+    /// Returns `false` with a log line on any problem (Envoy then refuses the plugin).
+    pub fn configure(&self, size: usize) -> bool {
+        let Some(bytes) = host::plugin_configuration(size) else {
+            host::log(
+                LogLevel::Error,
+                "cachet: plugin configuration is empty; give the cachet_policy::Config schema as JSON",
+            );
+            return false;
+        };
+        let text = match std::str::from_utf8(&bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                host::log(
+                    LogLevel::Error,
+                    &format!("cachet: plugin configuration is not UTF-8: {e}"),
+                );
+                return false;
+            }
+        };
+        let policy = match cachet_policy::Config::from_json(text)
+            .and_then(Policy::new)
+            .map_err(EnvoyError::from)
+        {
+            Ok(p) => p,
+            Err(e) => {
+                host::log(
+                    LogLevel::Error,
+                    &format!("cachet: rejecting plugin configuration: {e}"),
+                );
+                return false;
+            }
+        };
+        let cfg = policy.config();
+        let ws = cfg.workspace;
+        let mode = match ws.mode {
+            WorkspaceMode::Watermark => ClearMode::Watermark,
+            WorkspaceMode::Shadow => ClearMode::Shadow,
+            WorkspaceMode::Full => ClearMode::Full,
+        };
+        let workspace = match Workspace::new(WsConfig {
+            capacity_bytes: ws.capacity_bytes,
+            mode,
+            verify_one_in: ws.verify_one_in,
+        }) {
+            Ok(w) => w,
+            Err(e) => {
+                host::log(
+                    LogLevel::Error,
+                    &format!("cachet: rejecting plugin configuration: workspace: {e}"),
+                );
+                return false;
+            }
+        };
+        self.shared.set(SharedTier {
+            slots: crate::store::slot_count(cfg.envoy.shared_bytes),
+            bound: cfg.envoy.shared_bytes,
+        });
+        *self.local.borrow_mut() = LocalTier::new(cfg.envoy.local_bytes);
+        *self.ws.borrow_mut() = Some(workspace);
+        host::set_tick(cfg.envoy.tick.0);
+        self.metrics.set(Metrics::define());
+        host::log(
+            LogLevel::Info,
+            &format!(
+                "cachet: configured {} routes; shared tier {} bytes in {} slots, local tier {} bytes, tick {:?}",
+                cfg.routes.len(),
+                cfg.envoy.shared_bytes,
+                crate::store::slot_count(cfg.envoy.shared_bytes),
+                cfg.envoy.local_bytes,
+                cfg.envoy.tick.0
+            ),
+        );
+        *self.policy.borrow_mut() = Some(Rc::new(policy));
+        true
+    }
+
+    fn policy(&self) -> Option<Rc<Policy>> {
+        self.policy.borrow().clone()
+    }
+
+    fn m(&self) -> Metrics {
+        self.metrics.get()
+    }
+
+    /// xorshift64*: draws for XFetch and workspace verification sampling.
+    fn draw(&self) -> u64 {
+        let mut x = self.rng.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng.set(x);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn owner(&self, ctx: u32) -> u64 {
+        (u64::from(self.id.get()) << 32) | u64::from(ctx)
+    }
+
+    fn sync_bans(&self) {
+        let mut local = self.local.borrow_mut();
+        let mut b = self.bans.borrow_mut();
+        if b.sync(&mut local) {
+            Metrics::set(self.m().bans, b.live() as u64);
+        }
+    }
+
+    /// Inserts into both tiers; returns the shared handle.
+    fn insert(&self, mut obj: StoredObject, now: Timestamp) -> Rc<StoredObject> {
+        let m = self.m();
+        let r = self.shared.get().insert(&mut obj, now.as_millis());
+        if r.stored {
+            Metrics::add(m.evictions, r.evicted);
+            Metrics::set(m.bytes_stored, r.bytes);
+            Metrics::set(m.objects, r.objects);
+        } else if r.conflict {
+            Metrics::inc(m.store_conflicts);
+        }
+        let obj = Rc::new(obj);
+        let ev = self.local.borrow_mut().put(Rc::clone(&obj));
+        Metrics::add(m.local_evictions, ev);
+        obj
+    }
+}
+
+/// Which tier served a hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    Local,
+    Shared,
+}
+
+fn status_of(headers: &[(String, Vec<u8>)]) -> Option<u16> {
+    headers
+        .iter()
+        .find(|(n, _)| n == ":status")
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        .and_then(|s| s.trim().parse().ok())
+}
+
+fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+}
+
+mod background;
+mod deliver;
+mod fill;
+mod lookup;
+mod stream;
+mod waiters;
+
+use deliver::{send_error, send_reply, send_synth};
+pub use stream::Http;

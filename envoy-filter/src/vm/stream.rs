@@ -1,0 +1,543 @@
+//! One HTTP stream: the request path (plan, cache, fetch), admin calls, passes.
+
+#[allow(
+    clippy::wildcard_imports,
+    reason = "a seam of vm.rs: the parent module's types and imports"
+)]
+use super::*;
+
+/// Where one HTTP stream is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not decided yet / answered locally.
+    Local,
+    /// Forwarded to the origin uncached.
+    Pass,
+    /// Waiting for the admin request body.
+    AdminBody,
+    /// Our origin fetch is in flight (collapsing leader).
+    Fetching,
+    /// Parked behind another request's fetch.
+    Waiting,
+}
+
+/// One HTTP stream.
+pub struct Http {
+    vm: Rc<Vm>,
+    ctx: u32,
+    phase: Phase,
+    passed: Flag,
+    client: Client,
+    job: Option<Job>,
+    headers: Vec<(String, Vec<u8>)>,
+    admin: Option<AdminRequest>,
+    body: Vec<u8>,
+    started_ms: u64,
+    lock_held: bool,
+    /// The stored object this stream's fetch revalidates (past grace, within keep) and
+    /// the times it was found with.
+    base: Option<(Rc<StoredObject>, EntryTimes)>,
+    /// A passed unsafe request (`POST`, `PUT`, `DELETE`, `PATCH`): method, normalized host
+    /// and target, to invalidate after a non-error answer (RFC 9111 §4.4).
+    unsafe_target: Option<(String, String, String)>,
+}
+
+impl Http {
+    /// A new stream of `vm`.
+    pub fn new(vm: Rc<Vm>, ctx: u32) -> Self {
+        Self {
+            vm,
+            ctx,
+            phase: Phase::Local,
+            passed: Rc::new(Cell::new(false)),
+            client: Client::default(),
+            job: None,
+            headers: Vec::new(),
+            admin: None,
+            body: Vec::new(),
+            started_ms: 0,
+            lock_held: false,
+            base: None,
+            unsafe_target: None,
+        }
+    }
+
+    /// `on_http_request_headers`.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "the request path reads top to bottom like edge-app's handle()"
+    )]
+    pub fn on_request_headers(&mut self, end_of_stream: bool) -> proxy_wasm::types::Action {
+        use proxy_wasm::types::Action;
+        let mut headers = host::headers(MapType::HttpRequestHeaders);
+        // Client-supplied x-cachet-* never reach the origin (house rule).
+        headers.retain(|(n, _)| {
+            if fields::reserved(n) {
+                host::set_header(MapType::HttpRequestHeaders, n, None);
+                false
+            } else {
+                true
+            }
+        });
+        let Some(p) = self.vm.policy() else {
+            send_error(&EnvoyError::Config(PolicyError::Invalid(Vec::new())));
+            return Action::Pause;
+        };
+        let get = |n: &str| header(&headers, n).map(str::to_owned);
+        let path = get(":path").unwrap_or_default();
+        let method = get(":method").unwrap_or_default();
+        if path.starts_with(admin::PREFIX) {
+            return self.admin_headers(&p, &headers, method, &path, end_of_stream);
+        }
+        // The request's own scheme: TLS on the downstream connection. Envoy may derive
+        // `:scheme` from a client's X-Forwarded-Proto, which only counts when
+        // `[edge].trust_forwarded` (the policy reads it separately).
+        let scheme = if host::downstream_tls() {
+            "https"
+        } else {
+            "http"
+        }
+        .to_owned();
+        let host_h = get(":authority").or_else(|| get("host"));
+        let ua = headers
+            .iter()
+            .find(|(n, _)| n == "user-agent")
+            .map(|(_, v)| v.clone());
+        let fwd_proto = get("x-forwarded-proto");
+        let fwd_host = get("x-forwarded-host");
+        let view = RequestView {
+            method: &method,
+            scheme: &scheme,
+            host: host_h.as_deref(),
+            path_and_query: &path,
+            user_agent: ua.as_deref(),
+            has_authorization: headers.iter().any(|(n, _)| n == "authorization"),
+            forwarded_proto: fwd_proto.as_deref(),
+            forwarded_host: fwd_host.as_deref(),
+        };
+        let now = host::now();
+        let plan = p.plan(&view, now);
+        // The client's device header was removed above; ours always replaces it.
+        host::set_header(
+            MapType::HttpRequestHeaders,
+            plan.device_header,
+            Some(plan.device.as_str()),
+        );
+        self.client = Client::read(&method, headers.as_slice());
+        match &plan.decision {
+            Decision::Synth(s) => {
+                Metrics::inc(self.vm.m().synth);
+                send_synth(s);
+                return Action::Pause;
+            }
+            Decision::Pass(_) => {
+                if cachet_http::invalidate::invalidates(&method) {
+                    self.unsafe_target = Some((
+                        method.clone(),
+                        plan.host.to_string(),
+                        plan.target.to_string(),
+                    ));
+                }
+                if plan.target != path {
+                    host::set_header(MapType::HttpRequestHeaders, ":path", Some(&plan.target));
+                }
+                self.phase = Phase::Pass;
+                Metrics::inc(self.vm.m().passes);
+                return Action::Continue;
+            }
+            Decision::Cache => {}
+        }
+        if plan.target != path {
+            host::set_header(MapType::HttpRequestHeaders, ":path", Some(&plan.target));
+        }
+        let listed = fields::connection_listed(headers.as_slice());
+        let fwd: Vec<(String, String)> = headers
+            .iter()
+            .filter(|(n, _)| {
+                fields::on_fill(n, &listed) && !n.eq_ignore_ascii_case(p.device_header())
+            })
+            .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
+            .collect();
+        let job = Job {
+            scheme: scheme.clone(),
+            host_header: host_h.clone(),
+            path: path.clone(),
+            ua: ua.clone(),
+            fwd_proto: fwd_proto.clone(),
+            fwd_host: fwd_host.clone(),
+            route_index: plan.route_index.unwrap_or_default(),
+            device: plan.device.as_str(),
+            target: plan.target.to_string(),
+            host: plan.host.to_string(),
+            key: plan.cache_key.clone(),
+            slot: self.vm.shared.get().slot_of(&plan.cache_key),
+            fwd,
+        };
+        drop(plan);
+        self.headers = headers;
+        self.cache(&p, job)
+    }
+
+    /// An admin call (`/.cachet/*`): answered at once, or after its body for
+    /// `POST /.cachet/ban`.
+    fn admin_headers(
+        &mut self,
+        p: &Policy,
+        headers: &[(String, Vec<u8>)],
+        method: String,
+        path: &str,
+        end_of_stream: bool,
+    ) -> proxy_wasm::types::Action {
+        use proxy_wasm::types::Action;
+        let get = |n: &str| header(headers, n).map(str::to_owned);
+        self.admin = Some(AdminRequest {
+            method,
+            path: path.split('?').next().unwrap_or("").to_owned(),
+            authorization: get("authorization"),
+            surrogate_key: get("surrogate-key"),
+            soft: get("fastly-soft-purge").is_some_and(|v| v.trim() == "1"),
+        });
+        // Only `POST /.cachet/ban` reads its body: every other call is answered now,
+        // even when a (possibly empty) body follows, so its headers never reach the
+        // origin (whose answer could otherwise beat the local reply).
+        if end_of_stream || !self.admin.as_ref().is_some_and(AdminRequest::reads_body) {
+            self.answer_admin(p);
+            return Action::Pause;
+        }
+        // The ban expression follows; the headers wait for it. With the plugin option
+        // `allow_on_headers_stop_iteration` (envoy.yaml) the body reaches
+        // on_request_body and the headers never go upstream. Without it Envoy turns
+        // the pause into StopAllIterationAndWatermark and withholds the body: the
+        // root tick then resumes the stream (`Vm::resume_admin_bodies`), the headers
+        // go upstream stripped of the token, and the buffered body reaches this filter
+        // in the same dispatch, so the local reply comes before any upstream answer
+        // (docs/envoy.md).
+        host::set_header(MapType::HttpRequestHeaders, "authorization", None);
+        self.phase = Phase::AdminBody;
+        self.vm
+            .admin_waiting
+            .borrow_mut()
+            .push((self.ctx, host::now_ms()));
+        Action::Pause
+    }
+
+    pub(super) fn cache(&mut self, p: &Policy, mut job: Job) -> proxy_wasm::types::Action {
+        use proxy_wasm::types::Action;
+        let vm = Rc::clone(&self.vm);
+        let m = vm.m();
+        vm.sync_bans();
+        if !vm.resolve_variant(&mut job, &self.headers) {
+            // The request's variant can't be keyed (a varying field over the bound).
+            self.phase = Phase::Pass;
+            Metrics::inc(m.passes);
+            return Action::Continue;
+        }
+        let now_ms = host::now_ms();
+        let now = Timestamp::from_millis(now_ms);
+        let mut base = None;
+        if let Some(found) = vm.lookup(p, &job, &self.headers, now) {
+            if found.obj.h.meta.pass {
+                // Hit-for-pass: the key is private; go straight to the origin.
+                self.phase = Phase::Pass;
+                Metrics::inc(m.passes);
+                return Action::Continue;
+            }
+            let label = match found.fresh {
+                Freshness::Stale => {
+                    Metrics::inc(m.stale);
+                    vm.schedule_refresh(&job, &found.obj, &self.headers, now_ms);
+                    Some(CacheStatus::Stale)
+                }
+                Freshness::RefreshAhead => {
+                    vm.schedule_refresh(&job, &found.obj, &self.headers, now_ms);
+                    Some(CacheStatus::Hit)
+                }
+                Freshness::Fresh => Some(CacheStatus::Hit),
+                // Past grace, within keep: not served; the collapsing leader revalidates
+                // it before answering.
+                _ => None,
+            };
+            if let Some(label) = label {
+                if label == CacheStatus::Hit {
+                    Metrics::inc(if found.tier == Tier::Local {
+                        m.hits_local
+                    } else {
+                        m.hits_shared
+                    });
+                }
+                vm.respond(&found.obj, label, &self.client);
+                return Action::Pause;
+            }
+            base = Some((found.obj, found.times));
+        }
+        if self.client.only_if_cached {
+            // RFC 9111 §5.2.1.7: nothing servable is stored, and the origin is off limits.
+            send_reply(&cachet_http::reply::failure(Failure::NotCached));
+            return Action::Pause;
+        }
+        if self.client.only_if_cached {
+            // RFC 9111 §5.2.1.7: nothing servable is stored, and the origin is off limits.
+            send_reply(&cachet_http::reply::failure(Failure::NotCached));
+            return Action::Pause;
+        }
+        let lease = now_ms + p.config().collapse.lease_ms;
+        match locks::acquire(job.slot, vm.owner(self.ctx), now_ms, lease) {
+            Lock::Held
+                if vm
+                    .waiters
+                    .borrow()
+                    .iter()
+                    .filter(|w| w.job.slot == job.slot)
+                    .count()
+                    >= p.config().collapse.max_waiters =>
+            {
+                // The key's queue on this worker is full (`collapse.max_waiters`): go to the
+                // origin uncollapsed rather than grow the queue without bound.
+                self.phase = Phase::Pass;
+                Metrics::inc(m.passes);
+                Action::Continue
+            }
+            Lock::Held => {
+                Metrics::inc(m.collapsed);
+                self.phase = Phase::Waiting;
+                vm.waiters.borrow_mut().push(Waiter {
+                    ctx: self.ctx,
+                    job: job.clone(),
+                    client: self.client.clone(),
+                    headers: self.headers.clone(),
+                    deadline_ms: now_ms + p.config().collapse.max_wait_ms,
+                    passed: Rc::clone(&self.passed),
+                });
+                self.job = Some(job);
+                Action::Pause
+            }
+            l => {
+                self.lock_held = l == Lock::Acquired;
+                self.base = base;
+                self.fetch(p, job)
+            }
+        }
+    }
+
+    /// Dispatches this stream's origin fetch (conditional when it revalidates a stored
+    /// object).
+    pub(super) fn fetch(&mut self, p: &Policy, job: Job) -> proxy_wasm::types::Action {
+        use proxy_wasm::types::Action;
+        self.started_ms = host::now_ms();
+        let r = Vm::dispatch(p, &job, self.base.as_ref().map(|(b, _)| &**b));
+        self.job = Some(job);
+        match r {
+            Ok(_) => {
+                Metrics::inc(self.vm.m().misses);
+                self.phase = Phase::Fetching;
+            }
+            Err(e) => {
+                Metrics::inc(self.vm.m().origin_errors);
+                self.release();
+                self.origin_failed(&format!("dispatch refused: {e:?}"));
+                if let Some(job) = &self.job {
+                    self.vm.wake(Some(job.slot));
+                }
+            }
+        }
+        Action::Pause
+    }
+
+    pub(super) fn release(&mut self) {
+        if self.lock_held {
+            self.lock_held = false;
+            if let Some(job) = &self.job {
+                locks::release(job.slot, self.vm.owner(self.ctx));
+            }
+        }
+    }
+
+    /// The origin failed and this stream has nothing fresh: stale within grace or the
+    /// object's stale-if-error window (`cachet_refresh::on_origin_error`), else a clean
+    /// `503` with `Retry-After` and `Cache-Control: no-store`.
+    pub(super) fn origin_failed(&mut self, reason: &str) {
+        let base = self.base.take();
+        let now = Timestamp::from_system_time(host::now());
+        let stale_if_error =
+            Duration::from_secs(base.as_ref().map_or(0, |(o, _)| o.h.meta.stale_if_error_s));
+        let action = on_origin_error(
+            base.as_ref().map(|(_, t)| t),
+            now,
+            stale_if_error,
+            RETRY_AFTER,
+        );
+        match (action, base) {
+            (ErrorAction::ServeStale, Some((obj, _))) => {
+                Metrics::inc(self.vm.m().stale);
+                self.vm.respond(&obj, CacheStatus::Stale, &self.client);
+            }
+            (ErrorAction::Unavailable { retry_after_secs }, _) => send_error(&EnvoyError::Origin {
+                reason: reason.to_owned(),
+                retry_after_secs,
+            }),
+            (ErrorAction::ServeStale, None) => send_error(&EnvoyError::unavailable(reason)),
+        }
+    }
+
+    /// The leader's origin fetch answered.
+    pub fn on_fetch_response(&mut self, _token: u32, nh: usize, body_size: usize) {
+        let vm = Rc::clone(&self.vm);
+        let (Some(p), Some(job)) = (vm.policy(), self.job.clone()) else {
+            return;
+        };
+        let r = OriginResponse::read(nh, body_size, self.started_ms);
+        let base = self.base.clone();
+        let fetched = match (&r, base) {
+            (None, None) => {
+                Metrics::inc(vm.m().origin_errors);
+                None
+            }
+            (Some(r), None) => Some(vm.store_response(&p, &job, r, false)),
+            (_, Some((obj, _))) => match vm.revalidate(&p, &job, &obj, &self.headers, r.as_ref()) {
+                Revalidated::Freshened(fresh) => Some(Fetched::Stored(fresh)),
+                Revalidated::Replaced(f) => Some(f),
+                Revalidated::Unusable | Revalidated::Uncacheable => {
+                    // The 304 does not apply to what is stored now, or made it per-user:
+                    // fetch unconditionally.
+                    self.base = None;
+                    self.fetch(&p, job);
+                    return;
+                }
+                Revalidated::Kept => None,
+            },
+        };
+        match (fetched, &r) {
+            // A freshened or replaced object waited on the origin: MISS.
+            (Some(Fetched::Stored(obj)), _) => vm.respond(&obj, CacheStatus::Miss, &self.client),
+            (Some(Fetched::Pass), Some(r)) => self.send_origin(r.status, &r.headers, &r.body),
+            (_, r) => self.origin_failed(&r.as_ref().map_or_else(
+                || "no response".to_owned(),
+                |r| format!("status {}", r.status),
+            )),
+        }
+        self.base = None;
+        self.release();
+        self.phase = Phase::Local;
+        vm.wake(Some(job.slot));
+    }
+
+    /// Sends an origin response that was not stored (`PASS`).
+    pub(super) fn send_origin(&self, status: u16, headers: &[(String, Vec<u8>)], body: &[u8]) {
+        let listed = fields::connection_listed(headers);
+        let gz = header(headers, "content-encoding")
+            .is_some_and(|e| e.trim().eq_ignore_ascii_case("gzip"));
+        let accept = self
+            .client
+            .accept_encoding
+            .as_deref()
+            .and_then(|a| std::str::from_utf8(a).ok());
+        let inflate = gz && !accepts_encoding(accept, "gzip");
+        let inflated = if inflate {
+            object::gunzip(body).ok()
+        } else {
+            None
+        };
+        let out: &[u8] = inflated.as_deref().unwrap_or(body);
+        let mut h: Vec<(&str, &str)> = headers
+            .iter()
+            .filter(|(n, _)| fields::returned(n, &listed, false))
+            .filter(|(n, _)| !(inflated.is_some() && n == "content-encoding"))
+            .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v).ok()?)))
+            .collect();
+        let len = out.len().to_string();
+        h.push(("content-length", &len));
+        h.push(("x-cache", "PASS"));
+        if !headers.iter().any(|(n, _)| n == "age") {
+            h.push(("age", "0"));
+        }
+        Metrics::inc(self.vm.m().passes);
+        host::send(status, &h, (!self.client.head).then_some(out));
+    }
+
+    /// `on_http_request_body`: only admin calls read bodies.
+    pub fn on_request_body(
+        &mut self,
+        size: usize,
+        end_of_stream: bool,
+    ) -> proxy_wasm::types::Action {
+        use proxy_wasm::types::Action;
+        if self.phase != Phase::AdminBody {
+            return Action::Continue;
+        }
+        self.vm.admin_body_arrived(self.ctx);
+        if size > admin::MAX_BODY_BYTES {
+            host::send(
+                413,
+                &[("content-type", "application/json"), ("x-cache", "SYNTH")],
+                Some(br#"{"error":"admin request body too large"}"#),
+            );
+            self.phase = Phase::Local;
+            return Action::Pause;
+        }
+        if !end_of_stream {
+            return Action::Pause;
+        }
+        self.body = host::buffer(BufferType::HttpRequestBody, size);
+        if let Some(p) = self.vm.policy() {
+            self.answer_admin(&p);
+        }
+        Action::Pause
+    }
+
+    pub(super) fn answer_admin(&mut self, p: &Policy) {
+        let Some(req) = self.admin.take() else { return };
+        self.phase = Phase::Local;
+        Metrics::inc(self.vm.m().synth);
+        let a = admin::handle(p, &self.vm.m(), &req, &self.body, host::now_ms());
+        send_reply(&a);
+        // A ban or purge applies to this VM's next request at once.
+        self.vm.sync_bans();
+    }
+
+    /// `on_http_response_headers`: responses from the origin through Envoy's router
+    /// (passes) get the edge's headers.
+    pub fn on_response_headers(&mut self) -> proxy_wasm::types::Action {
+        if self.phase == Phase::Pass || self.passed.get() {
+            let hs = host::headers(MapType::HttpResponseHeaders);
+            let listed = fields::connection_listed(hs.as_slice());
+            for (n, _) in &hs {
+                // Envoy frames the body itself: its own length and transfer fields stay.
+                let framing =
+                    n.starts_with(':') || n == "content-length" || n == "transfer-encoding";
+                if !fields::returned(n, &listed, false) && !framing {
+                    host::set_header(MapType::HttpResponseHeaders, n, None);
+                }
+            }
+            host::set_header(MapType::HttpResponseHeaders, "x-cache", Some("PASS"));
+            if !hs.iter().any(|(n, _)| n == "age") {
+                host::set_header(MapType::HttpResponseHeaders, "age", Some("0"));
+            }
+            if let (Some((method, h, target)), Some(p)) =
+                (self.unsafe_target.take(), self.vm.policy())
+            {
+                let status = status_of(&hs).unwrap_or(0);
+                let keys =
+                    cachet_http::invalidation_keys(&p, &method, status, &h, &target, hs.as_slice());
+                if bans::purge_keys(&keys, p.config().bans.max_bans, host::now_ms()).is_ok() {
+                    Metrics::add(self.vm.m().purges, keys.len() as u64);
+                    self.vm.sync_bans();
+                }
+            }
+        }
+        proxy_wasm::types::Action::Continue
+    }
+
+    /// The stream ended: give up a lock still held (client went away) and leave the
+    /// waiting list.
+    pub fn finish(&mut self) {
+        self.release();
+        self.vm.admin_body_arrived(self.ctx);
+        if self.phase == Phase::Waiting {
+            let ctx = self.ctx;
+            self.vm.waiters.borrow_mut().retain(|w| w.ctx != ctx);
+        }
+        if let Some(job) = &self.job {
+            self.vm.wake(Some(job.slot));
+        }
+    }
+}

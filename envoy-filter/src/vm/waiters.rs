@@ -1,0 +1,111 @@
+//! Collapsing: requests parked behind a fetch, woken when it ends; background refreshes.
+
+#[allow(
+    clippy::wildcard_imports,
+    reason = "a seam of vm.rs: the parent module's types and imports"
+)]
+use super::*;
+
+impl Vm {
+    /// Queues a background refresh of `base` (found for `job` by a request with `headers`)
+    /// if nobody is fetching it already.
+    pub(super) fn schedule_refresh(
+        &self,
+        job: &Job,
+        base: &Rc<StoredObject>,
+        headers: &[(String, Vec<u8>)],
+        now_ms: u64,
+    ) {
+        let Some(p) = self.policy() else { return };
+        // The lock is re-entrant for its owner (this VM's root context): a refresh of the
+        // slot queued or in flight here already covers it.
+        let slot = job.slot;
+        let pending = self
+            .refresh_queue
+            .borrow()
+            .iter()
+            .any(|r| r.job.slot == slot)
+            || self.calls.borrow().values().any(
+                |c| matches!(c, RootCall::Refresh { refresh, .. } if refresh.job.slot == slot),
+            );
+        let lease = now_ms + p.config().collapse.lease_ms;
+        if !pending
+            && locks::acquire(slot, self.owner(self.root_id), now_ms, lease) == Lock::Acquired
+        {
+            self.refresh_queue.borrow_mut().push(Refresh {
+                job: job.clone(),
+                base: Rc::clone(base),
+                headers: headers.to_vec(),
+            });
+        }
+    }
+
+    /// Resolves parked requests of `slot` (all slots when `None`): serves them from the
+    /// cache once the object is there, or lets them through to the origin (uncollapsed)
+    /// when the fetch ended without a storable object or their wait ran out.
+    pub(super) fn wake(&self, slot: Option<u32>) {
+        let Some(p) = self.policy() else { return };
+        let now_ms = host::now_ms();
+        let now = Timestamp::from_millis(now_ms);
+        let mut list = std::mem::take(&mut *self.waiters.borrow_mut());
+        let mut keep = Vec::with_capacity(list.len());
+        for w in list.drain(..) {
+            if slot.is_some_and(|s| s != w.job.slot) {
+                keep.push(w);
+                continue;
+            }
+            let mut job = w.job.clone();
+            let found = if self.resolve_variant(&mut job, &w.headers) {
+                self.lookup(&p, &job, &w.headers, now)
+            } else {
+                None
+            };
+            let held = locks::is_held(w.job.slot, now_ms);
+            match found {
+                Some(f) if !f.obj.h.meta.pass && f.fresh != Freshness::Expired => {
+                    if !host::set_effective_context(w.ctx) {
+                        continue;
+                    }
+                    let label = if f.fresh == Freshness::Stale {
+                        Metrics::inc(self.m().stale);
+                        CacheStatus::Stale
+                    } else {
+                        CacheStatus::Hit
+                    };
+                    self.respond(&f.obj, label, &w.client);
+                }
+                _ if held && now_ms < w.deadline_ms => keep.push(w),
+                _ => {
+                    if !host::set_effective_context(w.ctx) {
+                        continue;
+                    }
+                    w.passed.set(true);
+                    Metrics::inc(self.m().passes);
+                    host::resume_request();
+                }
+            }
+        }
+        self.waiters.borrow_mut().extend(keep);
+    }
+
+    pub(super) fn dispatch_refreshes(&self) {
+        let Some(p) = self.policy() else { return };
+        let jobs = std::mem::take(&mut *self.refresh_queue.borrow_mut());
+        for refresh in jobs {
+            let started_ms = host::now_ms();
+            if let Ok(token) = Self::dispatch(&p, &refresh.job, Some(&refresh.base)) {
+                Metrics::inc(self.m().refreshes);
+                self.calls.borrow_mut().insert(
+                    token,
+                    RootCall::Refresh {
+                        refresh: Box::new(refresh),
+                        started_ms,
+                    },
+                );
+            } else {
+                Metrics::inc(self.m().origin_errors);
+                locks::release(refresh.job.slot, self.owner(self.root_id));
+            }
+        }
+    }
+}
