@@ -749,43 +749,15 @@ fn insert_object(
         resp.set_body(origin_body);
         return Ok(Inserted::TooLarge(Box::new(resp)));
     }
-    let (encoding, stored) = object::for_storage(
-        &origin_body,
-        resp.get_header_str(header::CONTENT_ENCODING),
-        store.compress,
-    )?;
-    let compressed = store.compress && encoding == object::Encoding::Gzip;
-    let times = EntryTimes::new(now, store.ttl)
-        .with_grace(store.grace)
-        .with_keep(store.keep)
-        .with_delta(elapsed);
-    let meta = Meta {
-        v: object::META_VERSION,
-        pass: false,
+    let fields = fields_of(&resp);
+    let origin = cachet_http::store::Origin {
         status: resp.get_status().as_u16(),
-        headers: cachet_http::fields::stored_fields(&fields_of(&resp), &store.no_cache_fields),
-        vary: store.vary.clone(),
-        encoding,
-        stored_len: stored.len() as u64,
-        origin_len: origin_body.len() as u64,
-        route: plan.route.to_owned(),
-        host: plan.host.to_string(),
-        url: plan.target.to_string(),
-        surrogate_keys: store.surrogate_keys.clone(),
-        times,
-        validators: Validators {
-            etag: resp.get_header_str(header::ETAG).map(str::to_owned),
-            last_modified: resp
-                .get_header_str(header::LAST_MODIFIED)
-                .map(str::to_owned),
-        },
-        tag: object::object_tag(&plan.cache_key),
-        initial_age_s: store.initial_age.as_secs(),
-        compressed,
-        stale_if_error_s: store.stale_if_error.as_secs(),
-        vary_fields: store.vary_fields.clone(),
-        variants: Vec::new(),
+        fields: &fields,
+        body: &origin_body,
+        elapsed,
     };
+    let (meta, stored) = cachet_http::store::object(plan, store, origin, now)?;
+    let times = meta.times;
     let keys = object_keys(&meta);
     let mut insert = tx.insert(store.ttl);
     let vary = vary_names(&store.vary_fields);

@@ -83,7 +83,7 @@ pub(crate) fn respond(
     let head = d.head(body.len() as u64);
     let mut resp = Response::from_status(head.status);
     for (n, v) in &head.headers {
-        resp.append_header(n.as_str(), v.as_str());
+        resp.append_header(n.as_ref(), v.as_ref());
     }
     f.stored_bytes = Some(meta.stored_len);
     f.origin_bytes = Some(meta.origin_len);

@@ -109,10 +109,11 @@ pub fn evaluate(
             Precondition::Send
         };
     }
-    let (Some(ims), Some(lm)) = (
-        if_modified_since.and_then(crate::date::parse),
-        last_modified.and_then(crate::date::parse),
-    ) else {
+    // Dates are parsed only when the client sent one (the hit path's common case is none).
+    let Some(ims) = if_modified_since.and_then(crate::date::parse) else {
+        return Precondition::Send;
+    };
+    let Some(lm) = last_modified.and_then(crate::date::parse) else {
         return Precondition::Send;
     };
     if ims > now {

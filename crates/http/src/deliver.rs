@@ -10,6 +10,8 @@
 //! `ETag` is sent weak (`W/"…"`), as Varnish does: a strong `If-Range` then never matches
 //! it and the client gets the whole representation, never bytes spliced across encodings.
 
+use std::borrow::Cow;
+
 use cachet_policy::accepts_encoding;
 use cachet_policy::object::{Encoding, Meta};
 use cachet_refresh::Timestamp;
@@ -75,7 +77,7 @@ impl Client {
 
 /// What [`deliver`] decided before the body length is known.
 #[derive(Debug)]
-pub struct Delivery<'m> {
+pub struct Delivery<'m, 'c> {
     meta: &'m Meta,
     status: CacheStatus,
     now: Timestamp,
@@ -83,7 +85,7 @@ pub struct Delivery<'m> {
     inflate: bool,
     encoding: Option<&'m str>,
     weak_etag: bool,
-    client: &'m Client,
+    client: &'c Client,
 }
 
 /// Which bytes of the representation go out.
@@ -97,24 +99,26 @@ pub enum Answer {
     Slice(u64, u64),
 }
 
-/// The response head and which bytes to send: what an adapter writes to the wire.
+/// The response head and which bytes to send: what an adapter writes to the wire. Stored
+/// fields are borrowed from the object's [`Meta`] (no copy on the hit path); computed ones
+/// are owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Head {
+pub struct Head<'m> {
     /// Status code.
     pub status: u16,
     /// Every header field to send, in order (names as stored or lower-case).
-    pub headers: Vec<(String, String)>,
+    pub headers: Vec<(Cow<'m, str>, Cow<'m, str>)>,
     /// The bytes of the representation to send.
     pub body: Answer,
 }
 
-impl Head {
+impl Head<'_> {
     /// The value of `name` in [`Head::headers`] (first line).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v.as_ref())
     }
 }
 
@@ -125,12 +129,12 @@ impl Head {
 /// the rest ([`Delivery::inflate`]); identity as-is; another coding as-is with its
 /// `Content-Encoding` (RFC 9110 §15.5.7 allows it rather than failing).
 /// Conditionals: evaluated for stored 2xx only (RFC 9110 §13.2.1), `GET`/`HEAD` only.
-pub fn deliver<'m>(
+pub fn deliver<'m, 'c>(
     meta: &'m Meta,
-    client: &'m Client,
+    client: &'c Client,
     now: Timestamp,
     status: CacheStatus,
-) -> Delivery<'m> {
+) -> Delivery<'m, 'c> {
     let accept = client.accept();
     let (inflate, encoding) = match &meta.encoding {
         Encoding::Gzip if accepts_encoding(accept, "gzip") => (false, Some("gzip")),
@@ -170,7 +174,7 @@ pub fn deliver<'m>(
 /// only when there is no `ETag`.
 const NOT_MODIFIED_FIELDS: &[&str] = &["cache-control", "content-location", "etag", "expires"];
 
-impl Delivery<'_> {
+impl<'m> Delivery<'m, '_> {
     /// Whether the stored bytes must be inflated before [`Delivery::head`] is asked for
     /// the head (stored gzip, client without gzip). `false` for a `304`.
     pub fn inflate(&self) -> bool {
@@ -184,21 +188,22 @@ impl Delivery<'_> {
 
     /// The `ETag` of the representation sent: the stored one, made weak when the edge
     /// compressed the body and the gzip bytes are sent.
-    fn etag(&self) -> Option<String> {
+    fn etag(&self) -> Option<Cow<'m, str>> {
         let e = self.meta.header("etag")?;
         Some(if self.weak_etag && !e.trim_start().starts_with("W/") {
-            format!("W/{}", e.trim())
+            Cow::Owned(format!("W/{}", e.trim()))
         } else {
-            e.to_owned()
+            Cow::Borrowed(e)
         })
     }
 
     /// The head for a representation of `body_len` bytes (the stored length, or the
     /// inflated length when [`Delivery::inflate`]).
-    pub fn head(self, body_len: u64) -> Head {
-        let meta = self.meta;
+    pub fn head(self, body_len: u64) -> Head<'m> {
+        let meta: &'m Meta = self.meta;
         let etag = self.etag();
-        let mut headers: Vec<(String, String)> = Vec::with_capacity(meta.headers.len() + 8);
+        let mut headers: Vec<(Cow<'m, str>, Cow<'m, str>)> =
+            Vec::with_capacity(meta.headers.len() + 8);
         if self.not_modified {
             let has_etag = etag.is_some();
             for (n, v) in &meta.headers {
@@ -207,7 +212,7 @@ impl Delivery<'_> {
                     .any(|f| f.eq_ignore_ascii_case(n))
                     || (!has_etag && n.eq_ignore_ascii_case("last-modified"));
                 if keep && !n.eq_ignore_ascii_case("etag") {
-                    headers.push((n.clone(), v.clone()));
+                    headers.push((Cow::Borrowed(n), Cow::Borrowed(v)));
                 }
             }
             if let Some(e) = etag {
@@ -222,18 +227,18 @@ impl Delivery<'_> {
         }
         for (n, v) in &meta.headers {
             if !n.eq_ignore_ascii_case("etag") {
-                headers.push((n.clone(), v.clone()));
+                headers.push((Cow::Borrowed(n), Cow::Borrowed(v)));
             }
         }
         if let Some(e) = etag.as_ref() {
             headers.push(("etag".into(), e.clone()));
         }
         if let Some(e) = self.encoding {
-            headers.push(("content-encoding".into(), e.to_owned()));
+            headers.push(("content-encoding".into(), Cow::Borrowed(e)));
         }
         let ranged = meta.status == 200 && self.client.get;
         if ranged {
-            headers.push(("accept-ranges".into(), "bytes".into()));
+            headers.push(("accept-ranges".into(), Cow::Borrowed("bytes")));
         }
         let range = match (&self.client.range, ranged) {
             (Some(r), true) => {
@@ -253,13 +258,13 @@ impl Delivery<'_> {
             _ => RangeRequest::Full,
         };
         if self.client.keep_surrogate && !meta.surrogate_keys.is_empty() {
-            headers.push(("surrogate-key".into(), meta.surrogate_keys.join(" ")));
+            headers.push(("surrogate-key".into(), meta.surrogate_keys.join(" ").into()));
         }
         self.common(&mut headers);
         let (status, len, body) = match range {
             RangeRequest::Full => (meta.status, body_len, Answer::Whole),
             RangeRequest::Partial(r) => {
-                headers.push(("content-range".into(), r.content_range(body_len)));
+                headers.push(("content-range".into(), r.content_range(body_len).into()));
                 (206, r.len(), Answer::Slice(r.first, r.last + 1))
             }
             RangeRequest::Unsatisfiable => {
@@ -267,11 +272,11 @@ impl Delivery<'_> {
                     !n.eq_ignore_ascii_case("content-encoding")
                         && !n.eq_ignore_ascii_case("content-type")
                 });
-                headers.push(("content-range".into(), format!("bytes */{body_len}")));
+                headers.push(("content-range".into(), format!("bytes */{body_len}").into()));
                 (416, 0, Answer::Empty)
             }
         };
-        headers.push(("content-length".into(), len.to_string()));
+        headers.push(("content-length".into(), len.to_string().into()));
         Head {
             status,
             headers,
@@ -285,18 +290,18 @@ impl Delivery<'_> {
 
     /// `Vary`, `Age` (resident time plus the upstream age at storage, RFC 9111 §4.2.3),
     /// `Date` (now), `X-Cache`.
-    fn common(&self, headers: &mut Vec<(String, String)>) {
-        let meta = self.meta;
+    fn common(&self, headers: &mut Vec<(Cow<'m, str>, Cow<'m, str>)>) {
+        let meta: &'m Meta = self.meta;
         if !meta.vary.is_empty() {
-            headers.push(("vary".into(), meta.vary.clone()));
+            headers.push(("vary".into(), Cow::Borrowed(&meta.vary)));
         }
         let age = meta
             .times
             .age(self.now)
             .as_secs()
             .saturating_add(meta.initial_age_s);
-        headers.push(("age".into(), age.to_string()));
-        headers.push(("date".into(), crate::date::format(self.now)));
-        headers.push(("x-cache".into(), self.status.as_str().into()));
+        headers.push(("age".into(), age.to_string().into()));
+        headers.push(("date".into(), crate::date::format(self.now).into()));
+        headers.push(("x-cache".into(), Cow::Borrowed(self.status.as_str())));
     }
 }

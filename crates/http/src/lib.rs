@@ -32,6 +32,7 @@ pub mod range;
 pub mod reply;
 pub mod response;
 mod status;
+pub mod store;
 pub mod vary;
 
 pub use conditional::{EntityTag, Precondition};

@@ -5,6 +5,7 @@
     reason = "a seam of vm.rs: the parent module's types and imports"
 )]
 use super::*;
+use std::borrow::Cow;
 
 impl Vm {
     /// Sends a stored object to the current stream: the engine (`cachet_http::deliver`)
@@ -35,16 +36,22 @@ impl Vm {
             }
         };
         let mut ws = self.ws.borrow_mut();
+        // Values computed for this response (Age, Date, lengths) live in the VM's
+        // per-request workspace (cachet-workspace), cleared to its high watermark right
+        // after; stored fields are borrowed from the object.
         let scratch = ws.as_mut().map(Workspace::scratch);
         let h: Vec<(&str, &str)> = head
             .headers
             .iter()
             .map(|(n, v)| {
-                let v: &str = scratch
-                    .as_ref()
-                    .and_then(|s| s.alloc_str(v).ok())
-                    .map_or(v.as_str(), |x| &*x);
-                (n.as_str(), v)
+                let v: &str = match v {
+                    Cow::Borrowed(b) => b,
+                    Cow::Owned(o) => scratch
+                        .as_ref()
+                        .and_then(|s| s.alloc_str(o).ok())
+                        .map_or(o.as_str(), |x| &*x),
+                };
+                (n.as_ref(), v)
             })
             .collect();
         host::send(head.status, &h, body);

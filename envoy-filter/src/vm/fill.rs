@@ -120,35 +120,14 @@ impl Vm {
         if r.body.len() as u64 > p.config().edge.max_object_bytes {
             return Err(false);
         }
-        let (encoding, stored) =
-            object::for_storage(&r.body, view.content_encoding, store.compress)
-                .map_err(|_| false)?;
-        let compressed = store.compress && encoding == object::Encoding::Gzip;
-        let meta = Meta {
-            v: object::META_VERSION,
-            pass: false,
+        let origin = cachet_http::store::Origin {
             status: r.status,
-            headers: cachet_http::fields::stored_fields(&r.headers, &store.no_cache_fields),
-            vary: store.vary,
-            encoding,
-            stored_len: stored.len() as u64,
-            origin_len: r.body.len() as u64,
-            route: plan.route.to_owned(),
-            host: plan.host.to_string(),
-            url: plan.target.to_string(),
-            surrogate_keys: store.surrogate_keys,
-            times: EntryTimes::new(now, store.ttl)
-                .with_grace(store.grace)
-                .with_keep(store.keep)
-                .with_delta(r.elapsed),
-            validators: r.validators(),
-            tag: object::object_tag(&job.key),
-            initial_age_s: store.initial_age.as_secs(),
-            compressed,
-            stale_if_error_s: store.stale_if_error.as_secs(),
-            vary_fields: store.vary_fields.clone(),
-            variants: Vec::new(),
+            fields: &r.headers,
+            body: &r.body,
+            elapsed: r.elapsed,
         };
+        let (meta, stored) =
+            cachet_http::store::object(plan, &store, origin, now).map_err(|_| false)?;
         Ok(StoredObject::new(job.key.clone(), meta, stored))
     }
 

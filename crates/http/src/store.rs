@@ -1,0 +1,147 @@
+//! What a fill stores: the object's [`Meta`] and body bytes, built once from the plan, the
+//! storage verdict and the origin response, for both adapters.
+
+use std::time::Duration;
+
+use cachet_policy::object::{self, Encoding, Meta};
+use cachet_policy::{Plan, Store};
+use cachet_refresh::{EntryTimes, Timestamp, Validators};
+
+use crate::headers::{Headers, text};
+
+/// An origin response about to be stored.
+#[derive(Debug, Clone, Copy)]
+pub struct Origin<'a> {
+    /// Its status.
+    pub status: u16,
+    /// Every header line, in order (bytes).
+    pub fields: &'a [(String, Vec<u8>)],
+    /// Its body as received.
+    pub body: &'a [u8],
+    /// The fetch's round trip (XFetch's `delta`).
+    pub elapsed: Duration,
+}
+
+/// The object to store for `origin` under `plan` with verdict `store` at `now`: its
+/// metadata and its body bytes, gzip-compressed when the verdict says so and the origin
+/// sent it unencoded (`object::for_storage`, seed: Hatena). Stored fields follow
+/// [`crate::fields::stored_fields`] (hop-by-hop, `Connection`-listed and
+/// `no-cache="…"` fields left out); times carry the TTL net of the initial age, grace,
+/// keep and the fetch time; validators are the response's `ETag` / `Last-Modified` when
+/// they are text.
+///
+/// # Errors
+/// I/O errors from the gzip encoder (none expected for an in-memory sink).
+pub fn object(
+    plan: &Plan<'_>,
+    store: &Store,
+    origin: Origin<'_>,
+    now: Timestamp,
+) -> std::io::Result<(Meta, Vec<u8>)> {
+    let fields = origin.fields;
+    let owned = |name: &str| {
+        fields
+            .value(name)
+            .and_then(|v| text(&v).map(|s| s.trim().to_owned()))
+    };
+    let content_encoding = owned("content-encoding");
+    let (encoding, stored) =
+        object::for_storage(origin.body, content_encoding.as_deref(), store.compress)?;
+    // The edge compressed it: gzip stored, and the origin's own coding was identity.
+    let compressed = encoding == Encoding::Gzip
+        && Encoding::from_content_encoding(content_encoding.as_deref()) == Encoding::Identity;
+    let times = EntryTimes::new(now, store.ttl)
+        .with_grace(store.grace)
+        .with_keep(store.keep)
+        .with_delta(origin.elapsed);
+    let meta = Meta {
+        v: object::META_VERSION,
+        pass: false,
+        status: origin.status,
+        headers: crate::fields::stored_fields(fields, &store.no_cache_fields),
+        vary: store.vary.clone(),
+        encoding,
+        stored_len: stored.len() as u64,
+        origin_len: origin.body.len() as u64,
+        route: plan.route.to_owned(),
+        host: plan.host.to_string(),
+        url: plan.target.to_string(),
+        surrogate_keys: store.surrogate_keys.clone(),
+        times,
+        validators: Validators {
+            etag: owned("etag"),
+            last_modified: owned("last-modified"),
+        },
+        tag: object::object_tag(&plan.cache_key),
+        initial_age_s: store.initial_age.as_secs(),
+        compressed,
+        stale_if_error_s: store.stale_if_error.as_secs(),
+        vary_fields: store.vary_fields.clone(),
+        variants: Vec::new(),
+    };
+    Ok((meta, stored))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cachet_policy::{Policy, RequestView, Storability};
+
+    #[test]
+    fn builds_the_stored_object_once_for_both_adapters() {
+        let policy = Policy::from_toml("[[routes]]\nname = \"all\"\nkeep = \"1h\"\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let req = RequestView {
+            method: "GET",
+            scheme: "http",
+            host: Some("A.example"),
+            path_and_query: "/p?utm_source=x",
+            ..RequestView::default()
+        };
+        let plan = policy.plan(&req, std::time::UNIX_EPOCH);
+        let fields: Vec<(String, Vec<u8>)> = [
+            ("Content-Type", &b"text/html"[..]),
+            ("ETag", b"\"v1\""),
+            ("Cache-Control", b"max-age=60, no-cache=\"x-secret\""),
+            ("X-Secret", b"s"),
+            ("Connection", b"x-hop"),
+            ("X-Hop", b"1"),
+            ("Age", b"10"),
+        ]
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), v.to_vec()))
+        .collect();
+        let fields_view = crate::ResponseFields::read(200, fields.as_slice());
+        let Storability::Store(store) = policy.storability(&plan, &fields_view.view()) else {
+            panic!("storable")
+        };
+        let body = b"<p>hello hello hello hello hello</p>".repeat(10);
+        let origin = Origin {
+            status: 200,
+            fields: &fields,
+            body: &body,
+            elapsed: Duration::from_millis(40),
+        };
+        let now = Timestamp::from_millis(1_000_000);
+        let (meta, stored) = object(&plan, &store, origin, now).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (meta.encoding.clone(), meta.compressed),
+            (Encoding::Gzip, true)
+        );
+        assert_eq!(meta.stored_len, stored.len() as u64);
+        assert_eq!(meta.origin_len, body.len() as u64);
+        assert_eq!(meta.validators.etag.as_deref(), Some("\"v1\""));
+        assert_eq!(
+            (meta.initial_age_s, meta.times.ttl),
+            (10, Duration::from_secs(50))
+        );
+        assert_eq!((meta.host.as_str(), meta.url.as_str()), ("a.example", "/p"));
+        let names: Vec<&str> = meta.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["Content-Type", "ETag", "Cache-Control"]);
+        assert!(
+            meta.surrogate_keys
+                .iter()
+                .any(|k| k.starts_with("cachet-url-"))
+        );
+    }
+}
