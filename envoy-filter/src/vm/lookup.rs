@@ -7,6 +7,32 @@
 use super::*;
 
 impl Vm {
+    /// The object `job`'s request is served from: the primary key's object, or, when the
+    /// primary key holds a vary marker, the request's variant (`job` then points at it).
+    /// The marker is read only when the primary lookup found nothing servable, so a plain
+    /// hit costs one lookup. `Err(())` when the request's variant can't be keyed (a varying
+    /// field over the bound): answer it uncached.
+    pub(super) fn find(
+        &self,
+        p: &Policy,
+        job: &mut Job,
+        headers: &[(String, Vec<u8>)],
+        now: Timestamp,
+    ) -> Result<Option<Found>, ()> {
+        if let Some(found) = self.lookup(p, job, headers, now) {
+            return Ok(Some(found));
+        }
+        let primary = job.key.clone();
+        if !self.resolve_variant(job, headers) {
+            return Err(());
+        }
+        Ok(if job.key == primary {
+            None
+        } else {
+            self.lookup(p, job, headers, now)
+        })
+    }
+
     /// Freshness of `obj` for this request after bans and soft purges, and the times it
     /// was decided on; `None` when the object is of no use (banned, past its keep window,
     /// an expired hit-for-pass marker).

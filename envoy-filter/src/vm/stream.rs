@@ -226,16 +226,16 @@ impl Http {
         let vm = Rc::clone(&self.vm);
         let m = vm.m();
         vm.sync_bans();
-        if !vm.resolve_variant(&mut job, &self.headers) {
+        let now_ms = host::now_ms();
+        let now = Timestamp::from_millis(now_ms);
+        let mut base = None;
+        let Ok(found) = vm.find(p, &mut job, &self.headers, now) else {
             // The request's variant can't be keyed (a varying field over the bound).
             self.phase = Phase::Pass;
             Metrics::inc(m.passes);
             return Action::Continue;
-        }
-        let now_ms = host::now_ms();
-        let now = Timestamp::from_millis(now_ms);
-        let mut base = None;
-        if let Some(found) = vm.lookup(p, &job, &self.headers, now) {
+        };
+        if let Some(found) = found {
             if found.obj.h.meta.pass {
                 // Hit-for-pass: the key is private; go straight to the origin.
                 self.phase = Phase::Pass;

@@ -55,11 +55,7 @@ impl Vm {
                 continue;
             }
             let mut job = w.job.clone();
-            let found = if self.resolve_variant(&mut job, &w.headers) {
-                self.lookup(&p, &job, &w.headers, now)
-            } else {
-                None
-            };
+            let found = self.find(&p, &mut job, &w.headers, now).ok().flatten();
             let held = locks::is_held(w.job.slot, now_ms);
             match found {
                 Some(f) if !f.obj.h.meta.pass && f.fresh != Freshness::Expired => {
