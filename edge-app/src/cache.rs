@@ -31,19 +31,20 @@ use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime};
 
-use cachet_policy::object::{self, Meta};
-use cachet_policy::{NoStore, Plan, Policy, Storability, Store};
+use cachet_http::fill::{self, Filled, Revalidated};
+use cachet_http::store::Origin;
+use cachet_policy::object::Meta;
+use cachet_policy::{Plan, Policy};
 use cachet_refresh::{
-    Draw, EarlyRefresh, EntryTimes, ErrorAction, Freshness, NotModified, Revalidation, Timestamp,
-    Validators, conditional_headers, decide, on_origin_error, on_revalidation, retry_after_secs,
-    should_store_over,
+    Draw, EarlyRefresh, EntryTimes, ErrorAction, Freshness, Timestamp, decide, on_origin_error,
+    retry_after_secs,
 };
 use fastly::cache::core::{CacheKey, Transaction};
 use fastly::http::{HeaderName, HeaderValue, header};
 use fastly::{Request, Response};
 
 use crate::access::{Access, millis};
-use cachet_http::{CacheStatus, Client, ResponseFields};
+use cachet_http::{CacheStatus, Client};
 
 use crate::deliver::{self, RespHeaders, client_of, fields_of};
 use crate::origin::{self, Fetched};
@@ -198,16 +199,14 @@ impl Lookup<'_, '_> {
             return Ok(Step::Done(Box::new(not_cached(f).into())));
         }
         if tx.must_insert_or_update() {
-            return Self::done(miss(self.policy, self.plan, tx, req, &self.client, f));
+            return Self::done(miss(self, tx, &req, f));
         }
         drop(tx);
         Self::done(pass(self.policy, self.plan, req, f))
     }
 
-    #[allow(
-        clippy::too_many_lines,
-        reason = "one match over the freshness states reads as a table; splitting it by state is part of the adapter split of issue 12"
-    )]
+    /// One lookup: nothing usable → fetch; a banned object → purged and looked up again;
+    /// else [`Self::on_hit`].
     fn step(&self, req: Request, last: bool, f: &mut Access) -> Result<Step, EdgeError> {
         let mut lookup = Transaction::lookup(self.key.clone());
         for (n, v) in &self.vary {
@@ -243,14 +242,31 @@ impl Lookup<'_, '_> {
             purge(&meta.tag, false, f);
             return Ok(Step::Again(Box::new(req)));
         }
-        let draw = match self.early {
-            EarlyRefresh::Xfetch { .. } => Draw::from_bits(random_bits()),
-            _ => Draw::ONE,
-        };
         let core_stale = found.is_stale();
         let hit = Hit {
             body: found.to_stream()?.into_bytes(),
             meta,
+        };
+        drop(found);
+        self.on_hit(tx, hit, core_stale, req, last, f)
+    }
+
+    /// A found, unbanned object: served, served and refreshed after the response, turned
+    /// into a stale-while-revalidate object (refresh-ahead), or revalidated first, by its
+    /// freshness (`cachet_refresh::decide`; `core_stale`: soft-purged in the core cache).
+    fn on_hit(
+        &self,
+        tx: Transaction,
+        hit: Hit,
+        core_stale: bool,
+        req: Request,
+        last: bool,
+        f: &mut Access,
+    ) -> Result<Step, EdgeError> {
+        let obligated = tx.must_insert_or_update();
+        let draw = match self.early {
+            EarlyRefresh::Xfetch { .. } => Draw::from_bits(random_bits()),
+            _ => Draw::ONE,
         };
         let job = |tx: Transaction, why: &'static str, req: &Request, meta: &Meta| Job {
             tx,
@@ -288,7 +304,6 @@ impl Lookup<'_, '_> {
             Freshness::RefreshAhead => {
                 // Turn it into a stale-while-revalidate object so exactly one request
                 // gets the obligation, then look again.
-                drop(found);
                 drop(tx);
                 purge(&hit.meta.tag, true, f);
                 Ok(Step::Again(Box::new(req)))
@@ -299,21 +314,13 @@ impl Lookup<'_, '_> {
                 self.serve(hit, after, f)
             }
             Freshness::Expired | Freshness::Miss if self.client.only_if_cached => {
-                drop(found);
                 self.fetch(tx, req, f)
             }
-            Freshness::Expired | Freshness::Miss if obligated => Self::done(revalidate_now(
-                self.policy,
-                self.plan,
-                tx,
-                &hit,
-                req,
-                &self.client,
-                f,
-            )),
+            Freshness::Expired | Freshness::Miss if obligated => {
+                Self::done(revalidate_now(self, tx, &hit, &req, f))
+            }
             Freshness::Expired | Freshness::Miss => {
                 // Past grace and another request is revalidating: fetch without storing.
-                drop(found);
                 drop(tx);
                 f.pass_reason = Some("revalidating-elsewhere");
                 let mut resp = pass(self.policy, self.plan, req, f)?;
@@ -375,9 +382,9 @@ impl Job {
     pub fn run(self, policy: &Policy, f: &mut Access) {
         let started = Instant::now();
         let Self { tx, meta, req, why } = self;
-        let inputs = crate::Inputs::of(&req);
+        let inputs = crate::inputs(&req);
         let plan = policy.plan(&inputs.view(), SystemTime::now());
-        let outcome = refresh(policy, &plan, tx, &meta, req);
+        let outcome = refresh(policy, &plan, tx, &meta, &req);
         f.refresh = Some(match outcome {
             Ok(r) => format!("{why}:{r}"),
             Err(e) => {
@@ -389,67 +396,58 @@ impl Job {
     }
 }
 
-/// The origin request for a refresh or revalidation of `meta`: `GET`, gzip accepted,
-/// conditional when the stored validators are usable.
-fn revalidation_request(req: Request, meta: &Meta) -> Request {
-    let mut req = fill_request(req);
-    req.set_method(fastly::http::Method::GET);
-    req.set_header(header::ACCEPT_ENCODING, "gzip");
-    if let Ok(c) = conditional_headers(&meta.validators) {
-        if let Some(v) = c.if_none_match {
-            req.set_header(header::IF_NONE_MATCH, v);
-        }
-        if let Some(v) = c.if_modified_since {
-            req.set_header(header::IF_MODIFIED_SINCE, v);
+/// The origin request of a fill for `req` planned as `plan`: the engine's field set
+/// (`cachet_http::fill::request_fields`: normalized `Host`, our device header, no client
+/// preconditions or range, conditional on `stored`'s validators). Fields Fastly refuses
+/// are left out.
+fn fill_request(policy: &Policy, plan: &Plan<'_>, req: &Request, stored: Option<&Meta>) -> Request {
+    let mut out = Request::get(req.get_url().clone());
+    let client = deliver::req_fields_of(req);
+    for (n, v) in fill::request_fields(policy, plan, &client, stored) {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(n.as_bytes()),
+            HeaderValue::from_bytes(&v),
+        ) {
+            out.append_header(n, v);
         }
     }
-    req
+    out
 }
 
-/// The client request as a fill may send it: the client's preconditions, range and
-/// hop-by-hop fields removed (`cachet_http::fields::on_fill`); the fetch sets its own
-/// `Accept-Encoding` and validators. `Host` stays (the backend needs it).
-fn fill_request(mut req: Request) -> Request {
-    let listed = cachet_http::fields::connection_listed(&deliver::ReqHeaders(&req));
-    let drop: Vec<String> = req
-        .get_header_names()
-        .map(|n| n.as_str().to_owned())
-        .filter(|n| !n.eq_ignore_ascii_case("host") && !cachet_http::fields::on_fill(n, &listed))
-        .filter(|n| !n.eq_ignore_ascii_case(crate::policy().map_or("", |p| p.device_header())))
-        .collect();
-    for n in drop {
-        req.remove_header(n.as_str());
-    }
-    req
+/// Sends a fill; on failure the obligation is cancelled (the next request retries).
+fn send_fill(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    tx: &Transaction,
+    req: Request,
+) -> Result<Fetched, String> {
+    origin::fetch(policy, plan, req).inspect_err(|_| {
+        let _ = tx.cancel_insert_or_update();
+    })
 }
 
-/// What a refresh did (access-log text).
+/// What a background refresh did (access-log text).
 fn refresh(
     policy: &Policy,
     plan: &Plan<'_>,
     tx: Transaction,
     meta: &Meta,
-    req: Request,
+    req: &Request,
 ) -> Result<&'static str, EdgeError> {
-    let fetched = match origin::fetch(policy, plan, revalidation_request(req, meta)) {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = tx.cancel_insert_or_update();
-            return Err(unreachable(e));
-        }
-    };
-    let now = now();
+    let fill_req = fill_request(policy, plan, req, Some(meta));
+    let fetched = send_fill(policy, plan, &tx, fill_req).map_err(unreachable)?;
     let status = fetched.resp.get_status().as_u16();
-    match revalidation(policy, plan, meta, &fetched, now) {
-        Revalidation::Uncacheable => {
-            insert_marker(policy, plan, tx, now)?;
+    let fields = fields_of(&fetched.resp);
+    match revalidated(policy, plan, meta, &fetched, &fields) {
+        Revalidated::Uncacheable { marker, .. } => {
+            insert(policy, tx, &marker, &[])?;
             Ok("now-uncacheable")
         }
-        Revalidation::Freshen { times, validators } => {
-            freshen(policy, tx, meta, &fetched.resp, times, validators)?;
+        Revalidated::Freshen(fresh) => {
+            update(policy, tx, &fresh)?;
             Ok("revalidated-304")
         }
-        Revalidation::KeepStored => {
+        Revalidated::Keep => {
             let _ = tx.cancel_insert_or_update();
             Ok(if status == 304 {
                 "kept-stored"
@@ -457,71 +455,44 @@ fn refresh(
                 "origin-error-kept-stored"
             })
         }
-        Revalidation::Replace => match evaluate(policy, plan, &fetched.resp) {
-            Storability::Store(store) => {
-                insert_object(policy, plan, tx, fetched, &store, now)?;
-                Ok("replaced")
-            }
-            Storability::DontStore(_) => {
-                insert_marker(policy, plan, tx, now)?;
-                Ok("now-uncacheable")
-            }
-        },
+        Revalidated::Replace => Ok(match store(policy, plan, tx, fetched, true)?.0 {
+            Filled::Stored { .. } => "replaced",
+            _ => "now-uncacheable",
+        }),
     }
 }
 
-/// Reads a revalidation response against the stored object (a 304's TTL follows the
-/// route like a stored response's: `ttl_override` wins over the 304's headers).
-fn revalidation(
+/// The engine's verdict on a revalidation answer (`cachet_http::fill::revalidated`).
+fn revalidated(
     policy: &Policy,
     plan: &Plan<'_>,
     meta: &Meta,
     fetched: &Fetched,
-    now: Timestamp,
-) -> Revalidation {
-    let resp = &fetched.resp;
-    let status = resp.get_status().as_u16();
-    let fields = response_fields(resp);
-    let view = fields.view();
-    let ttl = policy.revalidated_ttl(plan, view.cache_control, view.surrogate_control);
-    let fresh = NotModified {
-        ttl,
-        etag: resp.get_header_str(header::ETAG).map(str::to_owned),
-        last_modified: resp
-            .get_header_str(header::LAST_MODIFIED)
-            .map(str::to_owned),
-        delta: fetched.elapsed,
-        per_user: view.per_user().is_some(),
+    fields: &[(String, Vec<u8>)],
+) -> Revalidated {
+    let answer = Origin {
+        status: fetched.resp.get_status().as_u16(),
+        fields,
+        body: &[],
+        elapsed: fetched.elapsed,
     };
-    if status != 304 && !should_store_over(true, status) {
-        return Revalidation::KeepStored;
-    }
-    on_revalidation(&meta.times, &meta.validators, status, now, fresh)
+    fill::revalidated(policy, plan, &plan.cache_key, meta, answer, now())
 }
 
-/// Applies a 304 (`not_modified`): same body, new times and validators, stored fields
-/// updated from the 304's (`Meta::freshened`, RFC 9111 §3.2).
-fn freshen(
-    policy: &Policy,
-    tx: Transaction,
-    meta: &Meta,
-    not_modified: &Response,
-    times: EntryTimes,
-    validators: Validators,
-) -> Result<Meta, EdgeError> {
-    let fresh = meta.freshened(times, validators, header_fields(not_modified));
-    let keys = object_keys(&fresh);
-    let mut update = tx.update(times.ttl);
+/// Writes a freshened object's metadata (same body) under the obligation.
+fn update(policy: &Policy, tx: Transaction, fresh: &Meta) -> Result<(), EdgeError> {
+    let keys = object_keys(fresh);
+    let mut update = tx.update(fresh.times.ttl);
     let vary = vary_names(&fresh.vary_fields);
     if !vary.is_empty() {
         update = update.vary_by(&vary);
     }
     update
-        .stale_while_revalidate(core_swr(policy, &fresh.route, &times))
+        .stale_while_revalidate(core_swr(policy, &fresh.route, &fresh.times))
         .surrogate_keys(keys.iter().map(String::as_str))
         .user_metadata(fresh.to_bytes().into())
         .execute()?;
-    Ok(fresh)
+    Ok(())
 }
 
 /// Whether an origin failure now may be answered with `meta` (within grace or its
@@ -536,45 +507,32 @@ fn stale_if_error(meta: &Meta) -> bool {
 }
 
 /// Past grace, holding the obligation: revalidate before answering.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "internal helper with one caller; a struct would only rename them"
-)]
 fn revalidate_now(
-    policy: &Policy,
-    plan: &Plan<'_>,
+    ctx: &Lookup<'_, '_>,
     tx: Transaction,
     hit: &Hit,
-    req: Request,
-    client: &Client,
+    req: &Request,
     f: &mut Access,
 ) -> Result<Response, EdgeError> {
+    let (policy, plan, client) = (ctx.policy, ctx.plan, &ctx.client);
     let meta = &hit.meta;
-    let fetched = match origin::fetch(policy, plan, revalidation_request(req, meta)) {
+    let fill_req = fill_request(policy, plan, req, Some(meta));
+    let fetched = match send_fill(policy, plan, &tx, fill_req) {
         Ok(r) => r,
-        Err(e) => {
-            let _ = tx.cancel_insert_or_update();
-            if stale_if_error(meta) {
-                f.error = Some(e);
-                f.cache = CacheStatus::Stale;
-                return deliver::respond(meta, hit.body.clone(), f.cache, client, f);
-            }
-            return Err(unreachable(e));
+        Err(e) if stale_if_error(meta) => {
+            f.error = Some(e);
+            f.cache = CacheStatus::Stale;
+            return deliver::respond(meta, hit.body.clone(), f.cache, client, f);
         }
+        Err(e) => return Err(unreachable(e)),
     };
     origin::note(f, fetched.elapsed);
     f.cache = CacheStatus::Miss;
-    let now = now();
-    match revalidation(policy, plan, meta, &fetched, now) {
-        Revalidation::Uncacheable => {
-            // This client gets the stored body with the 304's fields, nobody else does
-            // (hit-for-pass marker).
-            insert_marker(policy, plan, tx, now)?;
-            let theirs = meta.freshened(
-                meta.times,
-                meta.validators.clone(),
-                header_fields(&fetched.resp),
-            );
+    let fields = fields_of(&fetched.resp);
+    match revalidated(policy, plan, meta, &fetched, &fields) {
+        Revalidated::Uncacheable { marker, theirs } => {
+            // This client gets the stored body with the 304's fields, nobody else does.
+            insert(policy, tx, &marker, &[])?;
             f.refresh = Some("now-uncacheable".into());
             f.cache = CacheStatus::Pass;
             let mut resp = deliver::respond(&theirs, hit.body.clone(), f.cache, client, f)?;
@@ -584,12 +542,12 @@ fn revalidate_now(
             }
             Ok(resp)
         }
-        Revalidation::Freshen { times, validators } => {
-            let fresh = freshen(policy, tx, meta, &fetched.resp, times, validators)?;
+        Revalidated::Freshen(fresh) => {
+            update(policy, tx, &fresh)?;
             f.refresh = Some("revalidated-304".into());
             deliver::respond(&fresh, hit.body.clone(), f.cache, client, f)
         }
-        Revalidation::KeepStored => {
+        Revalidated::Keep => {
             // Past grace the stored copy is served only within the origin's
             // stale-if-error (RFC 5861 §4); otherwise the origin's error goes out as it is.
             let _ = tx.cancel_insert_or_update();
@@ -601,102 +559,88 @@ fn revalidate_now(
             f.cache = CacheStatus::Pass;
             Ok(deliver::unstored(fetched.resp, client))
         }
-        Revalidation::Replace => store_or_pass(policy, plan, tx, fetched, client, f),
+        Revalidated::Replace => fill(policy, plan, tx, fetched, client, f, true),
     }
 }
 
 /// We hold the collapsing obligation for this key and nothing usable is stored: one origin
 /// fetch serves every waiter.
 fn miss(
+    ctx: &Lookup<'_, '_>,
+    tx: Transaction,
+    req: &Request,
+    f: &mut Access,
+) -> Result<Response, EdgeError> {
+    let (policy, plan) = (ctx.policy, ctx.plan);
+    let fill_req = fill_request(policy, plan, req, None);
+    let fetched = send_fill(policy, plan, &tx, fill_req).map_err(unreachable)?;
+    origin::note(f, fetched.elapsed);
+    fill(policy, plan, tx, fetched, &ctx.client, f, false)
+}
+
+/// Applies the engine's verdict on a fill's answer (`cachet_http::fill`) to the core
+/// cache: inserts the object or a hit-for-pass marker, or cancels the obligation. Returns
+/// the verdict and the origin response (with its body when it was not stored). The body is
+/// read into memory only when it may be stored.
+fn store(
     policy: &Policy,
     plan: &Plan<'_>,
     tx: Transaction,
-    req: Request,
-    client: &Client,
-    f: &mut Access,
-) -> Result<Response, EdgeError> {
-    let mut origin_req = fill_request(req);
-    origin_req.set_method(fastly::http::Method::GET);
-    origin_req.set_header(header::ACCEPT_ENCODING, "gzip");
-    let fetched = match origin::fetch(policy, plan, origin_req) {
-        Ok(r) => r,
-        Err(e) => {
+    fetched: Fetched,
+    replacing: bool,
+) -> Result<(Filled, Response), EdgeError> {
+    let Fetched { mut resp, elapsed } = fetched;
+    let now = now();
+    let status = resp.get_status().as_u16();
+    let fields = fields_of(&resp);
+    let key = &plan.cache_key;
+    let verdict =
+        if let Some(v) = fill::unstorable(policy, plan, key, status, &fields, now, replacing) {
+            v
+        } else {
+            let body = resp.take_body_bytes();
+            let origin = Origin {
+                status,
+                fields: &fields,
+                body: &body,
+                elapsed,
+            };
+            let v = fill::filled(policy, plan, key, origin, now, replacing)?;
+            resp.set_body(body);
+            v
+        };
+    match &verdict {
+        Filled::Stored { meta, body } => insert(policy, tx, meta, body)?,
+        Filled::Marker { meta, .. } => insert(policy, tx, meta, &[])?,
+        Filled::Unstored(_) => {
             let _ = tx.cancel_insert_or_update();
-            return Err(unreachable(e));
         }
-    };
-    origin::note(f, fetched.elapsed);
-    store_or_pass(policy, plan, tx, fetched, client, f)
+    }
+    Ok((verdict, resp))
 }
 
-/// Stores a fresh origin response when allowed and answers this client from it; otherwise
-/// answers it unstored (a hit-for-pass marker for private content).
-fn store_or_pass(
+/// Stores a fill's answer as the engine says ([`store`]) and answers this client: from
+/// the stored object, or with the origin's answer unstored.
+fn fill(
     policy: &Policy,
     plan: &Plan<'_>,
     tx: Transaction,
     fetched: Fetched,
     client: &Client,
     f: &mut Access,
+    replacing: bool,
 ) -> Result<Response, EdgeError> {
-    let now = now();
-    match evaluate(policy, plan, &fetched.resp) {
-        Storability::Store(store) => {
-            let too_large = fetched
-                .resp
-                .get_header_str(header::CONTENT_LENGTH)
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .is_some_and(|n| n > policy.config().edge.max_object_bytes);
-            if too_large {
-                let _ = tx.cancel_insert_or_update();
-                f.pass_reason = Some(NoStore::TooLarge.label());
-                f.cache = CacheStatus::Pass;
-                return Ok(deliver::unstored(fetched.resp, client));
-            }
-            match insert_object(policy, plan, tx, fetched, &store, now)? {
-                Inserted::Stored(meta, stored) => {
-                    f.cache = CacheStatus::Miss;
-                    deliver::respond(&meta, stored, f.cache, client, f)
-                }
-                Inserted::TooLarge(resp) => {
-                    f.pass_reason = Some(NoStore::TooLarge.label());
-                    f.cache = CacheStatus::Pass;
-                    Ok(deliver::unstored(*resp, client))
-                }
-            }
+    match store(policy, plan, tx, fetched, replacing)? {
+        (Filled::Stored { meta, body }, _) => {
+            f.cache = CacheStatus::Miss;
+            deliver::respond(&meta, body, f.cache, client, f)
         }
-        Storability::DontStore(why) => {
+        (Filled::Marker { why, .. } | Filled::Unstored(why), resp) => {
             f.pass_reason = Some(why.label());
             f.cache = CacheStatus::Pass;
-            if why.is_private() {
-                // Hit-for-pass: remember that this key is private so later requests skip
-                // collapsing; the marker holds no content (never a private byte stored).
-                insert_marker(policy, plan, tx, now)?;
-            } else {
-                let _ = tx.cancel_insert_or_update();
-            }
-            Ok(deliver::unstored(fetched.resp, client))
+            Ok(deliver::unstored(resp, client))
         }
     }
-}
-
-/// The origin response fields the policy reads (`cachet_http::ResponseFields`).
-fn response_fields(resp: &Response) -> ResponseFields {
-    ResponseFields::read(resp.get_status().as_u16(), &RespHeaders(resp))
-}
-
-/// Every header line of `resp` as UTF-8 (name, value); other values are skipped (the
-/// stored `Meta` is text).
-fn header_fields(resp: &Response) -> Vec<(String, String)> {
-    fields_of(resp)
-        .into_iter()
-        .filter_map(|(n, v)| Some((n, String::from_utf8(v).ok()?)))
-        .collect()
-}
-
-/// The policy's verdict on an origin response.
-fn evaluate(policy: &Policy, plan: &Plan<'_>, resp: &Response) -> Storability {
-    policy.storability(plan, &response_fields(resp).view())
 }
 
 /// The core cache's stale-while-revalidate for an object: grace + keep, plus the TTL when
@@ -725,80 +669,25 @@ fn object_keys(meta: &Meta) -> Vec<String> {
     keys
 }
 
-/// Result of [`insert_object`].
-enum Inserted {
-    /// Stored: the metadata and the stored body bytes.
-    Stored(Box<Meta>, Vec<u8>),
-    /// Body over `[edge].max_object_bytes`: obligation cancelled, response returned.
-    TooLarge(Box<Response>),
-}
-
-/// Inserts an origin response (gzip when the verdict says so) under the obligation.
-fn insert_object(
-    policy: &Policy,
-    plan: &Plan<'_>,
-    tx: Transaction,
-    fetched: Fetched,
-    store: &Store,
-    now: Timestamp,
-) -> Result<Inserted, EdgeError> {
-    let Fetched { mut resp, elapsed } = fetched;
-    let origin_body = resp.take_body_bytes();
-    if origin_body.len() as u64 > policy.config().edge.max_object_bytes {
-        let _ = tx.cancel_insert_or_update();
-        resp.set_body(origin_body);
-        return Ok(Inserted::TooLarge(Box::new(resp)));
-    }
-    let fields = fields_of(&resp);
-    let origin = cachet_http::store::Origin {
-        status: resp.get_status().as_u16(),
-        fields: &fields,
-        body: &origin_body,
-        elapsed,
-    };
-    let (meta, stored) = cachet_http::store::object(plan, store, origin, now)?;
-    let times = meta.times;
-    let keys = object_keys(&meta);
-    let mut insert = tx.insert(store.ttl);
-    let vary = vary_names(&store.vary_fields);
+/// Inserts an object (or, `meta.pass`, a content-free hit-for-pass marker) under the
+/// obligation: the core cache's TTL is the object's, its stale-while-revalidate
+/// [`core_swr`] (none for a marker), `vary_by` the origin's varying fields.
+fn insert(policy: &Policy, tx: Transaction, meta: &Meta, body: &[u8]) -> Result<(), EdgeError> {
+    let keys = object_keys(meta);
+    let mut insert = tx.insert(meta.times.ttl);
+    let vary = vary_names(&meta.vary_fields);
     if !vary.is_empty() {
         insert = insert.vary_by(&vary);
     }
+    if !meta.pass {
+        insert = insert.stale_while_revalidate(core_swr(policy, &meta.route, &meta.times));
+    }
     let mut writer = insert
-        .stale_while_revalidate(core_swr(policy, plan.route, &times))
         .surrogate_keys(keys.iter().map(String::as_str))
         .user_metadata(meta.to_bytes().into())
-        .known_length(meta.stored_len)
+        .known_length(body.len() as u64)
         .execute()?;
-    writer.write_all(&stored)?;
+    writer.write_all(body)?;
     writer.finish()?;
-    Ok(Inserted::Stored(Box::new(meta), stored))
-}
-
-/// Inserts a content-free hit-for-pass marker under the obligation.
-fn insert_marker(
-    policy: &Policy,
-    plan: &Plan<'_>,
-    tx: Transaction,
-    now: Timestamp,
-) -> Result<(), EdgeError> {
-    let ttl = policy.config().edge.hit_for_pass.0;
-    let mut meta = Meta::marker(plan.route, now, ttl);
-    meta.url = plan.target.to_string();
-    meta.host = plan.host.to_string();
-    meta.tag = object::object_tag(&plan.cache_key);
-    let keys: Vec<String> = plan
-        .surrogate_keys
-        .iter()
-        .cloned()
-        .chain(std::iter::once(meta.tag.clone()))
-        .collect();
-    let w = tx
-        .insert(ttl)
-        .surrogate_keys(keys.iter().map(String::as_str))
-        .user_metadata(meta.to_bytes().into())
-        .known_length(0)
-        .execute()?;
-    w.finish()?;
     Ok(())
 }

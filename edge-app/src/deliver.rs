@@ -7,6 +7,7 @@
 use cachet_http::{Answer, CacheStatus, Headers, fields};
 use cachet_policy::object::Meta;
 use cachet_refresh::Timestamp;
+use fastly::http::HeaderName;
 use fastly::{Request, Response};
 
 use crate::EdgeError;
@@ -17,7 +18,11 @@ pub(crate) struct ReqHeaders<'a>(pub &'a Request);
 
 impl Headers for ReqHeaders<'_> {
     fn visit(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) {
-        for v in self.0.get_header_all(name) {
+        // A name Fastly can't represent (`:authority`) is absent, never a panic.
+        let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else {
+            return;
+        };
+        for v in self.0.get_header_all(&name) {
             if !f(v.as_bytes()) {
                 return;
             }
@@ -30,7 +35,11 @@ pub(crate) struct RespHeaders<'a>(pub &'a Response);
 
 impl Headers for RespHeaders<'_> {
     fn visit(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) {
-        for v in self.0.get_header_all(name) {
+        // A name Fastly can't represent (`:authority`) is absent, never a panic.
+        let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else {
+            return;
+        };
+        for v in self.0.get_header_all(&name) {
             if !f(v.as_bytes()) {
                 return;
             }
@@ -43,6 +52,16 @@ pub(crate) fn fields_of(resp: &Response) -> Vec<(String, Vec<u8>)> {
     resp.get_header_names()
         .flat_map(|n| {
             resp.get_header_all(n)
+                .map(move |v| (n.as_str().to_owned(), v.as_bytes().to_vec()))
+        })
+        .collect()
+}
+
+/// Every header line of `req` as (name, value bytes), in order.
+pub(crate) fn req_fields_of(req: &Request) -> Vec<(String, Vec<u8>)> {
+    req.get_header_names()
+        .flat_map(|n| {
+            req.get_header_all(n)
                 .map(move |v| (n.as_str().to_owned(), v.as_bytes().to_vec()))
         })
         .collect()

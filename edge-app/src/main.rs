@@ -22,9 +22,9 @@ mod scratch;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
-use cachet_http::{CacheStatus, Failure, Reply};
+use cachet_http::{CacheStatus, Failure, Inputs, Reply};
 use cachet_policy::admin::{ADMIN_PREFIX, AdminError};
-use cachet_policy::{Decision, PassReason, Policy, PolicyError, RequestView, Synth};
+use cachet_policy::{Decision, PassReason, Policy, PolicyError, Synth};
 use cachet_refresh::retry_after_secs;
 use fastly::cache::core::CacheError;
 use fastly::http::header;
@@ -173,7 +173,7 @@ fn dispatch(policy: &Policy, req: Request, f: &mut Access) -> Result<Outcome, Ed
 }
 
 fn handle(policy: &Policy, mut req: Request, f: &mut Access) -> Result<Outcome, EdgeError> {
-    let inputs = Inputs::of(&req);
+    let inputs = inputs(&req);
     let view = inputs.view();
     let plan = policy.plan(&view, SystemTime::now());
     f.host = plan.host.to_string();
@@ -199,52 +199,20 @@ fn handle(policy: &Policy, mut req: Request, f: &mut Access) -> Result<Outcome, 
     }
 }
 
-/// The request fields the policy reads, owned so the request can be moved on.
-pub(crate) struct Inputs {
-    method: String,
-    scheme: String,
-    host: Option<String>,
-    path_and_query: String,
-    user_agent: Option<Vec<u8>>,
-    has_authorization: bool,
-    forwarded_proto: Option<String>,
-    forwarded_host: Option<String>,
-}
-
-impl Inputs {
-    /// Reads them from a request.
-    pub fn of(req: &Request) -> Self {
-        let url = req.get_url();
-        Self {
-            method: req.get_method_str().to_owned(),
-            scheme: url.scheme().to_owned(),
-            host: req.get_header_str(header::HOST).map(str::to_owned),
-            path_and_query: match url.query() {
-                Some(q) => format!("{}?{q}", url.path()),
-                None => url.path().to_owned(),
-            },
-            user_agent: req
-                .get_header(header::USER_AGENT)
-                .map(|v| v.as_bytes().to_vec()),
-            has_authorization: req.get_header(header::AUTHORIZATION).is_some(),
-            forwarded_proto: req.get_header_str("x-forwarded-proto").map(str::to_owned),
-            forwarded_host: req.get_header_str("x-forwarded-host").map(str::to_owned),
-        }
-    }
-
-    /// The borrowed view the policy plans from.
-    pub fn view(&self) -> RequestView<'_> {
-        RequestView {
-            method: &self.method,
-            scheme: &self.scheme,
-            host: self.host.as_deref(),
-            path_and_query: &self.path_and_query,
-            user_agent: self.user_agent.as_deref(),
-            has_authorization: self.has_authorization,
-            forwarded_proto: self.forwarded_proto.as_deref(),
-            forwarded_host: self.forwarded_host.as_deref(),
-        }
-    }
+/// The request fields the policy plans from (`cachet_http::Inputs`, read from the
+/// header bytes), owned so the request can be moved on.
+pub(crate) fn inputs(req: &Request) -> Inputs {
+    let url = req.get_url();
+    let target = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    };
+    Inputs::read(
+        req.get_method_str(),
+        url.scheme(),
+        &target,
+        &deliver::ReqHeaders(req),
+    )
 }
 
 fn synth(s: &Synth) -> Response {

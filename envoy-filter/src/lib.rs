@@ -18,6 +18,9 @@ mod metrics;
 mod store;
 mod vm;
 
+#[cfg(test)]
+mod tests;
+
 use std::cell::Cell;
 use std::rc::Rc;
 

@@ -15,6 +15,9 @@
 //!   nor forwarded; which client request fields may reach a fill.
 //! * [`invalidate`]: the URIs a non-error answer to an unsafe method invalidates
 //!   (RFC 9111 §4.4), as per-URL surrogate keys every variant carries.
+//! * [`fill`]: what an origin answer to a fill or a revalidation becomes (store, marker,
+//!   freshen, keep) and the exact fields a fill sends.
+//! * [`Inputs`]: the request fields the policy plans from, read once from header bytes.
 //! * [`CacheStatus`]: the typed `X-Cache` value.
 //!
 //! Why a crate of its own: the policy answers "what is this request, may this response be
@@ -26,10 +29,12 @@ pub mod conditional;
 pub mod date;
 pub mod deliver;
 pub mod fields;
+pub mod fill;
 pub mod headers;
 pub mod invalidate;
 pub mod range;
 pub mod reply;
+pub mod request;
 pub mod response;
 mod status;
 pub mod store;
@@ -37,9 +42,11 @@ pub mod vary;
 
 pub use conditional::{EntityTag, Precondition};
 pub use deliver::{Answer, Client, Delivery, Head, deliver};
+pub use fill::{Filled, Revalidated};
 pub use headers::Headers;
 pub use invalidate::{invalidation_keys, url_key};
 pub use range::{ByteRange, RangeRequest};
 pub use reply::{Failure, Reply};
+pub use request::Inputs;
 pub use response::ResponseFields;
 pub use status::CacheStatus;

@@ -63,10 +63,10 @@ impl Vm {
                 started_ms,
             } => {
                 let r = OriginResponse::read(nh, body_size, started_ms);
-                let Refresh { job, base, headers } = *refresh;
+                let Refresh { job, base } = *refresh;
                 // Whatever the answer, the lock goes: after a kept copy (5xx, failed
                 // callout, banned meanwhile) the next request schedules a new refresh.
-                let _ = self.revalidate(&p, &job, &base, &headers, r.as_ref());
+                let _ = self.revalidate(&p, &job, &base, r.as_ref());
                 locks::release(job.slot, self.owner(self.root_id));
                 self.wake(Some(job.slot));
             }

@@ -16,20 +16,19 @@ impl Vm {
         &self,
         p: &Policy,
         job: &mut Job,
-        headers: &[(String, Vec<u8>)],
         now: Timestamp,
     ) -> Result<Option<Found>, ()> {
-        if let Some(found) = self.lookup(p, job, headers, now) {
+        if let Some(found) = self.lookup(p, job, now) {
             return Ok(Some(found));
         }
         let primary = job.key.clone();
-        if !self.resolve_variant(job, headers) {
+        if !self.resolve_variant(job) {
             return Err(());
         }
         Ok(if job.key == primary {
             None
         } else {
-            self.lookup(p, job, headers, now)
+            self.lookup(p, job, now)
         })
     }
 
@@ -73,16 +72,10 @@ impl Vm {
     }
 
     /// Looks `job.key` up in both tiers.
-    pub(super) fn lookup(
-        &self,
-        p: &Policy,
-        job: &Job,
-        headers: &[(String, Vec<u8>)],
-        now: Timestamp,
-    ) -> Option<Found> {
+    pub(super) fn lookup(&self, p: &Policy, job: &Job, now: Timestamp) -> Option<Found> {
         let req = Req {
             url: &job.target,
-            headers,
+            headers: &job.fields,
         };
         let local = self
             .local
@@ -148,14 +141,14 @@ impl Vm {
     /// Points `job` at the variant its request selects when the URL's primary key holds a
     /// vary marker (`cachet_http::vary::variant_key`). `false` when the request's variant
     /// cannot be keyed (a varying field's value over the bound): answer it uncached.
-    pub(super) fn resolve_variant(&self, job: &mut Job, headers: &[(String, Vec<u8>)]) -> bool {
+    pub(super) fn resolve_variant(&self, job: &mut Job) -> bool {
         if vary::is_variant_key(&job.key) {
             return true;
         }
         let Some(marker) = self.vary_marker(&job.key) else {
             return true;
         };
-        match vary::variant_key(&job.key, &marker.h.meta.vary_fields, headers) {
+        match vary::variant_key(&job.key, &marker.h.meta.vary_fields, job.fields.as_slice()) {
             Some(k) => {
                 job.slot = self.shared.get().slot_of(&k);
                 job.key = k;
@@ -190,7 +183,7 @@ impl Vm {
         let key = if vary::is_variant_key(&job.key) {
             job.key.clone()
         } else {
-            vary::variant_key(&primary, &fields, job.fwd.as_slice())?
+            vary::variant_key(&primary, &fields, job.fields.as_slice())?
         };
         let mut variants = self
             .vary_marker(&primary)

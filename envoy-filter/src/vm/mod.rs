@@ -8,16 +8,12 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
-use cachet_http::{Answer, CacheStatus, Failure, Reply, ResponseFields, fields, vary};
+use cachet_http::fill::{self as engine_fill, Filled};
+use cachet_http::{Answer, CacheStatus, Failure, Reply, fields, vary};
 use cachet_policy::object::{self, Meta};
-use cachet_policy::{
-    Decision, NoStore, Plan, Policy, PolicyError, RequestView, Storability, Synth, WorkspaceMode,
-    accepts_encoding,
-};
+use cachet_policy::{Decision, Plan, Policy, PolicyError, Synth, WorkspaceMode, accepts_encoding};
 use cachet_refresh::{
-    ConditionalHeaders, Draw, EntryTimes, ErrorAction, Freshness, NotModified, Revalidation,
-    Timestamp, Validators, conditional_headers, decide, on_origin_error, on_revalidation,
-    retry_after_secs,
+    Draw, EntryTimes, ErrorAction, Freshness, Timestamp, decide, on_origin_error, retry_after_secs,
 };
 use cachet_workspace::{ClearMode, Config as WsConfig, Workspace};
 use proxy_wasm::types::{BufferType, LogLevel, MapType};
@@ -76,34 +72,22 @@ pub use cachet_http::Client;
 /// (to re-plan, so the filter never builds a `Plan` by hand) and the results it uses.
 #[derive(Debug, Clone)]
 pub struct Job {
-    scheme: String,
-    host_header: Option<String>,
-    path: String,
-    ua: Option<Vec<u8>>,
-    fwd_proto: Option<String>,
-    fwd_host: Option<String>,
+    /// The request fields the policy plans from.
+    inputs: cachet_http::Inputs,
+    /// The client's request fields (a fill's forwarded fields and variant key come from
+    /// them: `cachet_http::fill::request_fields`, `cachet_http::vary::variant_key`).
+    fields: Vec<(String, Vec<u8>)>,
     route_index: usize,
-    device: &'static str,
     target: String,
-    host: String,
     key: String,
     slot: u32,
-    fwd: Vec<(String, String)>,
 }
 
 impl Job {
     /// The plan of the `GET` this job fetches (pure, a few microseconds).
     fn plan<'a>(&'a self, p: &'a Policy, now: SystemTime) -> Plan<'a> {
-        let view = RequestView {
-            method: "GET",
-            scheme: &self.scheme,
-            host: self.host_header.as_deref(),
-            path_and_query: &self.path,
-            user_agent: self.ua.as_deref(),
-            has_authorization: false,
-            forwarded_proto: self.fwd_proto.as_deref(),
-            forwarded_host: self.fwd_host.as_deref(),
-        };
+        let mut view = self.inputs.view();
+        view.method = "GET";
         p.plan(&view, now)
     }
 }
@@ -113,18 +97,16 @@ struct Waiter {
     ctx: u32,
     job: Job,
     client: Client,
-    headers: Vec<(String, Vec<u8>)>,
     deadline_ms: u64,
     passed: Flag,
 }
 
-/// A background refresh (refresh-ahead, stale within grace): the job, the stored object
-/// it refreshes (whose validators make the request conditional) and the request headers of
-/// the lookup that scheduled it (a 304 is checked against bans added meanwhile).
+/// A background refresh (refresh-ahead, stale within grace): the job (with the request
+/// fields of the lookup that scheduled it: a 304 is checked against bans added meanwhile)
+/// and the stored object it refreshes (whose validators make the request conditional).
 struct Refresh {
     job: Job,
     base: Rc<StoredObject>,
-    headers: Vec<(String, Vec<u8>)>,
 }
 
 /// A callout the root context made.
@@ -161,55 +143,6 @@ impl OriginResponse {
             headers,
             elapsed: Duration::from_millis(host::now_ms().saturating_sub(started_ms)),
         })
-    }
-
-    /// All values of header `name`, comma-joined (RFC 9110 §5.3).
-    /// Whether its fields make the response per-user (`ResponseView::per_user`).
-    fn per_user(&self) -> Option<NoStore> {
-        ResponseFields::read(self.status, self.headers.as_slice())
-            .view()
-            .per_user()
-    }
-
-    fn joined(&self, name: &str) -> Option<String> {
-        let v: Vec<String> = self
-            .headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-            .collect();
-        (!v.is_empty()).then(|| v.join(", "))
-    }
-
-    /// The validators it carries (`ETag`, `Last-Modified`, RFC 9110 §8.8).
-    fn validators(&self) -> Validators {
-        Validators {
-            etag: header(&self.headers, "etag").map(str::to_owned),
-            last_modified: header(&self.headers, "last-modified").map(str::to_owned),
-        }
-    }
-
-    /// What a 304 says about the stored object: its freshness lifetime under the route
-    /// (`Policy::revalidated_ttl`, the precedence `storability` uses; `None` keeps the
-    /// stored TTL), new validators, the round trip, and whether its fields make the
-    /// response per-user (then it cannot freshen: `Revalidation::Uncacheable`).
-    fn not_modified(&self, p: &Policy, plan: &Plan<'_>) -> NotModified {
-        let ttl = p.revalidated_ttl(
-            plan,
-            self.joined("cache-control").as_deref(),
-            self.joined("surrogate-control").as_deref(),
-        );
-        let Validators {
-            etag,
-            last_modified,
-        } = self.validators();
-        NotModified {
-            ttl,
-            etag,
-            last_modified,
-            delta: self.elapsed,
-            per_user: self.per_user().is_some(),
-        }
     }
 }
 

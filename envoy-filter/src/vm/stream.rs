@@ -96,27 +96,10 @@ impl Http {
             "https"
         } else {
             "http"
-        }
-        .to_owned();
-        let host_h = get(":authority").or_else(|| get("host"));
-        let ua = headers
-            .iter()
-            .find(|(n, _)| n == "user-agent")
-            .map(|(_, v)| v.clone());
-        let fwd_proto = get("x-forwarded-proto");
-        let fwd_host = get("x-forwarded-host");
-        let view = RequestView {
-            method: &method,
-            scheme: &scheme,
-            host: host_h.as_deref(),
-            path_and_query: &path,
-            user_agent: ua.as_deref(),
-            has_authorization: headers.iter().any(|(n, _)| n == "authorization"),
-            forwarded_proto: fwd_proto.as_deref(),
-            forwarded_host: fwd_host.as_deref(),
         };
+        let inputs = cachet_http::Inputs::read(&method, scheme, &path, headers.as_slice());
         let now = host::now();
-        let plan = p.plan(&view, now);
+        let plan = p.plan(&inputs.view(), now);
         // The client's device header was removed above; ours always replaces it.
         host::set_header(
             MapType::HttpRequestHeaders,
@@ -150,28 +133,13 @@ impl Http {
         if plan.target != path {
             host::set_header(MapType::HttpRequestHeaders, ":path", Some(&plan.target));
         }
-        let listed = fields::connection_listed(headers.as_slice());
-        let fwd: Vec<(String, String)> = headers
-            .iter()
-            .filter(|(n, _)| {
-                fields::on_fill(n, &listed) && !n.eq_ignore_ascii_case(p.device_header())
-            })
-            .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
-            .collect();
         let job = Job {
-            scheme: scheme.clone(),
-            host_header: host_h.clone(),
-            path: path.clone(),
-            ua: ua.clone(),
-            fwd_proto: fwd_proto.clone(),
-            fwd_host: fwd_host.clone(),
             route_index: plan.route_index.unwrap_or_default(),
-            device: plan.device.as_str(),
             target: plan.target.to_string(),
-            host: plan.host.to_string(),
             key: plan.cache_key.clone(),
             slot: self.vm.shared.get().slot_of(&plan.cache_key),
-            fwd,
+            fields: headers.clone(),
+            inputs: inputs.clone(),
         };
         drop(plan);
         self.headers = headers;
@@ -229,7 +197,7 @@ impl Http {
         let now_ms = host::now_ms();
         let now = Timestamp::from_millis(now_ms);
         let mut base = None;
-        let Ok(found) = vm.find(p, &mut job, &self.headers, now) else {
+        let Ok(found) = vm.find(p, &mut job, now) else {
             // The request's variant can't be keyed (a varying field over the bound).
             self.phase = Phase::Pass;
             Metrics::inc(m.passes);
@@ -245,11 +213,11 @@ impl Http {
             let label = match found.fresh {
                 Freshness::Stale => {
                     Metrics::inc(m.stale);
-                    vm.schedule_refresh(&job, &found.obj, &self.headers, now_ms);
+                    vm.schedule_refresh(&job, &found.obj, now_ms);
                     Some(CacheStatus::Stale)
                 }
                 Freshness::RefreshAhead => {
-                    vm.schedule_refresh(&job, &found.obj, &self.headers, now_ms);
+                    vm.schedule_refresh(&job, &found.obj, now_ms);
                     Some(CacheStatus::Hit)
                 }
                 Freshness::Fresh => Some(CacheStatus::Hit),
@@ -269,11 +237,6 @@ impl Http {
                 return Action::Pause;
             }
             base = Some((found.obj, found.times));
-        }
-        if self.client.only_if_cached {
-            // RFC 9111 §5.2.1.7: nothing servable is stored, and the origin is off limits.
-            send_reply(&cachet_http::reply::failure(Failure::NotCached));
-            return Action::Pause;
         }
         if self.client.only_if_cached {
             // RFC 9111 §5.2.1.7: nothing servable is stored, and the origin is off limits.
@@ -304,7 +267,6 @@ impl Http {
                     ctx: self.ctx,
                     job: job.clone(),
                     client: self.client.clone(),
-                    headers: self.headers.clone(),
                     deadline_ms: now_ms + p.config().collapse.max_wait_ms,
                     passed: Rc::clone(&self.passed),
                 });
@@ -393,7 +355,7 @@ impl Http {
                 None
             }
             (Some(r), None) => Some(vm.store_response(&p, &job, r, false)),
-            (_, Some((obj, _))) => match vm.revalidate(&p, &job, &obj, &self.headers, r.as_ref()) {
+            (_, Some((obj, _))) => match vm.revalidate(&p, &job, &obj, r.as_ref()) {
                 Revalidated::Freshened(fresh) => Some(Fetched::Stored(fresh)),
                 Revalidated::Replaced(f) => Some(f),
                 Revalidated::Unusable | Revalidated::Uncacheable => {

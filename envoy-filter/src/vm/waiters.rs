@@ -7,15 +7,9 @@
 use super::*;
 
 impl Vm {
-    /// Queues a background refresh of `base` (found for `job` by a request with `headers`)
-    /// if nobody is fetching it already.
-    pub(super) fn schedule_refresh(
-        &self,
-        job: &Job,
-        base: &Rc<StoredObject>,
-        headers: &[(String, Vec<u8>)],
-        now_ms: u64,
-    ) {
+    /// Queues a background refresh of `base` (found for `job`) if nobody is fetching it
+    /// already.
+    pub(super) fn schedule_refresh(&self, job: &Job, base: &Rc<StoredObject>, now_ms: u64) {
         let Some(p) = self.policy() else { return };
         // The lock is re-entrant for its owner (this VM's root context): a refresh of the
         // slot queued or in flight here already covers it.
@@ -35,7 +29,6 @@ impl Vm {
             self.refresh_queue.borrow_mut().push(Refresh {
                 job: job.clone(),
                 base: Rc::clone(base),
-                headers: headers.to_vec(),
             });
         }
     }
@@ -55,7 +48,7 @@ impl Vm {
                 continue;
             }
             let mut job = w.job.clone();
-            let found = self.find(&p, &mut job, &w.headers, now).ok().flatten();
+            let found = self.find(&p, &mut job, now).ok().flatten();
             let held = locks::is_held(w.job.slot, now_ms);
             match found {
                 Some(f) if !f.obj.h.meta.pass && f.fresh != Freshness::Expired => {

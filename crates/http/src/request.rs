@@ -1,0 +1,98 @@
+//! [`Inputs`]: the request fields the policy plans from, read once from any header map.
+
+use cachet_policy::RequestView;
+
+use crate::headers::{Headers, text};
+
+/// The client request fields `Policy::plan` reads, owned so an adapter can move its
+/// request on (to the origin, into a background job) and re-plan later. Read by
+/// [`Inputs::read`] from header bytes; both adapters use it, so the request view is built
+/// by one rule.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inputs {
+    /// Method, e.g. `"GET"`.
+    pub method: String,
+    /// The request's own scheme (`"http"` / `"https"`: TLS on the client connection).
+    pub scheme: String,
+    /// `:authority`, else `Host`, when present and text (a non-UTF-8 host is absent and
+    /// planned as a `400`).
+    pub host: Option<String>,
+    /// The request target: path and raw query.
+    pub path_and_query: String,
+    /// `User-Agent` bytes.
+    pub user_agent: Option<Vec<u8>>,
+    /// Whether `Authorization` is present (RFC 9111 §3.5).
+    pub has_authorization: bool,
+    /// `X-Forwarded-Proto` when text (the policy honours it only when trusted).
+    pub forwarded_proto: Option<String>,
+    /// `X-Forwarded-Host` when text (the policy honours it only when trusted).
+    pub forwarded_host: Option<String>,
+}
+
+impl Inputs {
+    /// Reads them: `method`, `scheme` and `path_and_query` from the platform's request
+    /// line, the rest from `headers` (bytes; values that are not text read as absent).
+    pub fn read(
+        method: &str,
+        scheme: &str,
+        path_and_query: &str,
+        headers: &(impl Headers + ?Sized),
+    ) -> Self {
+        let text_of = |name: &str| {
+            headers
+                .value(name)
+                .and_then(|v| text(&v).map(str::to_owned))
+        };
+        Self {
+            method: method.to_owned(),
+            scheme: scheme.to_owned(),
+            host: text_of(":authority").or_else(|| text_of("host")),
+            path_and_query: path_and_query.to_owned(),
+            user_agent: headers.value("user-agent"),
+            has_authorization: headers.has("authorization"),
+            forwarded_proto: text_of("x-forwarded-proto"),
+            forwarded_host: text_of("x-forwarded-host"),
+        }
+    }
+
+    /// The borrowed view `Policy::plan` takes.
+    pub fn view(&self) -> RequestView<'_> {
+        RequestView {
+            method: &self.method,
+            scheme: &self.scheme,
+            host: self.host.as_deref(),
+            path_and_query: &self.path_and_query,
+            user_agent: self.user_agent.as_deref(),
+            has_authorization: self.has_authorization,
+            forwarded_proto: self.forwarded_proto.as_deref(),
+            forwarded_host: self.forwarded_host.as_deref(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_authority_first_and_never_assumes_text() {
+        let h: Vec<(String, Vec<u8>)> = vec![
+            (":authority".into(), b"a.example".to_vec()),
+            ("host".into(), b"b.example".to_vec()),
+            ("user-agent".into(), b"UA \xff".to_vec()),
+            ("x-forwarded-host".into(), b"caf\xe9".to_vec()),
+            ("Authorization".into(), b"Bearer x".to_vec()),
+        ];
+        let i = Inputs::read("GET", "https", "/p?q", h.as_slice());
+        assert_eq!(i.host.as_deref(), Some("a.example"));
+        assert_eq!(i.user_agent.as_deref(), Some(&b"UA \xff"[..]));
+        assert_eq!(i.forwarded_host, None);
+        assert!(i.has_authorization);
+        let v = i.view();
+        assert_eq!((v.method, v.path_and_query), ("GET", "/p?q"));
+        let only_host: Vec<(String, Vec<u8>)> = vec![("Host".into(), b"b.example".to_vec())];
+        let i = Inputs::read("HEAD", "http", "/", only_host.as_slice());
+        assert_eq!(i.host.as_deref(), Some("b.example"));
+        assert!(!i.has_authorization);
+    }
+}

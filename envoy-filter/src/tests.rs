@@ -1,0 +1,272 @@
+//! The filter's logic driven natively through a test double of the proxy-wasm host
+//! ([`crate::host::Host`]): what it sends upstream, what it answers, what it stores, and
+//! how many host calls a hit costs.
+#![allow(
+    clippy::expect_used,
+    clippy::panic,
+    clippy::unwrap_used,
+    reason = "tests fail loudly"
+)]
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use proxy_wasm::types::{Action, BufferType, LogLevel, MapType, MetricType, Status};
+
+use crate::host::{self, Host};
+use crate::vm::{Http, Vm};
+
+/// Header pairs as the host holds them.
+type Pairs = Vec<(String, Vec<u8>)>;
+
+/// One local reply: status, headers, body.
+type Sent = (u16, Vec<(String, String)>, Vec<u8>);
+
+/// A proxy-wasm host in memory: shared data with CAS, header maps and buffers the test
+/// sets, and a record of replies and callouts.
+#[derive(Default)]
+struct Fake {
+    now_ms: Cell<u64>,
+    shared: RefCell<HashMap<String, (Vec<u8>, u32)>>,
+    maps: RefCell<HashMap<u32, Pairs>>,
+    buffers: RefCell<HashMap<u32, Vec<u8>>>,
+    sent: RefCell<Vec<Sent>>,
+    dispatched: RefCell<Vec<Vec<(String, String)>>>,
+    metrics: Cell<u32>,
+}
+
+impl Fake {
+    fn map(&self, map: MapType, pairs: &[(&str, &[u8])]) {
+        self.maps.borrow_mut().insert(
+            map as u32,
+            pairs
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.to_vec()))
+                .collect(),
+        );
+    }
+
+    fn buffer_set(&self, kind: BufferType, bytes: &[u8]) {
+        self.buffers.borrow_mut().insert(kind as u32, bytes.to_vec());
+    }
+
+    fn last_sent(&self) -> Sent {
+        self.sent.borrow().last().cloned().expect("a local reply")
+    }
+}
+
+impl Host for Fake {
+    fn now(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.now_ms.get())
+    }
+    fn log(&self, _: LogLevel, _: &str) {}
+    fn shared_get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        match self.shared.borrow().get(key) {
+            Some((v, cas)) => (Some(v.clone()), Some(*cas)),
+            None => (None, None),
+        }
+    }
+    fn shared_set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        let mut shared = self.shared.borrow_mut();
+        let current = shared.get(key).map_or(0, |(_, c)| *c);
+        if cas.is_some_and(|c| c != 0 && c != current) {
+            return false;
+        }
+        shared.insert(key.to_owned(), (value.to_vec(), current + 1));
+        true
+    }
+    fn buffer(&self, kind: BufferType, size: usize) -> Option<Vec<u8>> {
+        let b = self.buffers.borrow();
+        let v = b.get(&(kind as u32))?;
+        Some(v[..size.min(v.len())].to_vec())
+    }
+    fn headers(&self, map: MapType) -> Vec<(String, Vec<u8>)> {
+        self.maps
+            .borrow()
+            .get(&(map as u32))
+            .cloned()
+            .unwrap_or_default()
+    }
+    fn set_header(&self, map: MapType, name: &str, value: Option<&str>) {
+        let mut maps = self.maps.borrow_mut();
+        let m = maps.entry(map as u32).or_default();
+        m.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        if let Some(v) = value {
+            m.push((name.to_owned(), v.as_bytes().to_vec()));
+        }
+    }
+    fn send(&self, status: u16, headers: &[(&str, &str)], body: Option<&[u8]>) {
+        self.sent.borrow_mut().push((
+            status,
+            headers
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .collect(),
+            body.unwrap_or_default().to_vec(),
+        ));
+    }
+    fn set_effective_context(&self, _: u32) -> bool {
+        true
+    }
+    fn resume_request(&self) {}
+    fn dispatch(
+        &self,
+        _: &str,
+        headers: &[(&str, &str)],
+        _: Option<&[u8]>,
+        _: Duration,
+    ) -> Result<u32, Status> {
+        let mut d = self.dispatched.borrow_mut();
+        d.push(
+            headers
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        Ok(u32::try_from(d.len()).unwrap_or(u32::MAX))
+    }
+    fn define_metric(&self, _: MetricType, _: &str) -> u32 {
+        self.metrics.set(self.metrics.get() + 1);
+        self.metrics.get()
+    }
+    fn metric_add(&self, _: u32, _: i64) {}
+    fn metric_set(&self, _: u32, _: u64) {}
+    fn set_tick(&self, _: Duration) {}
+    fn downstream_tls(&self) -> bool {
+        false
+    }
+}
+
+/// The edge app's shipped configuration as the filter's JSON plugin configuration.
+fn config() -> String {
+    let v: toml::Value =
+        toml::from_str(include_str!("../../edge-app/cachet.toml")).expect("cachet.toml");
+    let mut json = serde_json::to_value(v).expect("json");
+    json["admin"] = serde_json::json!({"token": "a-test-token-of-32-bytes-length!"});
+    json["envoy"] = serde_json::json!({"cluster": "origin", "tick": "100ms"});
+    json.to_string()
+}
+
+/// A configured VM on a fresh fake host.
+fn vm() -> (Rc<Fake>, Rc<Vm>) {
+    let fake = Rc::new(Fake::default());
+    fake.now_ms.set(1_700_000_000_000);
+    host::install(Rc::clone(&fake) as Rc<dyn Host>);
+    let cfg = config();
+    fake.buffer_set(BufferType::PluginConfiguration, cfg.as_bytes());
+    let vm = Rc::new(Vm::new(1));
+    vm.init_shared();
+    assert!(vm.configure(cfg.len()), "the shipped configuration is accepted");
+    (fake, vm)
+}
+
+const IPHONE: &[u8] = b"Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) Mobile/15E148";
+
+fn header<'a>(sent: &'a Sent, name: &str) -> Option<&'a str> {
+    sent.1
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+#[test]
+fn a_miss_fetches_what_the_key_accounts_for_and_a_hit_is_served_from_memory() {
+    let (fake, vm) = vm();
+    fake.map(
+        MapType::HttpRequestHeaders,
+        &[
+            (":method", b"GET"),
+            (":path", b"/blog/alice/entry/1?utm_source=x"),
+            (":authority", b"Blog.Example."),
+            ("user-agent", IPHONE),
+            ("range", b"bytes=0-1"),
+            ("if-match", b"\"x\""),
+            ("x-cachet-device", b"pc"),
+            ("x-forwarded-host", b"caf\xe9"),
+        ],
+    );
+    let mut first = Http::new(Rc::clone(&vm), 2);
+    assert_eq!(first.on_request_headers(true), Action::Pause);
+    let fetch = fake.dispatched.borrow().last().cloned().expect("one origin fetch");
+    let get = |n: &str| fetch.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v.as_str());
+    assert_eq!(get(":authority"), Some("blog.example"));
+    assert_eq!(get(":path"), Some("/blog/alice/entry/1"));
+    assert_eq!(get("x-cachet-device"), Some("smartphone"));
+    assert_eq!(get("accept-encoding"), Some("gzip"));
+    assert_eq!(get("range"), None, "a fill never carries the client's range");
+    assert_eq!(get("if-match"), None, "nor its preconditions");
+
+    fake.map(
+        MapType::HttpCallResponseHeaders,
+        &[
+            (":status", b"200"),
+            ("cache-control", b"max-age=60"),
+            ("content-type", b"text/html"),
+            ("etag", b"\"v1\""),
+        ],
+    );
+    fake.buffer_set(BufferType::HttpCallResponseBody, b"hello");
+    first.on_fetch_response(1, 4, 5);
+    let answer = fake.last_sent();
+    assert_eq!(answer.0, 206, "the client's range is answered from the stored object");
+    assert_eq!(answer.2, b"he");
+    assert_eq!(header(&answer, "x-cache"), Some("MISS"));
+
+    fake.map(
+        MapType::HttpRequestHeaders,
+        &[
+            (":method", b"GET"),
+            (":path", b"/blog/alice/entry/1"),
+            (":authority", b"blog.example"),
+            ("user-agent", IPHONE),
+            ("accept-encoding", b"gzip"),
+        ],
+    );
+    let before = host::calls();
+    let mut second = Http::new(Rc::clone(&vm), 3);
+    assert_eq!(second.on_request_headers(true), Action::Pause);
+    let calls = host::calls() - before;
+    let hit = fake.last_sent();
+    assert_eq!(hit.0, 200);
+    assert_eq!(header(&hit, "x-cache"), Some("HIT"));
+    assert_eq!(header(&hit, "etag"), Some("W/\"v1\""), "gzipped by the edge: weak");
+    assert_eq!(fake.dispatched.borrow().len(), 1, "the hit made no origin fetch");
+    // The figure docs/performance.md tracks for the in-VM hit path.
+    eprintln!("host calls for an in-VM hit: {calls}");
+    assert!(calls > 0);
+}
+
+#[test]
+fn a_private_answer_is_passed_to_its_client_and_never_served_to_another() {
+    let (fake, vm) = vm();
+    let req: &[(&str, &[u8])] = &[
+        (":method", b"GET"),
+        (":path", b"/blog/bob/entry/2"),
+        (":authority", b"blog.example"),
+        ("user-agent", IPHONE),
+    ];
+    fake.map(MapType::HttpRequestHeaders, req);
+    let mut first = Http::new(Rc::clone(&vm), 2);
+    assert_eq!(first.on_request_headers(true), Action::Pause);
+    fake.map(
+        MapType::HttpCallResponseHeaders,
+        &[(":status", b"200"), ("cache-control", b"private")],
+    );
+    fake.buffer_set(BufferType::HttpCallResponseBody, b"bob's page");
+    first.on_fetch_response(1, 2, 10);
+    assert_eq!(fake.dispatched.borrow().len(), 1);
+    fake.map(MapType::HttpRequestHeaders, req);
+    let mut second = Http::new(Rc::clone(&vm), 3);
+    assert_eq!(
+        second.on_request_headers(true),
+        Action::Continue,
+        "hit-for-pass: the next request goes to the origin itself"
+    );
+    assert_eq!(
+        fake.sent.borrow().iter().filter(|s| s.2 == b"bob's page").count(),
+        1,
+        "the private body went to its own client only"
+    );
+}
