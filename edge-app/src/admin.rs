@@ -11,7 +11,7 @@ use std::time::SystemTime;
 use cachet_policy::Policy;
 use cachet_policy::admin::{self, AdminCall, AdminError};
 use cachet_refresh::Timestamp;
-use fastly::http::{StatusCode, header};
+use fastly::http::header;
 use fastly::secret_store::SecretStore;
 use fastly::{Request, Response};
 
@@ -27,11 +27,9 @@ fn token(policy: &Policy) -> Option<Vec<u8>> {
     secret.try_plaintext().ok().map(|b| b.to_vec())
 }
 
-fn json(status: StatusCode, body: String) -> Response {
-    Response::from_status(status)
-        .with_header(header::CONTENT_TYPE, "application/json")
-        .with_header(header::CACHE_CONTROL, "no-store")
-        .with_body(body)
+/// An admin answer (`cachet_http::reply::admin`: the headers both platforms send).
+fn json(status: u16, body: String) -> Response {
+    crate::to_response(cachet_http::reply::admin(status, body))
 }
 
 /// Serves one admin call.
@@ -71,11 +69,11 @@ pub(crate) fn handle(
             let now = Timestamp::from_system_time(SystemTime::now()).as_millis();
             let added = bans::add(policy, expr, now)?;
             f.banned_by = Some(added.id);
-            Ok(json(StatusCode::CREATED, admin::added_body(&added)))
+            Ok(json(201, admin::added_body(&added)))
         }
         AdminCall::ListBans => {
             let log = bans::authoritative(policy)?;
-            Ok(json(StatusCode::OK, admin::list_body(&log)))
+            Ok(json(200, admin::list_body(&log)))
         }
         AdminCall::Purge => {
             let soft = admin::is_soft_purge(req.get_header_str("fastly-soft-purge"));
@@ -97,11 +95,7 @@ pub(crate) fn handle(
                 };
                 results.insert(k.to_owned(), entry);
             }
-            let status = if failed {
-                StatusCode::BAD_GATEWAY
-            } else {
-                StatusCode::OK
-            };
+            let status = if failed { 502 } else { 200 };
             Ok(json(status, serde_json::Value::Object(results).to_string()))
         }
     }

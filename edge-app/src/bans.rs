@@ -21,7 +21,7 @@ use cachet_policy::object::Meta;
 use fastly::cache::core::{self, CacheKey};
 use fastly::kv_store::{InsertMode, KVStore, KVStoreError};
 
-/// KV item holding the ban log (JSON, `cachet_policy::admin::BanLog`).
+/// KV item holding the ban log (JSON, `cachet_policy::banlog::BanLog`).
 pub(crate) const BAN_LOG_ITEM: &str = "ban-log";
 
 /// Core-cache key of this POP's copy of the ban log. Cache keys of objects always contain
@@ -47,7 +47,7 @@ fn read_kv(store: &KVStore) -> Result<(BanLog, Option<u64>), AdminError> {
     match store.lookup(BAN_LOG_ITEM) {
         Ok(mut item) => {
             let generation = item.current_generation();
-            let log = BanLog::from_json(&item.take_body_bytes())?;
+            let log = BanLog::try_from_json(&item.take_body_bytes())?;
             Ok((log, Some(generation)))
         }
         Err(KVStoreError::ItemNotFound) => Ok((BanLog::default(), None)),
@@ -70,7 +70,7 @@ pub(crate) fn current(policy: &Policy) -> (BanLog, Option<String>) {
     let key = CacheKey::from_static(LOCAL_COPY_KEY);
     if let Ok(Some(found)) = core::lookup(key).execute()
         && let Ok(body) = found.to_stream().map(fastly::Body::into_bytes)
-        && let Ok(log) = BanLog::from_json(&body)
+        && let Ok(log) = BanLog::try_from_json(&body)
     {
         return (log, None);
     }
@@ -112,7 +112,7 @@ pub(crate) fn add(policy: &Policy, expr: &str, now_ms: u64) -> Result<AddedBan, 
     for _ in 0..MAX_CAS_ATTEMPTS {
         let (mut log, generation) = read_kv(&store)?;
         log.retire(now_ms, cfg.retention.0);
-        let added = log.add(expr, now_ms, cfg.max_bans)?;
+        let added = log.add_ban(expr, now_ms, cfg.max_bans)?;
         let bytes = log.to_json();
         let insert = store.build_insert();
         let insert = match generation {

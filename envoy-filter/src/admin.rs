@@ -15,6 +15,7 @@ use cachet_policy::admin::{self, AdminCall, AdminError};
 use serde_json::json;
 
 use crate::bans::{self, AppendError, Kind, NewEntry};
+use crate::host::HostData;
 use crate::metrics::Metrics;
 
 /// Path prefix of the admin API.
@@ -24,16 +25,7 @@ pub const PREFIX: &str = "/.cachet/";
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
 fn answer(status: u16, v: &serde_json::Value) -> Reply {
-    Reply {
-        status,
-        headers: vec![
-            ("content-type", "application/json".into()),
-            ("cache-control", "no-store".into()),
-            ("x-cache", "SYNTH".into()),
-            ("age", "0".into()),
-        ],
-        body: v.to_string().into_bytes(),
-    }
+    cachet_http::reply::admin(status, v.to_string())
 }
 
 /// One admin request.
@@ -94,32 +86,17 @@ fn call(
     match call {
         AdminCall::AddBan => ban(m, admin::ban_body(body)?, max, now_ms),
         AdminCall::ListBans => {
-            let (log, _) = bans::read_log();
-            Ok(answer(
-                200,
-                &serde_json::to_value(&log.entries).unwrap_or_default(),
-            ))
+            let (log, _) = bans::read_log(&HostData);
+            Ok(cachet_http::reply::admin(200, admin::list_body(&log)))
         }
         AdminCall::Purge => purge(m, req, max, now_ms),
     }
 }
 
 fn ban(m: &Metrics, text: &str, max: usize, now_ms: u64) -> Result<Reply, AdminError> {
-    let (expr, lurker_friendly) = bans::parse_ban(text).map_err(AdminError::BadRequest)?;
-    let new = NewEntry {
-        kind: Kind::Ban,
-        expr: expr.clone(),
-        key: None,
-        lurker_friendly,
-        at_ms: None,
-    };
-    let added = bans::append(&[new], max, now_ms, None).map_err(|e| append_error(e, max))?;
+    let added = bans::add_ban(&HostData, text, max, now_ms)?;
     Metrics::inc(m.bans_added);
-    let id = added.first().map_or(0, |e| e.id);
-    Ok(answer(
-        201,
-        &json!({"id": id, "lurker_friendly": lurker_friendly, "expr": expr, "replaced": null}),
-    ))
+    Ok(cachet_http::reply::admin(201, admin::added_body(&added)))
 }
 
 fn append_error(e: AppendError, max: usize) -> AdminError {
@@ -166,7 +143,8 @@ fn purge(m: &Metrics, req: &AdminRequest, max: usize, now_ms: u64) -> Result<Rep
         }
     }
     if !new.is_empty() {
-        let added = bans::append(&new, max, now_ms, None).map_err(|e| append_error(e, max))?;
+        let added =
+            bans::append(&HostData, &new, max, now_ms, None).map_err(|e| append_error(e, max))?;
         Metrics::add(m.purges, added.len() as u64);
         for (k, e) in names.iter().zip(added) {
             out.insert(

@@ -83,7 +83,9 @@ impl Host for ProxyWasm {
         proxy_wasm::hostcalls::set_shared_data(key, Some(value), cas).is_ok()
     }
     fn buffer(&self, kind: BufferType, size: usize) -> Option<Vec<u8>> {
-        proxy_wasm::hostcalls::get_buffer(kind, 0, size).ok().flatten()
+        proxy_wasm::hostcalls::get_buffer(kind, 0, size)
+            .ok()
+            .flatten()
     }
     fn headers(&self, map: MapType) -> Vec<(String, Vec<u8>)> {
         proxy_wasm::hostcalls::get_map_bytes(map).unwrap_or_default()
@@ -335,13 +337,17 @@ pub fn set_tick(period: Duration) {
     with(|h| h.set_tick(period));
 }
 
-/// Creates `key` with an empty value when it does not exist yet (no CAS token), so every
-/// later write can be a real compare-and-swap: proxy-wasm treats a CAS of 0 as "no check",
-/// which would let two workers both "create" a missing key. Called from `on_vm_start`,
-/// before any request runs.
-pub fn shared_init(key: &str) {
-    if shared_get(key).1.is_none() {
-        shared_set(key, &[], None);
+/// Proxy-wasm shared data as `cachet_store::SharedData`: the one seam between the
+/// storage protocols (`cachet_store`) and the host.
+pub struct HostData;
+
+impl cachet_store::SharedData for HostData {
+    fn get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        shared_get(key)
+    }
+
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        shared_set(key, value, cas)
     }
 }
 

@@ -11,12 +11,11 @@
 //! Design and figures: `docs/envoy.md`.
 
 mod admin;
-mod bans;
 mod host;
-mod locks;
 mod metrics;
-mod store;
 mod vm;
+
+use cachet_store::{bans, locks, tier as store};
 
 #[cfg(test)]
 mod tests;

@@ -49,7 +49,9 @@ impl Fake {
     }
 
     fn buffer_set(&self, kind: BufferType, bytes: &[u8]) {
-        self.buffers.borrow_mut().insert(kind as u32, bytes.to_vec());
+        self.buffers
+            .borrow_mut()
+            .insert(kind as u32, bytes.to_vec());
     }
 
     fn last_sent(&self) -> Sent {
@@ -158,7 +160,10 @@ fn vm() -> (Rc<Fake>, Rc<Vm>) {
     fake.buffer_set(BufferType::PluginConfiguration, cfg.as_bytes());
     let vm = Rc::new(Vm::new(1));
     vm.init_shared();
-    assert!(vm.configure(cfg.len()), "the shipped configuration is accepted");
+    assert!(
+        vm.configure(cfg.len()),
+        "the shipped configuration is accepted"
+    );
     (fake, vm)
 }
 
@@ -172,6 +177,10 @@ fn header<'a>(sent: &'a Sent, name: &str) -> Option<&'a str> {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one story (miss, range, hit), read top to bottom"
+)]
 fn a_miss_fetches_what_the_key_accounts_for_and_a_hit_is_served_from_memory() {
     let (fake, vm) = vm();
     fake.map(
@@ -189,13 +198,27 @@ fn a_miss_fetches_what_the_key_accounts_for_and_a_hit_is_served_from_memory() {
     );
     let mut first = Http::new(Rc::clone(&vm), 2);
     assert_eq!(first.on_request_headers(true), Action::Pause);
-    let fetch = fake.dispatched.borrow().last().cloned().expect("one origin fetch");
-    let get = |n: &str| fetch.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v.as_str());
+    let fetch = fake
+        .dispatched
+        .borrow()
+        .last()
+        .cloned()
+        .expect("one origin fetch");
+    let get = |n: &str| {
+        fetch
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| v.as_str())
+    };
     assert_eq!(get(":authority"), Some("blog.example"));
     assert_eq!(get(":path"), Some("/blog/alice/entry/1"));
     assert_eq!(get("x-cachet-device"), Some("smartphone"));
     assert_eq!(get("accept-encoding"), Some("gzip"));
-    assert_eq!(get("range"), None, "a fill never carries the client's range");
+    assert_eq!(
+        get("range"),
+        None,
+        "a fill never carries the client's range"
+    );
     assert_eq!(get("if-match"), None, "nor its preconditions");
 
     fake.map(
@@ -210,7 +233,10 @@ fn a_miss_fetches_what_the_key_accounts_for_and_a_hit_is_served_from_memory() {
     fake.buffer_set(BufferType::HttpCallResponseBody, b"hello");
     first.on_fetch_response(1, 4, 5);
     let answer = fake.last_sent();
-    assert_eq!(answer.0, 206, "the client's range is answered from the stored object");
+    assert_eq!(
+        answer.0, 206,
+        "the client's range is answered from the stored object"
+    );
     assert_eq!(answer.2, b"he");
     assert_eq!(header(&answer, "x-cache"), Some("MISS"));
 
@@ -231,8 +257,16 @@ fn a_miss_fetches_what_the_key_accounts_for_and_a_hit_is_served_from_memory() {
     let hit = fake.last_sent();
     assert_eq!(hit.0, 200);
     assert_eq!(header(&hit, "x-cache"), Some("HIT"));
-    assert_eq!(header(&hit, "etag"), Some("W/\"v1\""), "gzipped by the edge: weak");
-    assert_eq!(fake.dispatched.borrow().len(), 1, "the hit made no origin fetch");
+    assert_eq!(
+        header(&hit, "etag"),
+        Some("W/\"v1\""),
+        "gzipped by the edge: weak"
+    );
+    assert_eq!(
+        fake.dispatched.borrow().len(),
+        1,
+        "the hit made no origin fetch"
+    );
     // The figure docs/performance.md tracks for the in-VM hit path.
     eprintln!("host calls for an in-VM hit: {calls}");
     assert!(calls > 0);
@@ -265,7 +299,11 @@ fn a_private_answer_is_passed_to_its_client_and_never_served_to_another() {
         "hit-for-pass: the next request goes to the origin itself"
     );
     assert_eq!(
-        fake.sent.borrow().iter().filter(|s| s.2 == b"bob's page").count(),
+        fake.sent
+            .borrow()
+            .iter()
+            .filter(|s| s.2 == b"bob's page")
+            .count(),
         1,
         "the private body went to its own client only"
     );

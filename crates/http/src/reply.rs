@@ -97,12 +97,8 @@ pub const ADMIN_RETRY_AFTER_SECS: u64 = 5;
 /// `WWW-Authenticate: Bearer` on `401` (RFC 6750 §3), `Allow` on `405` (RFC 9110
 /// §15.5.6), `Retry-After` when the ban store is busy; never stored, `X-Cache: SYNTH`.
 pub fn admin_error(e: &AdminError) -> Reply {
-    let mut headers = vec![
-        ("content-type", "application/json".into()),
-        ("cache-control", "no-store".into()),
-        ("x-cache", CacheStatus::Synth.as_str().into()),
-        ("age", "0".into()),
-    ];
+    let mut r = admin(e.status(), e.body());
+    let headers = &mut r.headers;
     match e {
         AdminError::Unauthorized => headers.push(("www-authenticate", "Bearer".into())),
         AdminError::MethodNotAllowed { allow } => headers.push(("allow", (*allow).into())),
@@ -111,10 +107,22 @@ pub fn admin_error(e: &AdminError) -> Reply {
         }
         _ => {}
     }
+    r
+}
+
+/// A successful admin answer (`cachet_policy::admin`'s bodies): `status`, JSON `body`,
+/// never stored (`Cache-Control: no-store`), `X-Cache: SYNTH`. Errors use
+/// [`admin_error`], which shares these headers.
+pub fn admin(status: u16, body: String) -> Reply {
     Reply {
-        status: e.status(),
-        headers,
-        body: e.body().into_bytes(),
+        status,
+        headers: vec![
+            ("content-type", "application/json".into()),
+            ("cache-control", "no-store".into()),
+            ("x-cache", CacheStatus::Synth.as_str().into()),
+            ("age", "0".into()),
+        ],
+        body: body.into_bytes(),
     }
 }
 

@@ -10,16 +10,14 @@
 //! The ban log is what the adapters persist and share between instances (Fastly KV store,
 //! Envoy shared data and the fleet feed): bans in time order, each with its canonical
 //! expression. An object stored before a ban is checked against it at lookup
-//! ([`BanLog::check`]); bans older than the retention are retired and raise a *floor*:
-//! objects stored before the floor count as banned (they could match a retired ban), so
-//! retiring never resurrects banned content.
+//! ([`BanLog::check`]); bans older than the retention are retired and raise a *floor*
+//! (`trimmed_at_ms`): objects stored before it count as banned (they could match a
+//! retired ban), so retiring never resurrects banned content. One log type for both
+//! platforms: [`crate::banlog::BanLog`].
 
-use std::time::Duration;
+use cachet_ban::BanRequest;
 
-use cachet_ban::{BanExpr, BanList, BanRequest};
-use serde::{Deserialize, Serialize};
-
-use crate::object::Meta;
+pub use crate::banlog::{AddedBan, BanLog};
 use crate::response::{MAX_SURROGATE_HEADER_BYTES, MAX_SURROGATE_KEY_BYTES};
 
 /// Path prefix of the admin API. Requests under it never reach the routes or the origin.
@@ -254,172 +252,6 @@ pub fn ban_body(body: &[u8]) -> Result<&str, AdminError> {
     Ok(text)
 }
 
-/// One ban in the shared log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BanRecord {
-    /// Identifier, increasing with time (unique within the log).
-    pub id: u64,
-    /// When the ban was added, ms since the epoch.
-    pub at_ms: u64,
-    /// The canonical expression (`BanExpr`'s `Display`).
-    pub expr: String,
-    /// Only `obj.*` fields: the Envoy lurker can apply it in the background.
-    pub lurker_friendly: bool,
-}
-
-/// The ban log persisted in the shared store (JSON). Bans are in `at_ms` order.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct BanLog {
-    /// Objects stored before this instant (ms since the epoch) count as banned: a retired
-    /// ban could have matched them.
-    pub floor_ms: u64,
-    /// Next ban id.
-    pub next_id: u64,
-    /// Live bans, oldest first.
-    pub bans: Vec<BanRecord>,
-}
-
-/// What [`BanLog::add`] did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AddedBan {
-    /// The new ban's id.
-    pub id: u64,
-    /// Whether it only reads `obj.*` fields.
-    pub lurker_friendly: bool,
-    /// The canonical expression stored.
-    pub expr: String,
-    /// Id of an identical older ban it replaced (Varnish marks that one completed).
-    pub replaced: Option<u64>,
-}
-
-impl BanLog {
-    /// Reads a stored log; an absent store value is an empty log.
-    ///
-    /// # Errors
-    /// [`AdminError::Store`] when the bytes are not a ban log (the adapter logs it and
-    /// keeps serving: see the adapters' docs).
-    pub fn from_json(bytes: &[u8]) -> Result<Self, AdminError> {
-        if bytes.is_empty() {
-            return Ok(Self::default());
-        }
-        let mut log: Self = serde_json::from_slice(bytes)
-            .map_err(|e| AdminError::Store(format!("ban log unreadable: {e}")))?;
-        log.bans.sort_by_key(|b| (b.at_ms, b.id));
-        Ok(log)
-    }
-
-    /// The stored form.
-    pub fn to_json(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-
-    /// Adds a ban at `now_ms`. An identical, not time-relative live ban is replaced (the
-    /// newer ban covers every object the older one did: Varnish's duplicate-ban rule).
-    ///
-    /// # Errors
-    /// [`AdminError::BadRequest`] with the parser's column and reason;
-    /// [`AdminError::TooManyBans`] when `max_bans` are live.
-    pub fn add(
-        &mut self,
-        expr: &str,
-        now_ms: u64,
-        max_bans: usize,
-    ) -> Result<AddedBan, AdminError> {
-        let parsed = BanExpr::parse(expr).map_err(|e| AdminError::BadRequest(e.to_string()))?;
-        let canonical = parsed.to_string();
-        let replaced = if parsed.is_time_relative() {
-            None
-        } else {
-            self.bans
-                .iter()
-                .position(|b| b.expr == canonical)
-                .map(|i| self.bans.remove(i).id)
-        };
-        if self.bans.len() >= max_bans {
-            return Err(AdminError::TooManyBans {
-                live: self.bans.len(),
-                limit: max_bans,
-            });
-        }
-        let at_ms = self.bans.last().map_or(now_ms, |b| b.at_ms.max(now_ms));
-        let id = self.next_id.max(1);
-        self.next_id = id + 1;
-        let lurker_friendly = parsed.is_lurker_friendly();
-        self.bans.push(BanRecord {
-            id,
-            at_ms,
-            expr: canonical.clone(),
-            lurker_friendly,
-        });
-        Ok(AddedBan {
-            id,
-            lurker_friendly,
-            expr: canonical,
-            replaced,
-        })
-    }
-
-    /// Retires bans added before `now_ms - retention`, raising the floor to the newest
-    /// retired ban's time. Returns how many were retired.
-    pub fn retire(&mut self, now_ms: u64, retention: Duration) -> usize {
-        let cutoff =
-            now_ms.saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
-        let keep_from = self.bans.partition_point(|b| b.at_ms < cutoff);
-        if keep_from > 0 {
-            self.floor_ms = self.floor_ms.max(self.bans[keep_from - 1].at_ms);
-        }
-        self.bans.drain(..keep_from).count()
-    }
-
-    /// The bans an object stored at `stored_at_ms` must be checked against (added after it),
-    /// compiled into a [`BanList`]. Records that no longer parse are skipped (they were
-    /// validated when added).
-    pub fn newer_than(&self, stored_at_ms: u64) -> BanList {
-        let from = self.bans.partition_point(|b| b.at_ms <= stored_at_ms);
-        let mut list = BanList::new();
-        for b in &self.bans[from..] {
-            #[allow(
-                clippy::cast_precision_loss,
-                reason = "ms since the epoch stay below 2^53"
-            )]
-            let at_s = b.at_ms as f64 / 1000.0;
-            let _ = list.add(&b.expr, at_s);
-        }
-        list
-    }
-
-    /// Whether `obj` is banned for a lookup by `req`: it was stored before the floor, or a
-    /// newer ban matches it. Returns the id of the matching ban (0 for the floor).
-    pub fn check(&self, obj: &Meta, req: &impl BanRequest) -> Option<u64> {
-        let stored = obj.times.stored_at.as_millis();
-        if stored < self.floor_ms {
-            return Some(0);
-        }
-        if self.bans.last().is_none_or(|b| b.at_ms <= stored) {
-            return None;
-        }
-        let newer: Vec<&BanRecord> = self.bans.iter().filter(|b| b.at_ms > stored).collect();
-        let list = self.newer_than(stored);
-        match list.check(&obj.ban_view(), req, cachet_ban::BanId::ZERO) {
-            cachet_ban::Verdict::Banned { by } => {
-                // Map the list's own id back to the log's: the list holds exactly `newer`,
-                // in order, minus any the list deduplicated.
-                let idx = list
-                    .iter()
-                    .position(|(id, ..)| id == by)
-                    .unwrap_or_default();
-                Some(newer.get(idx).map_or(0, |b| b.id))
-            }
-            cachet_ban::Verdict::Kept { .. } => None,
-        }
-    }
-
-    /// Whether any live ban reads `req.*` (cannot be applied by a lurker).
-    pub fn has_request_bans(&self) -> bool {
-        self.bans.iter().any(|b| !b.lurker_friendly)
-    }
-}
-
 /// Response body of `POST /.cachet/ban`.
 pub fn added_body(added: &AddedBan) -> String {
     serde_json::json!({
@@ -431,10 +263,17 @@ pub fn added_body(added: &AddedBan) -> String {
     .to_string()
 }
 
-/// Response body of `GET /.cachet/bans`: `{"floor_ms", "bans": [{"id", "at_ms", "expr",
-/// "lurker_friendly"}]}`.
+/// Response body of `GET /.cachet/bans`, the same on every platform:
+/// `{"generation", "trimmed_at_ms", "bans": [{"id", "at_ms", "kind", "expr", "key"?,
+/// "lurker_friendly"}]}` (live entries, oldest first; objects stored before
+/// `trimmed_at_ms` count as banned).
 pub fn list_body(log: &BanLog) -> String {
-    serde_json::to_string(log).unwrap_or_default()
+    serde_json::json!({
+        "generation": log.generation,
+        "trimmed_at_ms": log.trimmed_at_ms,
+        "bans": log.entries,
+    })
+    .to_string()
 }
 
 /// The lookup request as a ban request (Varnish `req.*`): `url` is the normalized target
@@ -459,23 +298,6 @@ impl<'a, F: Fn(&str) -> Option<&'a str>> BanRequest for LookupRequest<'a, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cachet_refresh::Timestamp;
-
-    fn meta(url: &str, stored_ms: u64) -> Meta {
-        let mut m = Meta::marker(
-            "r",
-            Timestamp::from_millis(stored_ms),
-            Duration::from_secs(60),
-        );
-        m.pass = false;
-        m.status = 200;
-        m.url = url.into();
-        m
-    }
-
-    fn req(url: &str) -> cachet_ban::Request {
-        cachet_ban::Request::new(url)
-    }
 
     #[test]
     fn routes_and_methods() {
@@ -552,55 +374,5 @@ mod tests {
                 .status(),
             413
         );
-    }
-
-    #[test]
-    fn log_adds_checks_dedupes_and_retires() {
-        let mut log = BanLog::default();
-        let a = log
-            .add("obj.http.x-url ~ ^/blog/alice/", 1_000, 10)
-            .unwrap();
-        assert!(a.lurker_friendly && a.replaced.is_none());
-        let b = log.add("req.url == /x", 2_000, 10).unwrap();
-        assert!(!b.lurker_friendly);
-        assert!(log.has_request_bans());
-        assert_eq!(log.add("req.url ==", 2_000, 10).unwrap_err().status(), 400);
-        // Stored before the first ban: banned by it; after both: kept.
-        assert_eq!(
-            log.check(&meta("/blog/alice/1", 500), &req("/blog/alice/1")),
-            Some(a.id)
-        );
-        assert_eq!(
-            log.check(&meta("/blog/alice/1", 1_500), &req("/blog/alice/1")),
-            None
-        );
-        assert_eq!(log.check(&meta("/x", 1_500), &req("/x")), Some(b.id));
-        assert_eq!(log.check(&meta("/x", 2_500), &req("/x")), None);
-        // Identical ban replaces the older one.
-        let c = log
-            .add("obj.http.x-url ~ ^/blog/alice/", 3_000, 10)
-            .unwrap();
-        assert_eq!(c.replaced, Some(a.id));
-        assert_eq!(log.bans.len(), 2);
-        // Round trip through the store.
-        let back = BanLog::from_json(&log.to_json()).unwrap();
-        assert_eq!(back, log);
-        assert!(BanLog::from_json(b"").unwrap().bans.is_empty());
-        assert_eq!(BanLog::from_json(b"{nope").unwrap_err().status(), 503);
-        // Retire everything before 2.5 s: the floor bans what was stored before it.
-        assert_eq!(log.retire(12_500, Duration::from_secs(10)), 1);
-        assert_eq!(log.floor_ms, 2_000);
-        assert_eq!(log.check(&meta("/y", 1_999), &req("/y")), Some(0));
-        assert_eq!(log.check(&meta("/y", 2_001), &req("/y")), None);
-    }
-
-    #[test]
-    fn log_is_bounded() {
-        let mut log = BanLog::default();
-        log.add("req.url == /1", 1, 2).unwrap();
-        log.add("req.url == /2", 2, 2).unwrap();
-        assert_eq!(log.add("req.url == /3", 3, 2).unwrap_err().status(), 429);
-        // A duplicate replaces rather than grows.
-        assert!(log.add("req.url == /2", 4, 2).is_ok());
     }
 }

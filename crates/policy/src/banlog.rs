@@ -9,17 +9,22 @@
 //! request revalidates, as Fastly's soft purge). Varnish semantics: a ban applies to
 //! objects inserted before it (Varnish Users Guide, "Bans").
 
+use std::time::Duration;
+
 use cachet_ban::{BanExpr, BanList, BanRequest, Verdict};
 use cachet_refresh::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::admin::AdminError;
+
 use crate::object::{BanView, Meta};
 
 /// What a log entry does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     /// A ban expression from `POST /.cachet/ban` (or the fleet feed).
+    #[default]
     Ban,
     /// A hard purge of one surrogate key (stored as its ban expression).
     Purge,
@@ -34,7 +39,8 @@ pub struct LogEntry {
     pub id: u64,
     /// When it was added, ms since the epoch (non-decreasing along the log).
     pub at_ms: u64,
-    /// What it does.
+    /// What it does (absent in the earlier edge layout: a ban).
+    #[serde(default)]
     pub kind: Kind,
     /// The ban expression (canonical form); empty for a soft purge.
     pub expr: String,
@@ -69,19 +75,42 @@ pub enum AppendError {
     Conflict,
 }
 
-/// The shared ban log (JSON in shared data).
+/// The ban log, one type for every platform: JSON in the Fastly KV store (copied into each
+/// POP's core cache) and in Envoy's shared data (replayed by every worker), served by
+/// `GET /.cachet/bans` ([`crate::admin::list_body`]). Entries are in `at_ms` order.
+///
+/// Reads the earlier edge layout too (`floor_ms`, `bans` of `{id, at_ms, expr,
+/// lurker_friendly}`: every entry a [`Kind::Ban`]), so no accepted ban is lost on upgrade.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct BanLog {
-    /// Bumped when entries are removed from the front (replicas replay from scratch).
+    /// Bumped when entries are removed (retired or replaced): replicas replay from scratch.
     pub generation: u64,
     /// Next id.
     pub next_id: u64,
-    /// Entries added at or before this time were retired, ms since the epoch.
+    /// The floor, ms since the epoch: entries added at or before it were retired, and an
+    /// object stored before it counts as banned (a retired ban could have matched it).
+    #[serde(alias = "floor_ms")]
     pub trimmed_at_ms: u64,
     /// Newest fleet-feed id merged.
     pub feed_through: u64,
     /// Live entries, oldest first.
+    #[serde(alias = "bans")]
     pub entries: Vec<LogEntry>,
+}
+
+/// What [`BanLog::add_ban`] did (the `201` body of `POST /.cachet/ban`,
+/// [`crate::admin::added_body`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AddedBan {
+    /// The new ban's id.
+    pub id: u64,
+    /// Whether it only reads `obj.*` fields.
+    pub lurker_friendly: bool,
+    /// The canonical expression stored.
+    pub expr: String,
+    /// Id of an identical older ban it replaced (Varnish marks that one completed).
+    pub replaced: Option<u64>,
 }
 
 impl Default for BanLog {
@@ -139,6 +168,146 @@ impl BanLog {
             self.feed_through = self.feed_through.max(f);
         }
         Ok(added)
+    }
+
+    /// Reads a stored log strictly: empty bytes are an empty log; bytes that are not a ban
+    /// log are an error (the edge logs it and keeps serving).
+    ///
+    /// # Errors
+    /// [`AdminError::Store`] with serde's reason.
+    pub fn try_from_json(bytes: &[u8]) -> Result<Self, AdminError> {
+        if bytes.is_empty() {
+            return Ok(Self::default());
+        }
+        let mut log: Self = serde_json::from_slice(bytes)
+            .map_err(|e| AdminError::Store(format!("ban log unreadable: {e}")))?;
+        log.entries.sort_by_key(|e| (e.at_ms, e.id));
+        log.next_id = log
+            .next_id
+            .max(log.entries.iter().map(|e| e.id + 1).max().unwrap_or(1));
+        Ok(log)
+    }
+
+    /// The stored form (JSON).
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Adds a ban expression at `now_ms` (`POST /.cachet/ban`). An identical, not
+    /// time-relative live ban is replaced (the newer ban covers every object the older one
+    /// did: Varnish's duplicate-ban rule), which starts a new generation.
+    ///
+    /// # Errors
+    /// [`AdminError::BadRequest`] with the parser's column and reason;
+    /// [`AdminError::TooManyBans`] when `max_bans` entries are live.
+    pub fn add_ban(
+        &mut self,
+        expr: &str,
+        now_ms: u64,
+        max_bans: usize,
+    ) -> Result<AddedBan, AdminError> {
+        let parsed =
+            BanExpr::parse(expr.trim()).map_err(|e| AdminError::BadRequest(e.to_string()))?;
+        let canonical = parsed.to_string();
+        let replaced = if parsed.is_time_relative() {
+            None
+        } else {
+            self.entries
+                .iter()
+                .position(|e| e.kind == Kind::Ban && e.expr == canonical)
+                .map(|i| self.entries.remove(i).id)
+        };
+        if replaced.is_some() {
+            self.generation += 1;
+        }
+        let lurker_friendly = parsed.is_lurker_friendly();
+        let new = NewEntry {
+            kind: Kind::Ban,
+            expr: canonical.clone(),
+            key: None,
+            lurker_friendly,
+            at_ms: None,
+        };
+        let live = self.entries.len();
+        let added = self
+            .append(std::slice::from_ref(&new), max_bans, now_ms, None)
+            .map_err(|_| AdminError::TooManyBans {
+                live,
+                limit: max_bans,
+            })?;
+        Ok(AddedBan {
+            id: added.first().map_or(0, |e| e.id),
+            lurker_friendly,
+            expr: canonical,
+            replaced,
+        })
+    }
+
+    /// Retires entries added before `now_ms - retention`, raising the floor to the newest
+    /// retired entry's time. Returns how many were retired.
+    pub fn retire(&mut self, now_ms: u64, retention: Duration) -> usize {
+        let cutoff =
+            now_ms.saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
+        let keep_from = self.entries.partition_point(|e| e.at_ms < cutoff);
+        match keep_from.checked_sub(1).map(|i| self.entries[i].at_ms) {
+            Some(newest) => self.trim_not_after(newest),
+            None => 0,
+        }
+    }
+
+    /// The bans and hard purges an object stored at `stored_at_ms` must be checked against
+    /// (added after it), compiled into a [`BanList`]; soft purges are left out (they make an
+    /// object stale, never banned). Entries that no longer parse are skipped (they were
+    /// validated when added).
+    pub fn newer_than(&self, stored_at_ms: u64) -> (BanList, Vec<u64>) {
+        let from = self.entries.partition_point(|e| e.at_ms <= stored_at_ms);
+        let mut list = BanList::new();
+        let mut ids = Vec::new();
+        for e in self.entries[from..]
+            .iter()
+            .filter(|e| e.kind != Kind::SoftPurge)
+        {
+            #[allow(
+                clippy::cast_precision_loss,
+                reason = "ms since the epoch stay below 2^53"
+            )]
+            let at_s = e.at_ms as f64 / 1000.0;
+            if list.add(&e.expr, at_s).is_ok() {
+                ids.push(e.id);
+            }
+        }
+        (list, ids)
+    }
+
+    /// Whether `obj` is banned for a lookup by `req` (the edge's lookup-time check): it was
+    /// stored before the floor, or a newer ban or hard purge matches it. Returns the id of
+    /// the matching entry (0 for the floor).
+    pub fn check(&self, obj: &Meta, req: &impl BanRequest) -> Option<u64> {
+        let stored = obj.times.stored_at.as_millis();
+        if stored < self.trimmed_at_ms {
+            return Some(0);
+        }
+        if self.entries.last().is_none_or(|e| e.at_ms <= stored) {
+            return None;
+        }
+        let (list, ids) = self.newer_than(stored);
+        match list.check(&obj.ban_view(), req, cachet_ban::BanId::ZERO) {
+            Verdict::Banned { by } => {
+                // The list's ids are its own; map back through insertion order (the list
+                // deduplicates identical expressions, keeping the first).
+                let idx = list
+                    .iter()
+                    .position(|(id, ..)| id == by)
+                    .unwrap_or_default();
+                Some(ids.get(idx).copied().unwrap_or_default())
+            }
+            Verdict::Kept { .. } => None,
+        }
+    }
+
+    /// Whether any live entry reads `req.*` (cannot be applied by a lurker).
+    pub fn has_request_bans(&self) -> bool {
+        self.entries.iter().any(|e| !e.lurker_friendly)
     }
 
     /// Retires entries added at or before `at_ms` (no object stored after them can
@@ -413,5 +582,110 @@ mod tests {
         assert_eq!(back, log);
         assert!(parse_ban("obj.http.x ~").is_err());
         assert_eq!(purge_entries(&["ok".into(), String::new()]).len(), 1);
+    }
+
+    fn meta_at(url: &str, stored_ms: u64) -> Meta {
+        let mut m = object(stored_ms, &[]);
+        m.url = url.into();
+        m
+    }
+
+    #[test]
+    fn log_adds_checks_dedupes_and_retires() {
+        let mut log = BanLog::default();
+        let a = log
+            .add_ban("obj.http.x-url ~ ^/blog/alice/", 1_000, 10)
+            .unwrap();
+        assert!(a.lurker_friendly && a.replaced.is_none());
+        let b = log.add_ban("req.url == /x", 2_000, 10).unwrap();
+        assert!(!b.lurker_friendly);
+        assert!(log.has_request_bans());
+        assert_eq!(
+            log.add_ban("req.url ==", 2_000, 10).unwrap_err().status(),
+            400
+        );
+        // Stored before the first ban: banned by it; after both: kept.
+        assert_eq!(
+            log.check(
+                &meta_at("/blog/alice/1", 500),
+                &cachet_ban::Request::new("/blog/alice/1")
+            ),
+            Some(a.id)
+        );
+        assert_eq!(
+            log.check(
+                &meta_at("/blog/alice/1", 1_500),
+                &cachet_ban::Request::new("/blog/alice/1")
+            ),
+            None
+        );
+        assert_eq!(
+            log.check(&meta_at("/x", 1_500), &cachet_ban::Request::new("/x")),
+            Some(b.id)
+        );
+        assert_eq!(
+            log.check(&meta_at("/x", 2_500), &cachet_ban::Request::new("/x")),
+            None
+        );
+        // Identical ban replaces the older one.
+        let c = log
+            .add_ban("obj.http.x-url ~ ^/blog/alice/", 3_000, 10)
+            .unwrap();
+        assert_eq!(c.replaced, Some(a.id));
+        assert_eq!(log.entries.len(), 2);
+        // Round trip through the store.
+        let back = BanLog::try_from_json(&log.to_json()).unwrap();
+        assert_eq!(back, log);
+        assert!(BanLog::try_from_json(b"").unwrap().entries.is_empty());
+        assert_eq!(BanLog::try_from_json(b"{nope").unwrap_err().status(), 503);
+        // Retire everything before 2.5 s: the floor bans what was stored before it.
+        assert_eq!(log.retire(12_500, Duration::from_secs(10)), 1);
+        assert_eq!(log.trimmed_at_ms, 2_000);
+        assert_eq!(
+            log.check(&meta_at("/y", 1_999), &cachet_ban::Request::new("/y")),
+            Some(0)
+        );
+        assert_eq!(
+            log.check(&meta_at("/y", 2_001), &cachet_ban::Request::new("/y")),
+            None
+        );
+    }
+
+    #[test]
+    fn log_is_bounded() {
+        let mut log = BanLog::default();
+        log.add_ban("req.url == /1", 1, 2).unwrap();
+        log.add_ban("req.url == /2", 2, 2).unwrap();
+        assert_eq!(
+            log.add_ban("req.url == /3", 3, 2).unwrap_err().status(),
+            429
+        );
+        // A duplicate replaces rather than grows.
+        assert!(log.add_ban("req.url == /2", 4, 2).is_ok());
+    }
+
+    #[test]
+    fn the_earlier_edge_layout_is_read_without_losing_a_ban() {
+        let old = br#"{"floor_ms":5,"next_id":3,"bans":[{"id":2,"at_ms":9,"expr":"req.url == /b","lurker_friendly":false},{"id":1,"at_ms":7,"expr":"obj.http.x-url ~ ^/a","lurker_friendly":true}]}"#;
+        let log = BanLog::try_from_json(old).unwrap();
+        assert_eq!(log.trimmed_at_ms, 5);
+        assert_eq!(log.entries.iter().map(|e| e.id).collect::<Vec<_>>(), [1, 2]);
+        assert!(log.entries.iter().all(|e| e.kind == Kind::Ban));
+        assert_eq!(log.next_id, 3);
+        assert_eq!(
+            log.check(&meta_at("/b", 8), &cachet_ban::Request::new("/b")),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn soft_purges_never_ban_at_lookup() {
+        let mut log = BanLog::default();
+        log.append(&[entry(Kind::SoftPurge, "", Some("k"))], 10, 1_000, None)
+            .unwrap();
+        assert_eq!(
+            log.check(&object(500, &["k"]), &cachet_ban::Request::new("/")),
+            None
+        );
     }
 }

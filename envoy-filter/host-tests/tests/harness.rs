@@ -438,7 +438,7 @@ fn purge_and_ban_invalidate_both_tiers_on_every_worker() {
         None,
     );
     let list: serde_json::Value = serde_json::from_str(&r.text()).expect("json");
-    assert_eq!(list.as_array().map(Vec::len), Some(2));
+    assert_eq!(list["bans"].as_array().map(Vec::len), Some(2));
     assert!(host.metric("cachet.bans") >= 2);
 }
 

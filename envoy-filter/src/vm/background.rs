@@ -67,7 +67,7 @@ impl Vm {
                 // Whatever the answer, the lock goes: after a kept copy (5xx, failed
                 // callout, banned meanwhile) the next request schedules a new refresh.
                 let _ = self.revalidate(&p, &job, &base, r.as_ref());
-                locks::release(job.slot, self.owner(self.root_id));
+                locks::release(&HostData, job.slot, self.owner(self.root_id));
                 self.wake(Some(job.slot));
             }
             RootCall::Feed => self.apply_feed(&p, OriginResponse::read(nh, body_size, 0)),
@@ -95,7 +95,7 @@ impl Vm {
         if owner != me && lease_end > now_ms {
             return false;
         }
-        let dir = SharedTier::dir();
+        let dir = SharedTier::dir(&HostData);
         let m = self.m();
         let budget = cfg.bans.lurker_budget;
         let mut next = cursor;
@@ -109,7 +109,7 @@ impl Vm {
             }
             examined += 1;
             next = e.version;
-            let obj = SharedTier::get_slot(e.slot);
+            let obj = SharedTier::get_slot(&HostData, e.slot);
             let gone = match &obj {
                 None => true,
                 Some(o) if o.h.version != e.version => true,
@@ -117,7 +117,9 @@ impl Vm {
             };
             if gone {
                 let clear = obj.as_ref().is_some_and(|o| o.h.version == e.version);
-                if let Some((bytes, objects)) = SharedTier::remove(e.slot, e.version, clear) {
+                if let Some((bytes, objects)) =
+                    SharedTier::remove(&HostData, e.slot, e.version, clear)
+                {
                     evicted += 1;
                     Metrics::set(m.bytes_stored, bytes);
                     Metrics::set(m.objects, objects);
@@ -129,7 +131,7 @@ impl Vm {
         if finished {
             next = 0;
             Metrics::inc(m.lurker_passes);
-            let dir = SharedTier::dir();
+            let dir = SharedTier::dir(&HostData);
             Metrics::set(m.bytes_stored, dir.bytes);
             Metrics::set(m.objects, dir.entries.len() as u64);
             let oldest = dir
@@ -138,7 +140,7 @@ impl Vm {
                 .map(|e| e.stored_at_ms)
                 .min()
                 .unwrap_or(now_ms);
-            if bans::trim_not_after(oldest.min(now_ms)) > 0 {
+            if bans::trim_not_after(&HostData, oldest.min(now_ms)) > 0 {
                 self.sync_bans();
             }
         }
@@ -179,14 +181,19 @@ impl Vm {
         let Some(r) = r.filter(|r| r.status == 200) else {
             return;
         };
-        let Ok(entries) = serde_json::from_slice::<Vec<bans::LogEntry>>(&r.body) else {
+        // `GET /.cachet/bans` answers `cachet_policy::admin::list_body` (a `BanLog`); peers
+        // of earlier releases answer the bare list of entries.
+        let parsed = cachet_policy::banlog::BanLog::try_from_json(&r.body)
+            .map(|l| l.entries)
+            .or_else(|_| serde_json::from_slice::<Vec<bans::LogEntry>>(&r.body));
+        let Ok(entries) = parsed else {
             host::log(
                 LogLevel::Warn,
                 "cachet: ban feed answered a body that is not a ban list",
             );
             return;
         };
-        let (log, _) = bans::read_log();
+        let (log, _) = bans::read_log(&HostData);
         let mut new = Vec::new();
         let mut through = log.feed_through;
         for e in entries.iter().filter(|e| e.id > log.feed_through) {
@@ -209,7 +216,7 @@ impl Vm {
             return;
         }
         let max = p.config().bans.max_bans;
-        if bans::append(&new, max, host::now_ms(), Some(through)).is_ok() {
+        if bans::append(&HostData, &new, max, host::now_ms(), Some(through)).is_ok() {
             Metrics::inc(self.m().feed_updates);
             Metrics::add(self.m().bans_added, new.len() as u64);
             self.sync_bans();

@@ -118,7 +118,7 @@ impl Vm {
                     headers: &job.fields,
                 };
                 let banned = self.bans.borrow().check(base, &req) == Check::Banned;
-                let current = self.shared.get().get(&job.key);
+                let current = self.shared.get().get(&HostData, &job.key);
                 if banned || current.is_some_and(|c| c.h.version > base.h.version) {
                     return Revalidated::Unusable;
                 }

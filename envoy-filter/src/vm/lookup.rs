@@ -105,7 +105,7 @@ impl Vm {
         let shared = self
             .shared
             .get()
-            .get(&job.key)
+            .get(&HostData, &job.key)
             .filter(|o| !o.h.meta.is_vary_marker())?;
         if best
             .as_ref()
@@ -133,7 +133,7 @@ impl Vm {
         let local = self.local.borrow_mut().get(key);
         let obj = match local {
             Some(o) => o,
-            None => Rc::new(self.shared.get().get(key)?),
+            None => Rc::new(self.shared.get().get(&HostData, key)?),
         };
         obj.h.meta.is_vary_marker().then_some(obj)
     }

@@ -20,6 +20,7 @@ use proxy_wasm::types::{BufferType, LogLevel, MapType};
 
 use crate::admin::{self, AdminRequest};
 use crate::bans::{self, BanState, Check, Req};
+use crate::host::HostData;
 use crate::locks::{self, Lock};
 use crate::metrics::Metrics;
 use crate::store::{LocalTier, SharedTier, StoredObject};
@@ -239,9 +240,9 @@ impl Vm {
             LURKER_KEY,
             VM_ID_KEY,
         ] {
-            host::shared_init(k);
+            cachet_store::init(&HostData, k);
         }
-        locks::init();
+        locks::init(&HostData);
         for _ in 0..64 {
             let (v, cas) = host::shared_get(VM_ID_KEY);
             let n = v
@@ -361,7 +362,7 @@ impl Vm {
     fn sync_bans(&self) {
         let mut local = self.local.borrow_mut();
         let mut b = self.bans.borrow_mut();
-        if b.sync(&mut local) {
+        if b.sync(&HostData, &mut local) {
             Metrics::set(self.m().bans, b.live() as u64);
         }
     }
@@ -369,7 +370,10 @@ impl Vm {
     /// Inserts into both tiers; returns the shared handle.
     fn insert(&self, mut obj: StoredObject, now: Timestamp) -> Rc<StoredObject> {
         let m = self.m();
-        let r = self.shared.get().insert(&mut obj, now.as_millis());
+        let r = self
+            .shared
+            .get()
+            .insert(&HostData, &mut obj, now.as_millis());
         if r.stored {
             Metrics::add(m.evictions, r.evicted);
             Metrics::set(m.bytes_stored, r.bytes);

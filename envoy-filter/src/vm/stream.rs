@@ -189,6 +189,8 @@ impl Http {
         Action::Pause
     }
 
+    /// A cacheable request: answered from either tier when servable, else
+    /// [`Self::collapse`]d onto one origin fetch.
     pub(super) fn cache(&mut self, p: &Policy, mut job: Job) -> proxy_wasm::types::Action {
         use proxy_wasm::types::Action;
         let vm = Rc::clone(&self.vm);
@@ -243,8 +245,24 @@ impl Http {
             send_reply(&cachet_http::reply::failure(Failure::NotCached));
             return Action::Pause;
         }
+        self.collapse(p, job, base, now_ms)
+    }
+
+    /// Nothing servable: fetch as the collapsing leader (revalidating `base` when it is
+    /// set), or park behind another request's fetch of the key, or pass when this
+    /// worker's queue for the key is full (`collapse.max_waiters`).
+    fn collapse(
+        &mut self,
+        p: &Policy,
+        job: Job,
+        base: Option<(Rc<StoredObject>, EntryTimes)>,
+        now_ms: u64,
+    ) -> proxy_wasm::types::Action {
+        use proxy_wasm::types::Action;
+        let vm = Rc::clone(&self.vm);
+        let m = vm.m();
         let lease = now_ms + p.config().collapse.lease_ms;
-        match locks::acquire(job.slot, vm.owner(self.ctx), now_ms, lease) {
+        match locks::acquire(&HostData, job.slot, vm.owner(self.ctx), now_ms, lease) {
             Lock::Held
                 if vm
                     .waiters
@@ -309,7 +327,7 @@ impl Http {
         if self.lock_held {
             self.lock_held = false;
             if let Some(job) = &self.job {
-                locks::release(job.slot, self.vm.owner(self.ctx));
+                locks::release(&HostData, job.slot, self.vm.owner(self.ctx));
             }
         }
     }
@@ -480,7 +498,9 @@ impl Http {
                 let status = status_of(&hs).unwrap_or(0);
                 let keys =
                     cachet_http::invalidation_keys(&p, &method, status, &h, &target, hs.as_slice());
-                if bans::purge_keys(&keys, p.config().bans.max_bans, host::now_ms()).is_ok() {
+                if bans::purge_keys(&HostData, &keys, p.config().bans.max_bans, host::now_ms())
+                    .is_ok()
+                {
                     Metrics::add(self.vm.m().purges, keys.len() as u64);
                     self.vm.sync_bans();
                 }

@@ -24,7 +24,8 @@ impl Vm {
             );
         let lease = now_ms + p.config().collapse.lease_ms;
         if !pending
-            && locks::acquire(slot, self.owner(self.root_id), now_ms, lease) == Lock::Acquired
+            && locks::acquire(&HostData, slot, self.owner(self.root_id), now_ms, lease)
+                == Lock::Acquired
         {
             self.refresh_queue.borrow_mut().push(Refresh {
                 job: job.clone(),
@@ -49,7 +50,7 @@ impl Vm {
             }
             let mut job = w.job.clone();
             let found = self.find(&p, &mut job, now).ok().flatten();
-            let held = locks::is_held(w.job.slot, now_ms);
+            let held = locks::is_held(&HostData, w.job.slot, now_ms);
             match found {
                 Some(f) if !f.obj.h.meta.pass && f.fresh != Freshness::Expired => {
                     if !host::set_effective_context(w.ctx) {
@@ -93,7 +94,7 @@ impl Vm {
                 );
             } else {
                 Metrics::inc(self.m().origin_errors);
-                locks::release(refresh.job.slot, self.owner(self.root_id));
+                locks::release(&HostData, refresh.job.slot, self.owner(self.root_id));
             }
         }
     }

@@ -52,6 +52,9 @@ pub struct Step {
     /// Extra request headers.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Request body (admin calls: a ban expression).
+    #[serde(default)]
+    pub send_body: Option<String>,
     /// Expected status.
     #[serde(default)]
     pub status: Option<u16>,
@@ -331,18 +334,15 @@ fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
     };
     let mut bodies: Vec<String> = Vec::new();
     for (i, s) in case.steps.iter().enumerate() {
-        let mut headers: Vec<(&str, &str)> = s
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let mut headers: Vec<(&str, &str)> = s.headers.iter().map(|(k, v)| (&**k, &**v)).collect();
         if let Some(alias) = &s.ua {
             match suite.ua.get(alias) {
                 Some(ua) => headers.push(("user-agent", ua.as_str())),
                 None => fail(Some(i), format!("unknown ua alias {alias:?}")),
             }
         }
-        let r = match t.send(&s.method, &s.host, &s.path, &headers, None) {
+        let body = s.send_body.as_deref().map(str::as_bytes);
+        let r = match t.send(&s.method, &s.host, &s.path, &headers, body) {
             Ok(r) => r,
             Err(e) => {
                 fail(Some(i), e.to_string());
@@ -357,9 +357,7 @@ fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
             fail(Some(i), format!("status {} (want {want})", r.status));
         }
         let got = r.headers.get("x-cache").map_or("", String::as_str);
-        if let Some(want) = &s.cache
-            && got != want
-        {
+        if let Some(want) = s.cache.as_ref().filter(|w| got != *w) {
             fail(Some(i), format!("X-Cache {got:?} (want {want:?})"));
         }
         for (k, v) in &s.header_equals {

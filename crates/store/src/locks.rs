@@ -7,7 +7,7 @@
 //! drop-to-abandon, `cachet-refresh`'s `CollapseTable` semantics across VMs). The entry
 //! stays small: only in-flight fetches are listed.
 
-use crate::host;
+use crate::SharedData;
 
 /// Shared-data key of the lock table.
 pub const LOCKS_KEY: &str = "cachet.locks";
@@ -52,9 +52,9 @@ pub enum Lock {
 }
 
 /// Tries to take the lock of `slot` for `owner` until `lease_end_ms`.
-pub fn acquire(slot: u32, owner: u64, now_ms: u64, lease_end_ms: u64) -> Lock {
+pub fn acquire(sd: &dyn SharedData, slot: u32, owner: u64, now_ms: u64, lease_end_ms: u64) -> Lock {
     for _ in 0..RETRIES {
-        let (v, cas) = host::shared_get(LOCKS_KEY);
+        let (v, cas) = sd.get(LOCKS_KEY);
         let mut t = decode(v.as_deref().unwrap_or_default());
         t.retain(|&(_, _, l)| l > now_ms);
         if let Some(r) = t.iter_mut().find(|r| r.0 == slot) {
@@ -65,7 +65,7 @@ pub fn acquire(slot: u32, owner: u64, now_ms: u64, lease_end_ms: u64) -> Lock {
         } else {
             t.push((slot, owner, lease_end_ms));
         }
-        if host::shared_set(LOCKS_KEY, &encode(&t), cas) {
+        if sd.set(LOCKS_KEY, &encode(&t), cas) {
             return Lock::Acquired;
         }
     }
@@ -73,21 +73,21 @@ pub fn acquire(slot: u32, owner: u64, now_ms: u64, lease_end_ms: u64) -> Lock {
 }
 
 /// Releases `slot` if `owner` holds it.
-pub fn release(slot: u32, owner: u64) {
+pub fn release(sd: &dyn SharedData, slot: u32, owner: u64) {
     for _ in 0..RETRIES {
-        let (v, cas) = host::shared_get(LOCKS_KEY);
+        let (v, cas) = sd.get(LOCKS_KEY);
         let mut t = decode(v.as_deref().unwrap_or_default());
         let before = t.len();
         t.retain(|&(s, o, _)| !(s == slot && o == owner));
-        if t.len() == before || host::shared_set(LOCKS_KEY, &encode(&t), cas) {
+        if t.len() == before || sd.set(LOCKS_KEY, &encode(&t), cas) {
             return;
         }
     }
 }
 
 /// Whether anyone holds a live lock on `slot`.
-pub fn is_held(slot: u32, now_ms: u64) -> bool {
-    let (v, _) = host::shared_get(LOCKS_KEY);
+pub fn is_held(sd: &dyn SharedData, slot: u32, now_ms: u64) -> bool {
+    let (v, _) = sd.get(LOCKS_KEY);
     decode(v.as_deref().unwrap_or_default())
         .iter()
         .any(|&(s, _, l)| s == slot && l > now_ms)
@@ -95,6 +95,6 @@ pub fn is_held(slot: u32, now_ms: u64) -> bool {
 
 /// Creates the table if it does not exist, so later writes are true CAS writes (a
 /// proxy-wasm CAS of 0 on a missing key is an unconditional write).
-pub fn init() {
-    host::shared_init(LOCKS_KEY);
+pub fn init(sd: &dyn SharedData) {
+    crate::init(sd, LOCKS_KEY);
 }

@@ -21,8 +21,8 @@ pub use cachet_policy::banlog::{
     purge_expr,
 };
 
-use crate::host;
-use crate::store::{LocalTier, StoredObject};
+use crate::SharedData;
+use crate::tier::{LocalTier, StoredObject};
 
 /// Shared-data key of the ban log.
 pub const LOG_KEY: &str = "cachet.bans";
@@ -34,29 +34,29 @@ pub const EPOCH_KEY: &str = "cachet.epoch";
 const LOG_CAS_RETRIES: usize = 32;
 
 /// The log in shared data and its CAS token.
-pub fn read_log() -> (BanLog, Option<u32>) {
-    let (v, cas) = host::shared_get(LOG_KEY);
+pub fn read_log(sd: &dyn SharedData) -> (BanLog, Option<u32>) {
+    let (v, cas) = sd.get(LOG_KEY);
     (BanLog::from_json(v.as_deref()), cas)
 }
 
 /// Writes the log if nobody else did since `cas`, then bumps the epoch.
-fn write_log(log: &BanLog, cas: Option<u32>) -> bool {
+fn write_log(sd: &dyn SharedData, log: &BanLog, cas: Option<u32>) -> bool {
     let Ok(bytes) = serde_json::to_vec(log) else {
         return false;
     };
-    if !host::shared_set(LOG_KEY, &bytes, cas.or(Some(0))) {
+    if !sd.set(LOG_KEY, &bytes, cas.or(Some(0))) {
         return false;
     }
-    bump_epoch();
+    bump_epoch(sd);
     true
 }
 
 /// Increments the shared epoch (CAS loop).
-pub fn bump_epoch() {
+pub fn bump_epoch(sd: &dyn SharedData) {
     for _ in 0..LOG_CAS_RETRIES {
-        let (v, cas) = host::shared_get(EPOCH_KEY);
+        let (v, cas) = sd.get(EPOCH_KEY);
         let n = read_u64(v.as_deref()).wrapping_add(1);
-        if host::shared_set(EPOCH_KEY, &n.to_le_bytes(), cas.or(Some(0))) {
+        if sd.set(EPOCH_KEY, &n.to_le_bytes(), cas.or(Some(0))) {
             return;
         }
     }
@@ -75,31 +75,56 @@ fn read_u64(b: Option<&[u8]>) -> u64 {
 /// [`AppendError::TooMany`] when the log would exceed `max`; [`AppendError::Conflict`]
 /// after repeated CAS failures.
 pub fn append(
+    sd: &dyn SharedData,
     new: &[NewEntry],
     max: usize,
     now_ms: u64,
     feed_through: Option<u64>,
 ) -> Result<Vec<LogEntry>, AppendError> {
     for _ in 0..LOG_CAS_RETRIES {
-        let (mut log, cas) = read_log();
+        let (mut log, cas) = read_log(sd);
         let added = log.append(new, max, now_ms, feed_through)?;
-        if write_log(&log, cas) {
+        if write_log(sd, &log, cas) {
             return Ok(added);
         }
     }
     Err(AppendError::Conflict)
 }
 
+/// Adds a ban expression (`BanLog::add_ban` under compare-and-swap: the same duplicate
+/// and limit rules as on the edge).
+///
+/// # Errors
+/// The log's refusal (bad expression, too many bans), or a busy log after repeated CAS
+/// failures.
+pub fn add_ban(
+    sd: &dyn SharedData,
+    expr: &str,
+    max: usize,
+    now_ms: u64,
+) -> Result<cachet_policy::banlog::AddedBan, cachet_policy::admin::AdminError> {
+    for _ in 0..LOG_CAS_RETRIES {
+        let (mut log, cas) = read_log(sd);
+        let added = log.add_ban(expr, now_ms, max)?;
+        if write_log(sd, &log, cas) {
+            return Ok(added);
+        }
+    }
+    Err(cachet_policy::admin::AdminError::Store(
+        "ban log busy, retry".into(),
+    ))
+}
+
 /// Retires entries added at or before `at_ms` (`BanLog::trim_not_after` under
 /// compare-and-swap). Returns how many were removed.
-pub fn trim_not_after(at_ms: u64) -> usize {
+pub fn trim_not_after(sd: &dyn SharedData, at_ms: u64) -> usize {
     for _ in 0..LOG_CAS_RETRIES {
-        let (mut log, cas) = read_log();
+        let (mut log, cas) = read_log(sd);
         let n = log.trim_not_after(at_ms);
         if n == 0 {
             return 0;
         }
-        if write_log(&log, cas) {
+        if write_log(sd, &log, cas) {
             return n;
         }
     }
@@ -107,8 +132,8 @@ pub fn trim_not_after(at_ms: u64) -> usize {
 }
 
 /// The shared epoch now.
-pub fn epoch() -> u64 {
-    read_u64(host::shared_get(EPOCH_KEY).0.as_deref())
+pub fn epoch(sd: &dyn SharedData) -> u64 {
+    read_u64(sd.get(EPOCH_KEY).0.as_deref())
 }
 
 /// One VM's replica of the ban log, refreshed when the shared epoch moves.
@@ -121,12 +146,12 @@ pub struct BanState {
 impl BanState {
     /// Catches up with the shared log when the epoch moved (dropping local objects a
     /// retired ban could have matched). Returns `true` when it did.
-    pub fn sync(&mut self, local: &mut LocalTier) -> bool {
-        let e = epoch();
+    pub fn sync(&mut self, sd: &dyn SharedData, local: &mut LocalTier) -> bool {
+        let e = epoch(sd);
         if self.epoch == Some(e) {
             return false;
         }
-        let (log, _) = read_log();
+        let (log, _) = read_log(sd);
         if let Applied::Reset { trimmed_at_ms } = self.replica.apply(&log) {
             local.drop_stored_not_after(Timestamp::from_millis(trimmed_at_ms));
         }
@@ -156,10 +181,15 @@ impl BanState {
 ///
 /// # Errors
 /// As [`append`]; keys that are not valid surrogate keys are skipped.
-pub fn purge_keys(keys: &[String], max: usize, now_ms: u64) -> Result<usize, AppendError> {
+pub fn purge_keys(
+    sd: &dyn SharedData,
+    keys: &[String],
+    max: usize,
+    now_ms: u64,
+) -> Result<usize, AppendError> {
     let new = cachet_policy::banlog::purge_entries(keys);
     if new.is_empty() {
         return Ok(0);
     }
-    append(&new, max, now_ms, None).map(|a| a.len())
+    append(sd, &new, max, now_ms, None).map(|a| a.len())
 }

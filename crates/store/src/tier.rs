@@ -26,7 +26,7 @@ use cachet_policy::object::{self, BanView, Meta};
 use cachet_refresh::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::host;
+use crate::SharedData;
 
 /// Prefix of every shared-data key the filter uses.
 pub const PREFIX: &str = "cachet.";
@@ -355,17 +355,17 @@ impl SharedTier {
     }
 
     /// Looks `key` up: the object if its slot holds this key.
-    pub fn get(&self, key: &str) -> Option<StoredObject> {
-        let (v, _) = host::shared_get(&slot_key(self.slot_of(key)));
+    pub fn get(&self, sd: &dyn SharedData, key: &str) -> Option<StoredObject> {
+        let (v, _) = sd.get(&slot_key(self.slot_of(key)));
         StoredObject::decode(&v?).filter(|o| o.h.key == key)
     }
 
     /// Stores `obj` (its `version` is assigned here), evicting as needed.
-    pub fn insert(&self, obj: &mut StoredObject, now_ms: u64) -> Inserted {
+    pub fn insert(&self, sd: &dyn SharedData, obj: &mut StoredObject, now_ms: u64) -> Inserted {
         let slot = self.slot_of(&obj.h.key);
         let mut out = Inserted::default();
         for _ in 0..DIR_CAS_RETRIES {
-            let (raw, cas) = host::shared_get(DIR_KEY);
+            let (raw, cas) = sd.get(DIR_KEY);
             let mut dir = raw.as_deref().map(Dir::decode).unwrap_or_default();
             obj.h.version = dir.next_version.max(1);
             let bytes = obj.encode();
@@ -381,15 +381,15 @@ impl SharedTier {
             ) else {
                 return out;
             };
-            if !host::shared_set(DIR_KEY, &dir.encode(), cas.or(Some(0))) {
+            if !sd.set(DIR_KEY, &dir.encode(), cas.or(Some(0))) {
                 continue;
             }
             for v in &victims {
                 if v.slot != slot {
-                    host::shared_set(&slot_key(v.slot), &[], None);
+                    sd.set(&slot_key(v.slot), &[], None);
                 }
             }
-            host::shared_set(&slot_key(slot), &bytes, None);
+            sd.set(&slot_key(slot), &bytes, None);
             out.stored = true;
             out.evicted = victims.len() as u64;
             out.bytes = dir.bytes;
@@ -403,9 +403,9 @@ impl SharedTier {
     /// Removes the directory entry of `slot` with `version` (lurker) and, when `clear`,
     /// empties the slot (not when the slot already holds another object). Returns the
     /// directory totals after the removal, or `None` when nothing was removed.
-    pub fn remove(slot: u32, version: u64, clear: bool) -> Option<(u64, u64)> {
+    pub fn remove(sd: &dyn SharedData, slot: u32, version: u64, clear: bool) -> Option<(u64, u64)> {
         for _ in 0..DIR_CAS_RETRIES {
-            let (raw, cas) = host::shared_get(DIR_KEY);
+            let (raw, cas) = sd.get(DIR_KEY);
             let mut dir = raw.as_deref().map(Dir::decode).unwrap_or_default();
             let i = dir
                 .entries
@@ -413,9 +413,9 @@ impl SharedTier {
                 .position(|e| e.slot == slot && e.version == version)?;
             let e = dir.entries.remove(i)?;
             dir.bytes = dir.bytes.saturating_sub(u64::from(e.size));
-            if host::shared_set(DIR_KEY, &dir.encode(), cas.or(Some(0))) {
+            if sd.set(DIR_KEY, &dir.encode(), cas.or(Some(0))) {
                 if clear {
-                    host::shared_set(&slot_key(slot), &[], None);
+                    sd.set(&slot_key(slot), &[], None);
                 }
                 return Some((dir.bytes, dir.entries.len() as u64));
             }
@@ -424,8 +424,8 @@ impl SharedTier {
     }
 
     /// A copy of the directory.
-    pub fn dir() -> Dir {
-        host::shared_get(DIR_KEY)
+    pub fn dir(sd: &dyn SharedData) -> Dir {
+        sd.get(DIR_KEY)
             .0
             .as_deref()
             .map(Dir::decode)
@@ -433,8 +433,8 @@ impl SharedTier {
     }
 
     /// Reads the object in `slot` (whatever its key).
-    pub fn get_slot(slot: u32) -> Option<StoredObject> {
-        StoredObject::decode(&host::shared_get(&slot_key(slot)).0?)
+    pub fn get_slot(sd: &dyn SharedData, slot: u32) -> Option<StoredObject> {
+        StoredObject::decode(&sd.get(&slot_key(slot)).0?)
     }
 }
 

@@ -1,0 +1,61 @@
+//! Cachet's storage protocols over a compare-and-swap key-value store: the shared object
+//! tier and the in-VM tier in front of it ([`tier`]), the collapsing locks ([`locks`]) and
+//! the shared ban log with each worker's replica ([`bans`]).
+//!
+//! In Envoy the store is proxy-wasm shared data (one per Envoy process, seen by every
+//! worker's VM); the filter implements [`SharedData`] over its host calls and nothing
+//! else. Pure otherwise: no clock (times are parameters), no I/O but through the trait,
+//! so every protocol here runs under `cargo test` with an in-memory store
+//! ([`MemoryStore`]), interleavings included.
+#![forbid(unsafe_code)]
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+pub mod bans;
+pub mod locks;
+pub mod tier;
+
+/// A key-value store with per-key compare-and-swap, as proxy-wasm shared data is
+/// (`proxy_get_shared_data` / `proxy_set_shared_data`).
+pub trait SharedData {
+    /// The value of `key` and its CAS token; `(None, None)` when absent.
+    fn get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>);
+    /// Sets `key`; with `Some(cas)` (not 0) the write fails, returning `false`, when the
+    /// value changed since `cas` was read. `None` or `Some(0)` writes unconditionally.
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool;
+}
+
+/// Creates `key` with an empty value when it does not exist yet, so every later write can
+/// be a real compare-and-swap (proxy-wasm treats a CAS of 0 as "no check", which would let
+/// two writers both "create" a missing key). Call once, before any request.
+pub fn init(sd: &dyn SharedData, key: &str) {
+    if sd.get(key).1.is_none() {
+        sd.set(key, &[], None);
+    }
+}
+
+/// An in-memory [`SharedData`] with Envoy's CAS rules (tests, simulations).
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    map: RefCell<HashMap<String, (Vec<u8>, u32)>>,
+}
+
+impl SharedData for MemoryStore {
+    fn get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        match self.map.borrow().get(key) {
+            Some((v, cas)) => (Some(v.clone()), Some(*cas)),
+            None => (None, None),
+        }
+    }
+
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        let mut map = self.map.borrow_mut();
+        let current = map.get(key).map_or(0, |(_, c)| *c);
+        if cas.is_some_and(|c| c != 0 && c != current) {
+            return false;
+        }
+        map.insert(key.to_owned(), (value.to_vec(), current.wrapping_add(1)));
+        true
+    }
+}

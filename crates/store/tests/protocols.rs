@@ -1,0 +1,82 @@
+//! The storage protocols on an in-memory store: locks, the shared tier's bound, the ban
+//! log under compare-and-swap.
+
+use std::time::Duration;
+
+use cachet_policy::object::Meta;
+use cachet_refresh::Timestamp;
+use cachet_store::locks::{self, Lock};
+use cachet_store::tier::{SharedTier, StoredObject, slot_count};
+use cachet_store::{MemoryStore, SharedData, bans};
+
+fn object(key: &str, body: usize, at_ms: u64) -> StoredObject {
+    let mut meta = Meta::marker("r", Timestamp::from_millis(at_ms), Duration::from_secs(60));
+    meta.pass = false;
+    meta.status = 200;
+    StoredObject::new(key.to_owned(), meta, vec![b'x'; body])
+}
+
+#[test]
+fn a_lock_has_one_owner_until_released_or_its_lease_ends() {
+    let sd = MemoryStore::default();
+    locks::init(&sd);
+    assert_eq!(locks::acquire(&sd, 7, 1, 1_000, 2_000), Lock::Acquired);
+    assert_eq!(locks::acquire(&sd, 7, 2, 1_500, 2_500), Lock::Held);
+    assert!(locks::is_held(&sd, 7, 1_999));
+    // Re-entrant for its owner.
+    assert_eq!(locks::acquire(&sd, 7, 1, 1_500, 3_000), Lock::Acquired);
+    locks::release(&sd, 7, 2);
+    assert!(locks::is_held(&sd, 7, 2_000), "only the owner releases");
+    locks::release(&sd, 7, 1);
+    assert!(!locks::is_held(&sd, 7, 2_000));
+    // A lease that ran out is taken over.
+    assert_eq!(locks::acquire(&sd, 8, 1, 1_000, 1_100), Lock::Acquired);
+    assert_eq!(locks::acquire(&sd, 8, 2, 1_200, 2_000), Lock::Acquired);
+}
+
+#[test]
+fn the_shared_tier_stays_within_its_byte_bound() {
+    let sd = MemoryStore::default();
+    let bound = 64 * 1024;
+    let tier = SharedTier {
+        slots: slot_count(bound),
+        bound,
+    };
+    for i in 0..200u64 {
+        let mut o = object(&format!("k{i}"), 4_000, 1_000 + i);
+        let r = tier.insert(&sd, &mut o, 1_000 + i);
+        assert!(r.bytes <= bound, "{} > {bound} after insert {i}", r.bytes);
+    }
+    let dir = SharedTier::dir(&sd);
+    assert!(dir.bytes <= bound);
+    let last = tier.get(&sd, "k199").expect("the newest object is held");
+    assert_eq!(last.body.len(), 4_000);
+}
+
+#[test]
+fn ban_log_writes_are_never_lost_under_concurrent_appends() {
+    let sd = MemoryStore::default();
+    for k in [bans::LOG_KEY, bans::EPOCH_KEY] {
+        cachet_store::init(&sd, k);
+    }
+    let e0 = bans::epoch(&sd);
+    for i in 0..20 {
+        let added =
+            bans::add_ban(&sd, &format!("req.url == /p{i}"), 100, 1_000 + i).expect("accepted");
+        assert!(!added.lurker_friendly);
+    }
+    // A writer holding a stale CAS token loses its write, and retries from the new log.
+    let (_, stale) = sd.get(bans::LOG_KEY);
+    bans::add_ban(&sd, "req.url == /other", 100, 2_000).expect("accepted");
+    assert!(
+        !sd.set(bans::LOG_KEY, b"{}", stale),
+        "a stale token never overwrites"
+    );
+    let (log, _) = bans::read_log(&sd);
+    assert_eq!(log.entries.len(), 21);
+    assert!(bans::epoch(&sd) > e0, "every change bumps the epoch");
+    assert_eq!(
+        bans::add_ban(&sd, "req.url ==", 100, 3_000).map_err(|e| e.status()),
+        Err(400)
+    );
+}
