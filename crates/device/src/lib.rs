@@ -26,9 +26,11 @@ mod config;
 mod engine;
 mod filter;
 mod profiles;
+mod request;
 
 pub use config::{DeviceConfig, Rule};
 pub use engine::Classifier;
+pub use request::{Decision, MAX_COOKIE_SCAN_BYTES, force_class, force_value_class, hint_class};
 
 use std::fmt;
 use std::str::FromStr;
@@ -63,6 +65,10 @@ pub const MAX_HEADER_NAME_BYTES: usize = 64;
 /// origin the class (the origin then renders the PC or smartphone page and answers with
 /// `Vary: X-Cachet-Device`).
 pub const DEFAULT_HEADER: &str = "X-Cachet-Device";
+
+/// Default for [`DeviceConfig::force_cookie`]: varnish-devicedetect's name for the cookie
+/// a "view PC site" / "view mobile site" link sets, so origins written for it work as is.
+pub const DEFAULT_FORCE_COOKIE: &str = "X-UA-Device-force";
 
 /// The device class: the only thing the cache varies on.
 ///
@@ -128,6 +134,13 @@ pub enum Profile {
 }
 
 impl Profile {
+    /// Whether the profile lets `Sec-CH-UA-Mobile` decide before its rules when
+    /// [`DeviceConfig::client_hints`] is unset: `false` for `seed` (Hatena's rule exactly,
+    /// UA only), `true` for `accurate`.
+    pub const fn client_hints(self) -> bool {
+        matches!(self, Profile::Accurate)
+    }
+
     /// The profile's ordered rules, in the same shape operators write in `rules`.
     pub fn rules(self) -> Vec<Rule> {
         match self {
@@ -210,10 +223,11 @@ pub enum DeviceError {
         max: usize,
     },
     /// `header` is not a valid HTTP field name (RFC 9110 §5.1 `token`), or is empty or
-    /// longer than [`MAX_HEADER_NAME_BYTES`].
+    /// longer than [`MAX_HEADER_NAME_BYTES`]; or a non-empty `force_cookie` is not a valid
+    /// cookie name (the same `token`, RFC 6265 §4.1.1) or too long.
     #[error("{path}: {reason}")]
     InvalidHeader {
-        /// Always `header`.
+        /// `header` or `force_cookie`.
         path: String,
         /// What is wrong with it.
         reason: String,
