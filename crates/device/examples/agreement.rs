@@ -153,22 +153,11 @@ fn load(files: &[String], matomo_all: bool) -> Result<(Vec<Case>, usize), String
             cases.extend(read_tsv(&name, &text));
             continue;
         }
-        if f.ends_with(".json") {
-            let doc: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| format!("{f}: {e}"))?;
-            for c in doc.as_array().map(Vec::as_slice).unwrap_or_default() {
-                let ua = c.get("userAgent").and_then(serde_json::Value::as_str);
-                let cat = c.get("deviceCategory").and_then(serde_json::Value::as_str);
-                match (ua, cat) {
-                    (Some(ua), Some("mobile")) => {
-                        cases.push(case("user-agents (npm)", DeviceClass::Smartphone, ua, None))
-                    }
-                    (Some(ua), Some("desktop" | "tablet")) => {
-                        cases.push(case("user-agents (npm)", DeviceClass::Pc, ua, None))
-                    }
-                    _ => underived += 1,
-                }
-            }
+        let is_json = std::path::Path::new(f)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        if is_json {
+            underived += read_user_agents_json(f, &text, &mut cases)?;
             continue;
         }
         let doc: Value = match serde_yaml_ng::from_str(&text) {
@@ -193,35 +182,7 @@ fn load(files: &[String], matomo_all: bool) -> Result<(Vec<Case>, usize), String
             .as_sequence()
             .filter(|s| s.first().is_some_and(|c| c.get("user_agent").is_some()))
         {
-            for c in seq {
-                let ua = c.get("user_agent").and_then(Value::as_str).unwrap_or("");
-                let ty = c
-                    .get("device")
-                    .and_then(|d| d.get("type"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let hint = c
-                    .get("headers")
-                    .and_then(|h| h.get("Sec-CH-UA-Mobile"))
-                    .and_then(Value::as_str);
-                let label = match ty {
-                    "smartphone" | "phablet" | "feature phone" => Some(DeviceClass::Smartphone),
-                    "desktop" | "tablet" => Some(DeviceClass::Pc),
-                    "tv" | "console" | "smart display" | "car browser" | "peripheral"
-                    | "smart speaker" | "camera"
-                        if matomo_all =>
-                    {
-                        Some(DeviceClass::Pc)
-                    }
-                    _ => None,
-                };
-                match label {
-                    Some(label) => {
-                        cases.push(case("matomo (PyPI device_detector)", label, ua, hint))
-                    }
-                    None => underived += 1,
-                }
-            }
+            underived += read_matomo(seq, matomo_all, &mut cases);
         } else if let Some(seq) = doc.as_sequence() {
             for c in seq {
                 let ua = c.get("target").and_then(Value::as_str).unwrap_or("");
@@ -241,6 +202,59 @@ fn load(files: &[String], matomo_all: bool) -> Result<(Vec<Case>, usize), String
     }
 
     Ok((cases, underived))
+}
+
+/// Adds the cases of an npm `user-agents` data file; returns how many had no label.
+fn read_user_agents_json(f: &str, text: &str, cases: &mut Vec<Case>) -> Result<usize, String> {
+    let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("{f}: {e}"))?;
+    let mut underived = 0;
+    for c in doc.as_array().map(Vec::as_slice).unwrap_or_default() {
+        let ua = c.get("userAgent").and_then(serde_json::Value::as_str);
+        let cat = c.get("deviceCategory").and_then(serde_json::Value::as_str);
+        let label = match cat {
+            Some("mobile") => Some(DeviceClass::Smartphone),
+            Some("desktop" | "tablet") => Some(DeviceClass::Pc),
+            _ => None,
+        };
+        match (ua, label) {
+            (Some(ua), Some(label)) => cases.push(case("user-agents (npm)", label, ua, None)),
+            _ => underived += 1,
+        }
+    }
+    Ok(underived)
+}
+
+/// Adds the cases of a Matomo fixture file; returns how many had no derivable label.
+fn read_matomo(seq: &[Value], matomo_all: bool, cases: &mut Vec<Case>) -> usize {
+    let mut underived = 0;
+    for c in seq {
+        let ua = c.get("user_agent").and_then(Value::as_str).unwrap_or("");
+        let ty = c
+            .get("device")
+            .and_then(|d| d.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let hint = c
+            .get("headers")
+            .and_then(|h| h.get("Sec-CH-UA-Mobile"))
+            .and_then(Value::as_str);
+        let label = match ty {
+            "smartphone" | "phablet" | "feature phone" => Some(DeviceClass::Smartphone),
+            "desktop" | "tablet" => Some(DeviceClass::Pc),
+            "tv" | "console" | "smart display" | "car browser" | "peripheral" | "smart speaker"
+            | "camera"
+                if matomo_all =>
+            {
+                Some(DeviceClass::Pc)
+            }
+            _ => None,
+        };
+        match label {
+            Some(label) => cases.push(case("matomo (PyPI device_detector)", label, ua, hint)),
+            None => underived += 1,
+        }
+    }
+    underived
 }
 
 /// A case of corpus `corpus`.

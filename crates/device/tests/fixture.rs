@@ -217,15 +217,12 @@ fn seed_mistakes_on_the_fixture_are_all_of_a_known_kind() {
         "Kindle",
         "MIDP",
         "UP.Browser",
-        // Added with issue 16: consoles and TV boxes with phone tokens, e-readers, UC
+        // Added with issue 16: consoles and TV apps with phone tokens, e-readers, UC
         // Browser's compact iOS UA, Windows Phone desktop mode, Palm, WAP/MAUI handsets,
         // lower-cased UAs.
         "Xbox",
         "Nintendo",
         "Apple TV",
-        "stbapp",
-        "Family Hub",
-        "FamilyHub",
         "NOOK",
         "dv(iPh",
         "WPDesktop",
