@@ -7,8 +7,9 @@
 //!
 //! * [`DeviceClass`]: the two values, serialized as `"pc"` / `"smartphone"`.
 //! * [`DeviceConfig`]: the `[device]` table of the Cachet configuration.
-//! * [`Classifier`]: compiled, immutable rules; [`Classifier::classify`] takes raw bytes,
-//!   never panics and does not allocate.
+//! * [`Classifier`]: compiled, immutable rules; [`Classifier::classify`] takes raw UA
+//!   bytes, [`Classifier::classify_request`] also the `Sec-CH-UA-Mobile` hint and the
+//!   override cookie ([`Decision`] says which decided); never panics, does not allocate.
 //! * [`Profile`]: the built-in rule sets, `seed` (Hatena's rule) and `accurate` (ours).
 //!
 //! ```
@@ -124,11 +125,15 @@ pub enum Profile {
     /// Hatena Blog's rule (Varnish, 2020), exactly: contains `iPad` → PC; contains
     /// `Mobile` → smartphone; else PC.
     Seed,
-    /// Our own compact rule set (the default): the seed rule plus Android tablets that send
-    /// `Mobile` (→ PC), and phones that do not send it — Android app UAs, iPhone app UAs,
-    /// feature phones (docomo, au/KDDI, SoftBank, WILLCOM, J2ME), Opera Mini/Mobile,
-    /// BlackBerry, Windows Phone, Symbian (→ smartphone). Every rule is documented in
-    /// `src/profiles.rs` and `docs/device.md`.
+    /// Our own compact rule set (the default, 72 rules, no device database): the seed rule
+    /// plus tablets that send `Mobile` (tablet words `Tab`/`Pad`, Galaxy Tab and other
+    /// tablet lines, Fire/Kindle, e-readers, the Yandex app's tablet build), TVs and
+    /// consoles with phone tokens (→ PC), and phones that do not send it — Android and iOS
+    /// app UAs, Samsung phones and foldables, feature phones (docomo, au/KDDI, SoftBank,
+    /// WILLCOM, J2ME, WAP, MAUI), Opera Mini/Mobile, BlackBerry, Windows Phone, Palm,
+    /// Symbian (→ smartphone). With it `Sec-CH-UA-Mobile` decides first by default
+    /// ([`Profile::client_hints`]). Every rule is documented in `src/profiles.rs` and
+    /// `docs/device.md`.
     #[default]
     Accurate,
 }
