@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use cachet_device::{Classifier, DeviceConfig, Profile};
+use cachet_device::{Classifier, Decision, DeviceConfig, Profile};
 use cachet_policy::{Config, PolicyError};
 use cachet_query::Normalizer;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -96,6 +96,15 @@ enum DeviceCommand {
         /// A Cachet config whose `[device]` table is used.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Lines are `UA<TAB>Sec-CH-UA-Mobile[<TAB>Cookie]`: the request's client hint
+        /// value (e.g. `?1`) and optionally its `Cookie` header; an empty or missing
+        /// column is an absent header.
+        #[arg(long)]
+        hints: bool,
+        /// Append `<TAB>` and what decided each answer: `cookie`, `hint`,
+        /// `rule N: <the rule>` or `default`.
+        #[arg(long)]
+        explain: bool,
     },
 }
 
@@ -129,8 +138,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Device {
-            command: DeviceCommand::Classify { profile, config },
-        } => classify(profile, config.as_deref()),
+            command:
+                DeviceCommand::Classify {
+                    profile,
+                    config,
+                    hints,
+                    explain,
+                },
+        } => classify(profile, config.as_deref(), hints, explain),
         Command::Query {
             command: QueryCommand::Normalize { config },
         } => normalize(config.as_deref()),
@@ -248,7 +263,12 @@ fn each_line(mut f: impl FnMut(&[u8], &mut dyn Write) -> Result<()>) -> Result<(
     Ok(())
 }
 
-fn classify(profile: Option<ProfileArg>, config: Option<&Path>) -> Result<ExitCode> {
+fn classify(
+    profile: Option<ProfileArg>,
+    config: Option<&Path>,
+    hints: bool,
+    explain: bool,
+) -> Result<ExitCode> {
     let mut device = match config {
         Some(p) => load(p)?.device,
         None => DeviceConfig::default(),
@@ -261,10 +281,69 @@ fn classify(profile: Option<ProfileArg>, config: Option<&Path>) -> Result<ExitCo
         device.rules.clear();
     }
     let classifier = Classifier::new(&device).context("device configuration")?;
-    each_line(|ua, out| {
-        writeln!(out, "{}", classifier.classify(ua).as_str()).context("writing stdout")
+    each_line(|line, out| {
+        let (ua, hint, cookie) = if hints {
+            split_hints_line(line)
+        } else {
+            (line, None, None)
+        };
+        if explain {
+            let (class, why) = classifier.explain_request(ua, hint, cookie);
+            writeln!(out, "{}\t{}", class.as_str(), explanation(&classifier, why))
+        } else {
+            writeln!(
+                out,
+                "{}",
+                classifier.classify_request(ua, hint, cookie).as_str()
+            )
+        }
+        .context("writing stdout")
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Splits a `--hints` line `UA<TAB>Sec-CH-UA-Mobile[<TAB>Cookie]` at its first two TABs
+/// (a User-Agent never contains one); empty or missing columns are absent headers.
+fn split_hints_line(line: &[u8]) -> (&[u8], Option<&[u8]>, Option<&[u8]>) {
+    let mut cols = line.splitn(3, |&b| b == b'\t');
+    let ua = cols.next().unwrap_or_default();
+    let hint = cols.next().filter(|c| !c.is_empty());
+    let cookie = cols.next().filter(|c| !c.is_empty());
+    (ua, hint, cookie)
+}
+
+/// The `--explain` column: what decided, with the rule written as in the config.
+fn explanation(classifier: &Classifier, why: Decision) -> String {
+    match why {
+        Decision::ForceCookie => format!(
+            "cookie {}",
+            String::from_utf8_lossy(classifier.force_cookie())
+        ),
+        Decision::ClientHint => "hint Sec-CH-UA-Mobile".to_owned(),
+        Decision::Rule(i) => match classifier.rule(i) {
+            Some(r) => {
+                let list = |v: &[String]| {
+                    v.iter()
+                        .map(|p| format!("{p:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let unless = if r.unless.is_empty() {
+                    String::new()
+                } else {
+                    format!(" unless [{}]", list(&r.unless))
+                };
+                format!(
+                    "rule {i}: contains [{}]{unless} -> {}",
+                    list(&r.contains),
+                    r.class
+                )
+            }
+            None => format!("rule {i}"),
+        },
+        Decision::Default => "default".to_owned(),
+        _ => "unknown".to_owned(),
+    }
 }
 
 fn normalize(config: Option<&Path>) -> Result<ExitCode> {

@@ -7,8 +7,8 @@ use serde::de::{self, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::{
-    DEFAULT_HEADER, DeviceClass, DeviceError, MAX_HEADER_NAME_BYTES, MAX_PATTERN_BYTES,
-    MAX_PATTERNS, MAX_RULES, MAX_SCAN_BYTES, MAX_SCAN_BYTES_LIMIT, Profile,
+    DEFAULT_FORCE_COOKIE, DEFAULT_HEADER, DeviceClass, DeviceError, MAX_HEADER_NAME_BYTES,
+    MAX_PATTERN_BYTES, MAX_PATTERNS, MAX_RULES, MAX_SCAN_BYTES, MAX_SCAN_BYTES_LIMIT, Profile,
 };
 
 /// The `[device]` table of the Cachet config (TOML for people, the same schema as JSON in
@@ -20,6 +20,9 @@ use crate::{
 /// default = "pc"                # class when no rule matches
 /// max_scan_bytes = 512          # only this many leading UA bytes are scanned
 /// header = "X-Cachet-Device"    # request header carrying the class to the origin
+/// client_hints = true           # Sec-CH-UA-Mobile decides first (default: true for
+///                               # "accurate", false for "seed")
+/// force_cookie = "X-UA-Device-force" # visitor's override cookie; "" turns it off
 /// rules = [
 ///   { contains = "iPad", class = "pc" },
 ///   { contains = ["Android", "Mobile"], class = "smartphone" },
@@ -43,6 +46,20 @@ pub struct DeviceConfig {
     /// Name of the request header in which the edge sends the class to the origin
     /// (default [`DEFAULT_HEADER`]); an HTTP token of at most [`MAX_HEADER_NAME_BYTES`].
     pub header: String,
+    /// Whether a valid `Sec-CH-UA-Mobile` request header (`?1` → smartphone, `?0` → pc)
+    /// decides the class before the User-Agent rules. Unset (the default) means the
+    /// profile's choice ([`Profile::client_hints`]: `true` for `accurate`, `false` for
+    /// `seed`, which stays Hatena's rule exactly). The hint's value never reaches the cache
+    /// key; only the class does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_hints: Option<bool>,
+    /// Name of the cookie carrying the visitor's explicit choice (a "view PC site" link),
+    /// as varnish-devicedetect's `X-UA-Device-force`: its value, normalized to a class
+    /// (`pc`/`desktop`/`tablet…` → pc, `smartphone`/`sp`/`phone`/`mobile…` → smartphone,
+    /// anything else ignored), overrides the hint and the rules. Default
+    /// [`DEFAULT_FORCE_COOKIE`]; `""` turns the override off. An RFC 6265 cookie-name
+    /// (an RFC 9110 token) of at most [`MAX_HEADER_NAME_BYTES`] bytes.
+    pub force_cookie: String,
 }
 
 impl Default for DeviceConfig {
@@ -53,6 +70,8 @@ impl Default for DeviceConfig {
             default: DeviceClass::Pc,
             max_scan_bytes: MAX_SCAN_BYTES,
             header: DEFAULT_HEADER.to_owned(),
+            client_hints: None,
+            force_cookie: DEFAULT_FORCE_COOKIE.to_owned(),
         }
     }
 }
@@ -121,6 +140,13 @@ mod one_or_many {
 }
 
 impl DeviceConfig {
+    /// Whether `Sec-CH-UA-Mobile` decides before the rules: [`DeviceConfig::client_hints`]
+    /// when set, else the profile's default ([`Profile::client_hints`]).
+    pub fn effective_client_hints(&self) -> bool {
+        self.client_hints
+            .unwrap_or_else(|| self.profile.client_hints())
+    }
+
     /// The rules in force: `rules` when non-empty, else the profile's rules.
     pub fn effective_rules(&self) -> Vec<Rule> {
         if self.rules.is_empty() {
@@ -164,6 +190,14 @@ impl DeviceConfig {
         if let Some(reason) = header_problem(&self.header) {
             out.push(DeviceError::InvalidHeader {
                 path: "header".into(),
+                reason,
+            });
+        }
+        if !self.force_cookie.is_empty()
+            && let Some(reason) = token_problem("cookie name", &self.force_cookie)
+        {
+            out.push(DeviceError::InvalidHeader {
+                path: "force_cookie".into(),
                 reason,
             });
         }
@@ -224,19 +258,26 @@ impl DeviceConfig {
 /// Why `name` is not an acceptable header name, if it is not (RFC 9110 §5.1: a field name
 /// is a `token` of `tchar`s).
 fn header_problem(name: &str) -> Option<String> {
+    token_problem("header name", name)
+}
+
+/// Why `name` (a header or cookie name, called `what` in the message) is not an RFC 9110
+/// `token` of at most [`MAX_HEADER_NAME_BYTES`] bytes, if it is not. RFC 6265 §4.1.1
+/// defines a cookie-name as the same `token`.
+fn token_problem(what: &str, name: &str) -> Option<String> {
     if name.is_empty() {
-        return Some("header name is empty".into());
+        return Some(format!("{what} is empty"));
     }
     if name.len() > MAX_HEADER_NAME_BYTES {
         return Some(format!(
-            "header name is {} bytes, longer than the limit of {MAX_HEADER_NAME_BYTES}",
+            "{what} is {} bytes, longer than the limit of {MAX_HEADER_NAME_BYTES}",
             name.len()
         ));
     }
     let is_tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     if let Some(c) = name.chars().find(|c| !u8::try_from(*c).is_ok_and(is_tchar)) {
         return Some(format!(
-            "header name contains {c:?}, which is not allowed in an HTTP field name (RFC 9110 token)"
+            "{what} contains {c:?}, which is not allowed in an HTTP field name (RFC 9110 token)"
         ));
     }
     None
@@ -372,6 +413,34 @@ mod tests {
         for bad in ["", "X:Dev", "X Dev", "Dévice", "X\r\nY", "X/Y"] {
             assert!(header_problem(bad).is_some(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn hints_and_force_cookie_options() {
+        let cfg = DeviceConfig::default();
+        assert!(cfg.effective_client_hints());
+        assert_eq!(cfg.force_cookie, DEFAULT_FORCE_COOKIE);
+        let seed: DeviceConfig = toml::from_str("profile = \"seed\"").unwrap();
+        assert!(!seed.effective_client_hints());
+        let on: DeviceConfig =
+            toml::from_str("profile = \"seed\"\nclient_hints = true\nforce_cookie = \"\"").unwrap();
+        assert!(on.effective_client_hints());
+        assert!(on.validate().is_empty());
+        let bad = DeviceConfig {
+            force_cookie: "view pc".into(),
+            ..DeviceConfig::default()
+        };
+        let v = bad.validate();
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].0, "force_cookie");
+        assert!(v[0].1.starts_with("cookie name contains ' '"), "{}", v[0].1);
+        // Round trip through TOML keeps an unset `client_hints` unset.
+        let text = toml::to_string(&DeviceConfig::default()).unwrap();
+        assert!(!text.contains("client_hints"), "{text}");
+        assert_eq!(
+            toml::from_str::<DeviceConfig>(&text).unwrap(),
+            DeviceConfig::default()
+        );
     }
 
     #[test]

@@ -29,7 +29,8 @@ use aho_corasick::{Anchored, MatchKind, dfa::DFA, nfa::contiguous::NFA};
 use memchr::memmem;
 
 use crate::filter::{Found, GramFilter};
-use crate::{DeviceClass, DeviceConfig, DeviceError, Profile};
+use crate::request::{Decision, force_class, hint_class};
+use crate::{DeviceClass, DeviceConfig, DeviceError, Profile, Rule};
 
 /// Segments shorter than this many bytes (beyond the overlap) are not worth an extra
 /// cursor: below it the set-up costs more than the parallel walk saves.
@@ -82,6 +83,8 @@ struct Compiled {
     /// rule is simple); index 128 (no candidate at all) holds the default. One table
     /// load replaces two data-dependent branches on the common path.
     decided: Box<[Option<DeviceClass>; 129]>,
+    /// The effective rules as configured (for [`Classifier::rule`] and `--explain`).
+    source: Box<[Rule]>,
 }
 
 impl Compiled {
@@ -114,6 +117,10 @@ pub struct Classifier {
     max_scan_bytes: usize,
     /// Header name carrying the class to the origin.
     header: Box<str>,
+    /// Whether `Sec-CH-UA-Mobile` decides before the rules.
+    client_hints: bool,
+    /// Name of the override cookie (empty: no override).
+    force_cookie: Box<[u8]>,
 }
 
 impl Classifier {
@@ -206,10 +213,13 @@ impl Classifier {
                 rules: compiled.into_boxed_slice(),
                 lazy,
                 decided,
+                source: rules.into_boxed_slice(),
             }),
             default: config.default,
             max_scan_bytes: config.max_scan_bytes,
             header: config.header.clone().into_boxed_str(),
+            client_hints: config.effective_client_hints(),
+            force_cookie: config.force_cookie.as_bytes().into(),
         }
     }
 
@@ -220,12 +230,7 @@ impl Classifier {
     pub fn classify(&self, user_agent: &[u8]) -> DeviceClass {
         let c = &*self.compiled;
         let hay = user_agent.get(..self.max_scan_bytes).unwrap_or(user_agent);
-        let found = match &c.engine {
-            Engine::Filter(f) => f.scan(hay),
-            Engine::Dfa(a, start) => c.with_rules(scan(a, *start, hay, c.overlap)),
-            Engine::Nfa(a, start) => c.with_rules(scan(a, *start, hay, c.overlap)),
-            Engine::None => Found::default(),
-        };
+        let found = self.find(hay);
         // Fast path: the first candidate rule needs nothing but the pattern that made it
         // a candidate (every accurate rule but the Android-app one).
         let first = found.payload.trailing_zeros() as usize;
@@ -233,14 +238,118 @@ impl Classifier {
             return *class;
         }
         self.evaluate(hay, found)
+            .and_then(|ri| c.rules.get(ri))
+            .map_or(self.default, |r| r.class)
+    }
+
+    /// The class of a request from its three inputs, in this order of precedence:
+    ///
+    /// 1. `cookie` (the raw `Cookie` header value; `None` when absent): the override
+    ///    cookie [`DeviceConfig::force_cookie`], when configured, present and naming a
+    ///    class ([`crate::force_class`]);
+    /// 2. `ch_ua_mobile` (the raw `Sec-CH-UA-Mobile` value; `None` when absent), when
+    ///    [`DeviceConfig::client_hints`] is in force and the value is a valid boolean
+    ///    (`?1` → smartphone, `?0` → pc; [`crate::hint_class`]);
+    /// 3. the User-Agent rules ([`Classifier::classify`]).
+    ///
+    /// The result is always one of the two classes, so neither header adds cache
+    /// variants. Any bytes are accepted; never panics and never allocates.
+    pub fn classify_request(
+        &self,
+        user_agent: &[u8],
+        ch_ua_mobile: Option<&[u8]>,
+        cookie: Option<&[u8]>,
+    ) -> DeviceClass {
+        if let Some(class) = self.request_override(ch_ua_mobile, cookie) {
+            return class.0;
+        }
+        self.classify(user_agent)
+    }
+
+    /// [`Classifier::classify_request`] together with what decided it (the cookie, the
+    /// hint, the index of the rule, or the default). Same precedence and guarantees; a
+    /// little slower (it does not take the fast path), for tools and logs.
+    pub fn explain_request(
+        &self,
+        user_agent: &[u8],
+        ch_ua_mobile: Option<&[u8]>,
+        cookie: Option<&[u8]>,
+    ) -> (DeviceClass, Decision) {
+        if let Some((class, why)) = self.request_override(ch_ua_mobile, cookie) {
+            return (class, why);
+        }
+        self.explain(user_agent)
+    }
+
+    /// [`Classifier::classify`] together with the rule that decided (its index in the
+    /// effective rule list, see [`Classifier::rule`]) or [`Decision::Default`]. Never
+    /// panics and never allocates.
+    pub fn explain(&self, user_agent: &[u8]) -> (DeviceClass, Decision) {
+        let c = &*self.compiled;
+        let hay = user_agent.get(..self.max_scan_bytes).unwrap_or(user_agent);
+        let found = self.find(hay);
+        match self.evaluate(hay, found) {
+            Some(ri) => match c.rules.get(ri) {
+                Some(r) => (r.class, Decision::Rule(ri)),
+                None => (self.default, Decision::Default),
+            },
+            None => (self.default, Decision::Default),
+        }
+    }
+
+    /// The cookie override, then the client hint, if either decides.
+    fn request_override(
+        &self,
+        ch_ua_mobile: Option<&[u8]>,
+        cookie: Option<&[u8]>,
+    ) -> Option<(DeviceClass, Decision)> {
+        if let Some(class) = cookie.and_then(|c| force_class(c, &self.force_cookie)) {
+            return Some((class, Decision::ForceCookie));
+        }
+        if self.client_hints
+            && let Some(class) = ch_ua_mobile.and_then(hint_class)
+        {
+            return Some((class, Decision::ClientHint));
+        }
+        None
+    }
+
+    /// The rule with index `index` in the effective rule list (the configured `rules`, or
+    /// the profile's), as named by [`Decision::Rule`]; `None` past the end.
+    pub fn rule(&self, index: usize) -> Option<&Rule> {
+        self.compiled.source.get(index)
+    }
+
+    /// Whether `Sec-CH-UA-Mobile` decides before the rules ([`DeviceConfig::client_hints`]
+    /// or the profile's default).
+    pub fn client_hints(&self) -> bool {
+        self.client_hints
+    }
+
+    /// The override cookie's name ([`DeviceConfig::force_cookie`]; empty when off).
+    pub fn force_cookie(&self) -> &[u8] {
+        &self.force_cookie
+    }
+
+    /// The scanned patterns found in `hay`, with the rules they make candidates.
+    #[inline]
+    fn find(&self, hay: &[u8]) -> Found {
+        let c = &*self.compiled;
+        match &c.engine {
+            Engine::Filter(f) => f.scan(hay),
+            Engine::Dfa(a, start) => c.with_rules(scan(a, *start, hay, c.overlap)),
+            Engine::Nfa(a, start) => c.with_rules(scan(a, *start, hay, c.overlap)),
+            Engine::None => Found::default(),
+        }
     }
 
     /// The rule evaluation behind [`Classifier::classify`] when the first candidate rule
-    /// has more than one `contains` pattern or an `unless` list: candidates in rule order,
-    /// with lazy patterns searched for on demand. Kept out of line so the common path
-    /// stays small.
+    /// has more than one `contains` pattern or an `unless` list (and behind
+    /// [`Classifier::explain`]): candidates in rule order, with lazy patterns searched
+    /// for on demand. Returns the index of the deciding rule, `None` for the default. Kept
+    /// out of line so the common path stays small.
     #[inline(never)]
-    fn evaluate(&self, hay: &[u8], found: Found) -> DeviceClass {
+    fn evaluate(&self, hay: &[u8], found: Found) -> Option<usize> {
         let c = &*self.compiled;
         let mut candidates = found.payload;
         let found = found.patterns;
@@ -268,10 +377,10 @@ impl Classifier {
                 }
             }
             if r.none & present == 0 {
-                return r.class;
+                return Some(ri);
             }
         }
-        self.default
+        None
     }
 
     /// The request header name in which the edge sends the class to the origin.

@@ -7,8 +7,9 @@
 //!
 //! * [`DeviceClass`]: the two values, serialized as `"pc"` / `"smartphone"`.
 //! * [`DeviceConfig`]: the `[device]` table of the Cachet configuration.
-//! * [`Classifier`]: compiled, immutable rules; [`Classifier::classify`] takes raw bytes,
-//!   never panics and does not allocate.
+//! * [`Classifier`]: compiled, immutable rules; [`Classifier::classify`] takes raw UA
+//!   bytes, [`Classifier::classify_request`] also the `Sec-CH-UA-Mobile` hint and the
+//!   override cookie ([`Decision`] says which decided); never panics, does not allocate.
 //! * [`Profile`]: the built-in rule sets, `seed` (Hatena's rule) and `accurate` (ours).
 //!
 //! ```
@@ -26,9 +27,11 @@ mod config;
 mod engine;
 mod filter;
 mod profiles;
+mod request;
 
 pub use config::{DeviceConfig, Rule};
 pub use engine::Classifier;
+pub use request::{Decision, MAX_COOKIE_SCAN_BYTES, force_class, force_value_class, hint_class};
 
 use std::fmt;
 use std::str::FromStr;
@@ -63,6 +66,10 @@ pub const MAX_HEADER_NAME_BYTES: usize = 64;
 /// origin the class (the origin then renders the PC or smartphone page and answers with
 /// `Vary: X-Cachet-Device`).
 pub const DEFAULT_HEADER: &str = "X-Cachet-Device";
+
+/// Default for [`DeviceConfig::force_cookie`]: varnish-devicedetect's name for the cookie
+/// a "view PC site" / "view mobile site" link sets, so origins written for it work as is.
+pub const DEFAULT_FORCE_COOKIE: &str = "X-UA-Device-force";
 
 /// The device class: the only thing the cache varies on.
 ///
@@ -118,16 +125,27 @@ pub enum Profile {
     /// Hatena Blog's rule (Varnish, 2020), exactly: contains `iPad` → PC; contains
     /// `Mobile` → smartphone; else PC.
     Seed,
-    /// Our own compact rule set (the default): the seed rule plus Android tablets that send
-    /// `Mobile` (→ PC), and phones that do not send it — Android app UAs, iPhone app UAs,
-    /// feature phones (docomo, au/KDDI, SoftBank, WILLCOM, J2ME), Opera Mini/Mobile,
-    /// BlackBerry, Windows Phone, Symbian (→ smartphone). Every rule is documented in
-    /// `src/profiles.rs` and `docs/device.md`.
+    /// Our own compact rule set (the default, 72 rules, no device database): the seed rule
+    /// plus tablets that send `Mobile` (tablet words `Tab`/`Pad`, Galaxy Tab and other
+    /// tablet lines, Fire/Kindle, e-readers, the Yandex app's tablet build), TVs and
+    /// consoles with phone tokens (→ PC), and phones that do not send it — Android and iOS
+    /// app UAs, Samsung phones and foldables, feature phones (docomo, au/KDDI, SoftBank,
+    /// WILLCOM, J2ME, WAP, MAUI), Opera Mini/Mobile, BlackBerry, Windows Phone, Palm,
+    /// Symbian (→ smartphone). With it `Sec-CH-UA-Mobile` decides first by default
+    /// ([`Profile::client_hints`]). Every rule is documented in `src/profiles.rs` and
+    /// `docs/device.md`.
     #[default]
     Accurate,
 }
 
 impl Profile {
+    /// Whether the profile lets `Sec-CH-UA-Mobile` decide before its rules when
+    /// [`DeviceConfig::client_hints`] is unset: `false` for `seed` (Hatena's rule exactly,
+    /// UA only), `true` for `accurate`.
+    pub const fn client_hints(self) -> bool {
+        matches!(self, Profile::Accurate)
+    }
+
     /// The profile's ordered rules, in the same shape operators write in `rules`.
     pub fn rules(self) -> Vec<Rule> {
         match self {
@@ -210,10 +228,11 @@ pub enum DeviceError {
         max: usize,
     },
     /// `header` is not a valid HTTP field name (RFC 9110 §5.1 `token`), or is empty or
-    /// longer than [`MAX_HEADER_NAME_BYTES`].
+    /// longer than [`MAX_HEADER_NAME_BYTES`]; or a non-empty `force_cookie` is not a valid
+    /// cookie name (the same `token`, RFC 6265 §4.1.1) or too long.
     #[error("{path}: {reason}")]
     InvalidHeader {
-        /// Always `header`.
+        /// `header` or `force_cookie`.
         path: String,
         /// What is wrong with it.
         reason: String,

@@ -31,8 +31,17 @@ pub(crate) const ACCURATE: &[Row] = &[
     // (PC), which is what the `iPad` rule wants anyway.
     (&["iPad"], &[], PC),
     // Generic tablet declarations: Firefox for Android tablets (`Android 4.4; Tablet;`),
-    // `Opera Tablet`, BlackBerry PlayBook (`RIM Tablet OS`), Windows `Tablet PC`.
-    (&["Tablet"], &[], PC),
+    // `Opera Tablet`, BlackBerry PlayBook (`RIM Tablet OS`), Windows `Tablet PC`, and the
+    // tablet words in Android model names that send `Mobile`: `Tab` (Galaxy Tab, Lenovo
+    // Yoga Tab, `Okapi_Tab8`, ...; it also covers `Tablet`), `TAB` (`MAXWEST TAB`), `Pad`
+    // (MediaPad, MatePad, Xiaomi/Redmi/OPPO Pad, Tech Pad) and `PAD` (MI PAD, ImPAD).
+    (&["Tab"], &[], PC),
+    (&["TAB"], &[], PC),
+    (&["Pad"], &[], PC),
+    (&["PAD"], &[], PC),
+    // The Yandex app's tablet build (`YaApp_Android/23.52/apad`), whose UA otherwise
+    // copies the phone's `Mobile Safari`.
+    (&["/apad"], &[], PC),
     // Amazon Fire tablets: the Silk browser (some versions send `Mobile Safari`) and the
     // `KF..` model codes (KFTT, KFOT, KFMAWI, ...) that also appear in app UAs; the
     // first Kindle Fire's stock browser (`Kindle Fire Build/…`, sends `Mobile Safari`).
@@ -57,9 +66,18 @@ pub(crate) const ACCURATE: &[Row] = &[
     (&["Nexus 9"], &[], PC),
     (&["Nexus 10"], &[], PC),
     (&["Pixel C"], &[], PC),
-    (&["MediaPad"], &[], PC),
-    (&["MI PAD"], &[], PC),
+    // E-readers and Chromebooks, some of which copy `Mobile Safari`: PocketBook and Barnes
+    // & Noble NOOK readers, Chromebooks' Android apps (`Samsung Chromebook Plus`).
+    (&["PocketBook"], &[], PC),
+    (&["NOOK"], &[], PC),
+    (&["Chromebook"], &[], PC),
+    // Tablet lines named in the model string: Prestigio MultiPad (`PMT3101_4G`) and Digma
+    // Plane (`Plane 7594 3G`).
+    (&["PMT"], &[], PC),
+    (&["Plane"], &[], PC),
+    // Lenovo Tab model codes (`Lenovo TB-X606F`, `TB-8504X`, `Lenovo TB2-X30F`).
     (&["Lenovo TB"], &[], PC),
+    (&["TB-"], &[], PC),
     (&["Xoom"], &[], PC),
     // HTC Flyer (7" tablet, 2011): its stock browser sends `Mobile Safari`, and the `HTC`
     // brand rule below would otherwise call it a phone.
@@ -72,6 +90,15 @@ pub(crate) const ACCURATE: &[Row] = &[
     (&["BRAVIA"], &[], PC),
     // HbbTV (hybrid broadcast TV) browsers, some of which copy `Mobile Safari` tokens.
     (&["HbbTV"], &[], PC),
+    // Consoles and TV apps whose UAs carry phone tokens: Xbox's browser (`Windows Phone
+    // 8.0; ... IEMobile/10.0; Xbox; Xbox One`), the New Nintendo 3DS (`like iPhone ...
+    // Mobile NintendoBrowser`), tvOS apps (`Apple TV; U; CPU iPhone OS ...`). PlayStation
+    // and Chromecast UAs carry no phone token and are pc by default. Not kept, for speed
+    // (≈ 1–2 ns per UA for a handful of corpus lines): MAG set-top boxes (`stbapp`) and
+    // Samsung Family Hub fridges, which copy `Mobile Safari`.
+    (&["Xbox"], &[], PC),
+    (&["Nintendo"], &[], PC),
+    (&["Apple TV"], &[], PC),
     // --- 2. Phones. `Mobile` (the seed's second rule) covers iPhone Safari, Android phone
     // browsers and WebViews, Firefox OS / KaiOS, IEMobile, Googlebot smartphone, ...
     (&["Mobile"], &[], SP),
@@ -79,6 +106,13 @@ pub(crate) const ACCURATE: &[Row] = &[
     // iOS 17.0; Scale/3.00)`).
     (&["iPhone"], &[], SP),
     (&["iPod"], &[], SP),
+    // UC Browser's compact iOS UA (`dv(iPh13,3);pr(UCBrowser/...);ov(15_3_1);...`).
+    (&["dv(iPh"], &[], SP),
+    // Samsung phones and foldables whose browser sends no `Mobile` (the Galaxy Z Fold's
+    // unfolded screen, desktop-mode requests): Samsung tablets (SM-T, SM-P, SM-X) were
+    // caught above, so the remaining `SM-` model codes are phones. (Chrome's own UA
+    // freezes the model to `K`; there `Sec-CH-UA-Mobile` decides for foldables.)
+    (&["SM-"], &[], SP),
     // Android phones outside a browser: app HTTP stacks (`Dalvik/2.1.0 (Linux; U;
     // Android 13; Pixel 7 Build/...)`, `com.google.android.youtube/... (Linux; U;
     // Android 12; ...)`). In browsers, Android without `Mobile` means a tablet (Chrome's
@@ -91,6 +125,10 @@ pub(crate) const ACCURATE: &[Row] = &[
     // Smartphone platforms whose browsers did not always send `Mobile`.
     (&["BlackBerry"], &[], SP),
     (&["Windows Phone"], &[], SP),
+    // Windows Phone 8.1+ in "desktop" mode (`...; ARM; Touch; WPDesktop; Lumia 640)`).
+    (&["WPDesktop"], &[], SP),
+    // Palm OS and webOS handsets (`PalmSource/Palm-TunX`, `Palm OS 5.4.9`).
+    (&["Palm"], &[], SP),
     (&["Windows CE"], &[], SP),
     (&["Symbian"], &[], SP),
     // UC Browser's non-Android builds (J2ME, Symbian, Windows Phone: `UCWEB7.9...`,
@@ -110,6 +148,10 @@ pub(crate) const ACCURATE: &[Row] = &[
     // (`KDDI-CA3H UP.Browser/...`, also Openwave elsewhere), SoftBank and its former
     // names Vodafone and J-PHONE, WILLCOM and its former name DDIPOCKET.
     (&["MIDP"], &[], SP),
+    // WAP browsers (`WAP2.0`, `WAP Browser/MAUI`) and MediaTek MAUI/MRE feature phones
+    // (`MAUI/_X2805_ARTEL_X5...`, `Q03C_MAUI_Browser`).
+    (&["WAP"], &[], SP),
+    (&["MAUI"], &[], SP),
     (&["DoCoMo"], &[], SP),
     (&["FOMA"], &[], SP),
     (&["KDDI-"], &[], SP),
@@ -126,6 +168,9 @@ pub(crate) const ACCURATE: &[Row] = &[
     (&["jig browser"], &[], SP),
     (&["emobile/"], &[], SP),
     (&["Transcoder"], &[], SP),
+    // Lower-cased User-Agents (some log pipelines and proxies fold case):
+    // `... mobile safari/537.36`.
+    (&["mobile safari"], &[], SP),
 ];
 
 /// Turn a built-in table into owned [`Rule`]s (the same shape operators write).

@@ -67,6 +67,20 @@ fn classify_does_not_allocate() {
             if c.classify(ua) == DeviceClass::Smartphone {
                 phones += 1;
             }
+            // The request entry points (hint, override cookie, explanation) too.
+            for (hint, cookie) in [
+                (None, None),
+                (
+                    Some(&b"?0"[..]),
+                    Some(&b"a=b; X-UA-Device-force=mobile-iphone"[..]),
+                ),
+                (Some(b"?1"), Some(&huge[..])),
+                (Some(&huge[..]), Some(b"X-UA-Device-force=\xff")),
+            ] {
+                let a = c.classify_request(ua, hint, cookie);
+                let (b, _) = c.explain_request(ua, hint, cookie);
+                assert_eq!(a, b);
+            }
         }
     }
     assert_eq!(allocs(), before, "classify allocated");

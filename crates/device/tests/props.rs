@@ -87,14 +87,24 @@ fn config() -> impl Strategy<Value = DeviceConfig> {
         class(),
         0usize..=(1 << 32),
         any::<String>(),
+        prop::option::of(any::<bool>()),
+        prop_oneof![
+            Just(String::new()),
+            any::<String>(),
+            Just("X-UA-Device-force".to_owned())
+        ],
     )
         .prop_map(
-            |(profile, rules, default, max_scan_bytes, header)| DeviceConfig {
-                profile,
-                rules,
-                default,
-                max_scan_bytes,
-                header,
+            |(profile, rules, default, max_scan_bytes, header, client_hints, force_cookie)| {
+                DeviceConfig {
+                    profile,
+                    rules,
+                    default,
+                    max_scan_bytes,
+                    header,
+                    client_hints,
+                    force_cookie,
+                }
             },
         )
 }

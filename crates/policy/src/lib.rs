@@ -197,12 +197,17 @@ impl Policy {
     /// Decides what to do with one request. Pure and total: any input yields a plan.
     ///
     /// Order: a missing or malformed `Host` is a 400; `/robots.txt` (when enabled) is
-    /// synthesized; the device class is computed for every request; non-`GET`/`HEAD`,
+    /// synthesized; the device class is computed for every request (override cookie, then
+    /// `Sec-CH-UA-Mobile`, then the User-Agent: `Classifier::classify_request`); non-`GET`/`HEAD`,
     /// `Authorization` (RFC 9111 §3.5), pass routes and unmatched requests pass; a query
     /// beyond the normalizer's bounds passes as received (fail closed, logged by the
     /// adapter); otherwise the request is cached under `host + normalized target + device`.
     pub fn plan<'a>(&'a self, req: &RequestView<'a>, now: SystemTime) -> Plan<'a> {
-        let device = self.classifier.classify(req.user_agent.unwrap_or_default());
+        let device = self.classifier.classify_request(
+            req.user_agent.unwrap_or_default(),
+            req.ch_ua_mobile,
+            req.cookie,
+        );
         let (path, _) = req
             .path_and_query
             .split_once('?')

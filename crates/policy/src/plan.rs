@@ -32,6 +32,15 @@ pub struct RequestView<'a> {
     pub forwarded_proto: Option<&'a str>,
     /// `X-Forwarded-Host`, honoured only when `[edge].trust_forwarded`.
     pub forwarded_host: Option<&'a str>,
+    /// The `Sec-CH-UA-Mobile` client hint's raw value (`?1` / `?0`); `None` when absent.
+    /// With `[device] client_hints` in force (the `accurate` default) a valid value
+    /// decides the device class before the User-Agent rules; the value itself never
+    /// enters the cache key, only the class does.
+    pub ch_ua_mobile: Option<&'a [u8]>,
+    /// The raw `Cookie` header value (several `Cookie` fields joined with `"; "`); `None`
+    /// when absent. Read only for the `[device] force_cookie` override, which maps its
+    /// value to a device class; the header never enters the cache key.
+    pub cookie: Option<&'a [u8]>,
 }
 
 /// Why a request goes to the origin without the cache.

@@ -347,7 +347,9 @@ pub struct VaryRewrite {
     pub fields: Vec<String>,
 }
 
-/// Rewrites an origin `Vary` (RFC 9111 §4.1). `None` when it cannot be stored: `*`, a
+/// Rewrites an origin `Vary` (RFC 9111 §4.1). `User-Agent` and `Sec-CH-UA-Mobile` (the
+/// device class's inputs) become the device header when the route varies by device and
+/// are dropped otherwise. `None` when it cannot be stored: `*`, a
 /// per-user field (`Cookie`, `Authorization`), a malformed name, or more than
 /// [`MAX_VARY_FIELDS`] other fields.
 pub fn rewrite_vary(
@@ -362,7 +364,10 @@ pub fn rewrite_vary(
         .map(str::trim)
         .filter(|n| !n.is_empty())
     {
+        // `Sec-CH-UA-Mobile` is an input of the device class like `User-Agent`: the class
+        // already accounts for it, so it is folded in rather than stored as a variant.
         if name.eq_ignore_ascii_case("user-agent")
+            || name.eq_ignore_ascii_case("sec-ch-ua-mobile")
             || name.eq_ignore_ascii_case("accept-encoding")
             || name.eq_ignore_ascii_case(device_header)
         {
@@ -738,6 +743,19 @@ mod tests {
             Some("Accept-Encoding")
         );
         assert_eq!(client(None, false).as_deref(), Some("Accept-Encoding"));
+        // The client hint is a device-class input: folded like User-Agent, never a variant.
+        let r = rewrite_vary(Some("Sec-CH-UA-Mobile, User-Agent"), "X-D", true);
+        assert_eq!(
+            r,
+            Some(VaryRewrite {
+                client: "X-D, Accept-Encoding".into(),
+                fields: Vec::new(),
+            })
+        );
+        assert_eq!(
+            client(Some("sec-ch-ua-mobile"), false).as_deref(),
+            Some("Accept-Encoding")
+        );
         let r = rewrite_vary(
             Some("Accept-Language, accept-language,X-Theme"),
             "X-D",

@@ -359,3 +359,124 @@ fn a_304_refreshes_with_the_routes_ttl_precedence() {
         Some(Duration::ZERO)
     );
 }
+
+/// Chrome on an Android phone with the frozen model token: the UA says phone.
+const FROZEN_PHONE: &[u8] = b"Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Mobile Safari/537.36";
+/// Chrome on an Android tablet in desktop mode: the UA (no `Mobile`) says pc.
+const FROZEN_TABLET: &[u8] = b"Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36";
+
+fn with_hints<'a>(
+    ua: &'a [u8],
+    hint: Option<&'a [u8]>,
+    cookie: Option<&'a [u8]>,
+) -> RequestView<'a> {
+    RequestView {
+        ch_ua_mobile: hint,
+        cookie,
+        ..get("blog.example", "/blog/a/entry/1", Some(ua))
+    }
+}
+
+/// (User-Agent, `Sec-CH-UA-Mobile`, expected class).
+type HintCase = (&'static [u8], Option<&'static [u8]>, DeviceClass);
+
+#[test]
+fn client_hint_decides_the_class_and_so_the_key() {
+    let p = policy();
+    let cases: [HintCase; 7] = [
+        // A tablet's browser that sends `Mobile` in its UA but `?0` in the hint: pc.
+        (FROZEN_PHONE, Some(b"?0"), DeviceClass::Pc),
+        (FROZEN_TABLET, Some(b"?1"), DeviceClass::Smartphone),
+        (FROZEN_PHONE, Some(b"?1"), DeviceClass::Smartphone),
+        // No hint, or one that is not a Structured Field boolean: the UA decides.
+        (FROZEN_PHONE, None, DeviceClass::Smartphone),
+        (FROZEN_TABLET, None, DeviceClass::Pc),
+        (FROZEN_TABLET, Some(b"yes"), DeviceClass::Pc),
+        // iPad Safari sends no client hints: pc by the UA rules.
+        (IPAD, None, DeviceClass::Pc),
+    ];
+    for (ua, hint, want) in cases {
+        let plan = p.plan(&with_hints(ua, hint, None), now());
+        assert_eq!(plan.device, want, "{hint:?}");
+        assert_eq!(
+            plan.cache_key,
+            format!("blog.example/blog/a/entry/1|{want}"),
+            "{hint:?}"
+        );
+    }
+}
+
+#[test]
+fn force_cookie_overrides_hint_and_user_agent_without_new_variants() {
+    let p = policy();
+    let plan =
+        |cookie: &'static [u8]| p.plan(&with_hints(IPHONE, Some(b"?1"), Some(cookie)), now());
+    let pc = plan(b"session=abc; X-UA-Device-force=pc");
+    assert_eq!(pc.device, DeviceClass::Pc);
+    assert_eq!(pc.cache_key, "blog.example/blog/a/entry/1|pc");
+    // varnish-devicedetect's finer values collapse onto the two classes.
+    let tablet = plan(b"X-UA-Device-force=tablet-android");
+    assert_eq!(tablet.cache_key, pc.cache_key);
+    let phone = plan(b"X-UA-Device-force=mobile-iphone");
+    assert_eq!(phone.cache_key, "blog.example/blog/a/entry/1|smartphone");
+    // Unknown values and other cookies change nothing.
+    for c in [
+        &b"X-UA-Device-force=bot"[..],
+        b"x-ua-device-force=pc",
+        b"a=b",
+    ] {
+        let plan = p.plan(&with_hints(IPHONE, Some(b"?1"), Some(c)), now());
+        assert_eq!(plan.device, DeviceClass::Smartphone, "{c:?}");
+    }
+}
+
+#[test]
+fn seed_profile_and_disabled_options_ignore_hint_and_cookie() {
+    let seed = Policy::from_toml(&SHIPPED.replace(
+        "profile = \"accurate\"",
+        "profile = \"seed\"\nforce_cookie = \"\"",
+    ))
+    .expect("valid");
+    let plan = seed.plan(
+        &with_hints(FROZEN_TABLET, Some(b"?1"), Some(b"X-UA-Device-force=sp")),
+        now(),
+    );
+    assert_eq!(plan.device, DeviceClass::Pc);
+    // `client_hints = true` turns the hint on for the seed profile.
+    let seed_hints = Policy::from_toml(&SHIPPED.replace(
+        "profile = \"accurate\"",
+        "profile = \"seed\"\nclient_hints = true",
+    ))
+    .expect("valid");
+    let plan = seed_hints.plan(&with_hints(FROZEN_TABLET, Some(b"?1"), None), now());
+    assert_eq!(plan.device, DeviceClass::Smartphone);
+    // A bad cookie name is a config error with its path.
+    let err = Policy::from_toml(&SHIPPED.replace(
+        "profile = \"accurate\"",
+        "profile = \"accurate\"\nforce_cookie = \"a;b\"",
+    ))
+    .unwrap_err();
+    assert!(err.to_string().contains("force_cookie"), "{err}");
+}
+
+proptest! {
+    /// Whatever bytes the hint and the cookie carry, the key ends in one of the two
+    /// classes and contains neither header's bytes.
+    #[test]
+    fn key_never_carries_hint_or_cookie(
+        ua in proptest::collection::vec(any::<u8>(), 0..300),
+        hint in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..12)),
+        cookie in proptest::option::of("[ -~]{0,60}"),
+        force in proptest::option::of(prop_oneof!["pc", "sp", "mobile-iphone", "zz[a-z]{1,8}"]),
+    ) {
+        let p = policy();
+        let cookie = match (cookie, force) {
+            (Some(c), Some(f)) => Some(format!("{c}; X-UA-Device-force={f}")),
+            (c, _) => c,
+        };
+        let plan = p.plan(&with_hints(&ua, hint.as_deref(), cookie.as_deref().map(str::as_bytes)), now());
+        prop_assert_eq!(plan.decision, Decision::Cache);
+        let want = format!("blog.example/blog/a/entry/1|{}", plan.device);
+        prop_assert_eq!(&plan.cache_key, &want);
+    }
+}

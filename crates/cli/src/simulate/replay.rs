@@ -372,6 +372,9 @@ impl<'p> Engine<'p> {
             has_authorization: false,
             forwarded_proto: None,
             forwarded_host: None,
+            // Access logs carry neither the client hint nor cookies: the UA decides.
+            ch_ua_mobile: None,
+            cookie: None,
         };
         let policy = self.policy;
         let plan = policy.plan(&view, now);
