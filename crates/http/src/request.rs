@@ -27,6 +27,10 @@ pub struct Inputs {
     pub forwarded_proto: Option<String>,
     /// `X-Forwarded-Host` when text (the policy honours it only when trusted).
     pub forwarded_host: Option<String>,
+    /// `Sec-CH-UA-Mobile` bytes (the client hint that decides the device class first).
+    pub ch_ua_mobile: Option<Vec<u8>>,
+    /// Every `Cookie` field joined with `"; "` (read only for `[device] force_cookie`).
+    pub cookie: Option<Vec<u8>>,
 }
 
 impl Inputs {
@@ -52,6 +56,8 @@ impl Inputs {
             has_authorization: headers.has("authorization"),
             forwarded_proto: text_of("x-forwarded-proto"),
             forwarded_host: text_of("x-forwarded-host"),
+            ch_ua_mobile: headers.value("sec-ch-ua-mobile"),
+            cookie: cookies(headers),
         }
     }
 
@@ -66,8 +72,28 @@ impl Inputs {
             has_authorization: self.has_authorization,
             forwarded_proto: self.forwarded_proto.as_deref(),
             forwarded_host: self.forwarded_host.as_deref(),
+            ch_ua_mobile: self.ch_ua_mobile.as_deref(),
+            cookie: self.cookie.as_deref(),
         }
     }
+}
+
+/// Every `Cookie` field line joined with `"; "` (RFC 9110 §5.3 does not apply to
+/// `Cookie`: HTTP/2 splits it into several fields that rejoin with `"; "`, RFC 9113
+/// §8.2.3).
+fn cookies(headers: &(impl Headers + ?Sized)) -> Option<Vec<u8>> {
+    let mut out: Option<Vec<u8>> = None;
+    headers.visit("cookie", &mut |v| {
+        match &mut out {
+            Some(o) => {
+                o.extend_from_slice(b"; ");
+                o.extend_from_slice(v);
+            }
+            None => out = Some(v.to_vec()),
+        }
+        true
+    });
+    out
 }
 
 #[cfg(test)]
@@ -82,12 +108,17 @@ mod tests {
             ("user-agent".into(), b"UA \xff".to_vec()),
             ("x-forwarded-host".into(), b"caf\xe9".to_vec()),
             ("Authorization".into(), b"Bearer x".to_vec()),
+            ("sec-ch-ua-mobile".into(), b"?1".to_vec()),
+            ("cookie".into(), b"a=1".to_vec()),
+            ("Cookie".into(), b"X-UA-Device-force=pc".to_vec()),
         ];
         let i = Inputs::read("GET", "https", "/p?q", h.as_slice());
         assert_eq!(i.host.as_deref(), Some("a.example"));
         assert_eq!(i.user_agent.as_deref(), Some(&b"UA \xff"[..]));
         assert_eq!(i.forwarded_host, None);
         assert!(i.has_authorization);
+        assert_eq!(i.ch_ua_mobile.as_deref(), Some(&b"?1"[..]));
+        assert_eq!(i.cookie.as_deref(), Some(&b"a=1; X-UA-Device-force=pc"[..]));
         let v = i.view();
         assert_eq!((v.method, v.path_and_query), ("GET", "/p?q"));
         let only_host: Vec<(String, Vec<u8>)> = vec![("Host".into(), b"b.example".to_vec())];
