@@ -277,7 +277,8 @@ struct Order {
 /// Normalization, on the raw query bytes and never decoding (as Varnish and
 /// vmod-querystring do):
 ///
-/// 1. empty parameters (`&&`, leading or trailing `&`) are dropped;
+/// 1. empty parameters (`&&`, leading or trailing `&`) and parameters with an empty
+///    name (`=x`, `=`) are dropped (as vmod-querystring does);
 /// 2. a parameter whose name (bytes before the first `=`) does not match
 ///    [`QueryConfig::keep`] (when non-empty) or matches [`QueryConfig::remove`] is
 ///    dropped;
@@ -324,7 +325,9 @@ impl Normalizer {
     }
 
     /// Whether a parameter named `name` (raw bytes before the first `=`) survives the
-    /// `keep` and `remove` lists. Case-sensitive, no percent-decoding.
+    /// `keep` and `remove` lists. Case-sensitive, no percent-decoding. The empty name
+    /// (of `=x` or `=`) never does (vmod-querystring drops such parameters), even when a
+    /// pattern such as `*` would match it.
     pub fn keeps(&self, name: &str) -> bool {
         self.keeps_name(name.as_bytes(), key_of(name.as_bytes()))
     }
@@ -352,10 +355,13 @@ impl Normalizer {
         })
     }
 
-    /// As [`Normalizer::keeps`]; `key` is [`key_of`]`(name)`.
+    /// As [`Normalizer::keeps`]; `key` is [`key_of`]`(name)`. An empty name (`=x`, `=`)
+    /// is never kept, whatever the lists say: vmod-querystring drops such parameters.
     #[inline]
     fn keeps_name(&self, name: &[u8], key: u64) -> bool {
-        (self.keep_all || self.keep.matches(name, key)) && !self.remove.matches(name, key)
+        !name.is_empty()
+            && (self.keep_all || self.keep.matches(name, key))
+            && !self.remove.matches(name, key)
     }
 
     /// Normalizes a query string, given without the leading `?`.
