@@ -109,7 +109,7 @@ ensure_cargo_fuzz() {
 }
 
 # Builds the fuzz targets (no sanitizer: every Cachet crate forbids `unsafe`, and a cold
-# build took 6m52s without ASan against 9m22s with it, on a loaded VM) and runs each for
+# build took 4m47s-6m52s without ASan, 9m22s with it, on a loaded VM) and runs each for
 # `$1` seconds (default 15) from its committed seeds, the given targets or all of them.
 # Prints one summary line per target (libFuzzer's executions, `cov:` edges, `ft:`
 # features, corpus size); returns non-zero when a target fails.
