@@ -314,6 +314,13 @@ impl PatternSet {
         })
     }
 
+    /// This set, made to match the empty name too (as a pattern of stars would). Does not
+    /// change [`PatternSet::is_empty`].
+    pub(crate) fn matching_empty_name(mut self) -> Self {
+        self.empty = true;
+        self
+    }
+
     /// Whether no pattern was compiled.
     pub(crate) fn is_empty(&self) -> bool {
         self.exact.is_empty()

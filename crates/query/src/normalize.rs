@@ -277,7 +277,8 @@ struct Order {
 /// Normalization, on the raw query bytes and never decoding (as Varnish and
 /// vmod-querystring do):
 ///
-/// 1. empty parameters (`&&`, leading or trailing `&`) are dropped;
+/// 1. empty parameters (`&&`, leading or trailing `&`) and parameters with an empty
+///    name (`=x`, `=`) are dropped (as vmod-querystring does);
 /// 2. a parameter whose name (bytes before the first `=`) does not match
 ///    [`QueryConfig::keep`] (when non-empty) or matches [`QueryConfig::remove`] is
 ///    dropped;
@@ -312,8 +313,10 @@ impl Normalizer {
             return Err(e);
         }
         let keep = PatternSet::new(&config.keep)?;
+        // Parameters with an empty name are always dropped: the remove set matches it.
+        let remove = PatternSet::new(&config.remove)?.matching_empty_name();
         Ok(Self {
-            remove: PatternSet::new(&config.remove)?,
+            remove,
             keep_all: keep.is_empty(),
             keep,
             sort: config.sort,
@@ -324,7 +327,9 @@ impl Normalizer {
     }
 
     /// Whether a parameter named `name` (raw bytes before the first `=`) survives the
-    /// `keep` and `remove` lists. Case-sensitive, no percent-decoding.
+    /// `keep` and `remove` lists. Case-sensitive, no percent-decoding. The empty name
+    /// (of `=x` or `=`) never does (vmod-querystring drops such parameters), even when a
+    /// pattern such as `*` would match it.
     pub fn keeps(&self, name: &str) -> bool {
         self.keeps_name(name.as_bytes(), key_of(name.as_bytes()))
     }
@@ -352,7 +357,10 @@ impl Normalizer {
         })
     }
 
-    /// As [`Normalizer::keeps`]; `key` is [`key_of`]`(name)`.
+    /// As [`Normalizer::keeps`]; `key` is [`key_of`]`(name)`. An empty name (`=x`, `=`)
+    /// is never kept, whatever the lists say (vmod-querystring drops such parameters):
+    /// the compiled `remove` set matches it (see [`Normalizer::new`]), which costs no
+    /// extra test on the hot path.
     #[inline]
     fn keeps_name(&self, name: &[u8], key: u64) -> bool {
         (self.keep_all || self.keep.matches(name, key)) && !self.remove.matches(name, key)

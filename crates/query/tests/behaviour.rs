@@ -164,7 +164,9 @@ fn allowlist_keeps_only_matching_names_and_remove_still_applies() {
         remove: vec![],
         ..QueryConfig::default()
     });
-    assert_eq!(norm(&keep_all_names, "b&=v&a"), "=v&a&b");
+    // `*` matches every name, but an empty name is dropped all the same.
+    assert_eq!(norm(&keep_all_names, "b&=v&a"), "a&b");
+    assert!(!keep_all_names.keeps(""));
 }
 
 #[test]
@@ -176,8 +178,15 @@ fn empty_params_and_empty_names() {
         ("&&&", ""),
         ("a&&b", "a&b"),
         ("&b&a&", "a&b"),
-        ("=v&a", "=v&a"), // empty name, not an empty param: kept, sorts first
-        ("a&=", "=&a"),
+        // Empty name (with or without a value): dropped, as vmod-querystring does.
+        ("=v&a", "a"),
+        ("a&=", "a"),
+        ("=x", ""),
+        ("=&=x&&=", ""),
+        ("b=1&=x&a=2", "a=2&b=1"),
+        ("a=1&=x", "a=1"),
+        // Only the name must be empty: a value starting with `=` is a value.
+        ("a==x&=", "a==x"),
         ("utm_source=x", ""),
     ] {
         assert_eq!(norm(&n, q), want, "{q:?}");

@@ -32,7 +32,7 @@ fn any_match(patterns: &[String], name: &str) -> bool {
 fn model(c: &QueryConfig, query: &str) -> String {
     let mut params: Vec<&str> = query
         .split('&')
-        .filter(|p| !p.is_empty())
+        .filter(|p| !p.is_empty() && !name(p).is_empty())
         .filter(|p| c.keep.is_empty() || any_match(&c.keep, name(p)))
         .filter(|p| !any_match(&c.remove, name(p)))
         .collect();
@@ -217,6 +217,7 @@ proptest! {
         if !out.is_empty() {
             for p in out.split('&') {
                 prop_assert!(!p.is_empty(), "empty param in {:?}", out);
+                prop_assert!(!name(p).is_empty(), "empty name in {:?}", out);
                 let i = pool.iter().position(|x| *x == p);
                 prop_assert!(i.is_some(), "{:?} not in input {:?}", p, q);
                 pool.swap_remove(i.unwrap());
