@@ -32,19 +32,20 @@ fn json(status: u16, body: String) -> Response {
     crate::to_response(cachet_http::reply::admin(status, body))
 }
 
-/// Serves one admin call.
+/// Serves one admin call to `path` (canonical, `cachet_policy::admin::admin_path`).
 ///
 /// # Errors
 /// [`EdgeError::Admin`] with the status and reason (404/405/401/403/400/413/429/503).
 pub(crate) fn handle(
     policy: &Policy,
+    path: &str,
     mut req: Request,
     f: &mut Access,
 ) -> Result<Response, EdgeError> {
     if !policy.config().admin.enabled {
         return Err(AdminError::NotFound("admin API disabled".into()).into());
     }
-    let call = admin::route(req.get_method_str(), req.get_path())?;
+    let call = admin::route(req.get_method_str(), path)?;
     let token = token(policy);
     admin::authorize(
         req.get_header(header::AUTHORIZATION)

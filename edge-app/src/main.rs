@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use cachet_http::{CacheStatus, Failure, Inputs, Reply};
-use cachet_policy::admin::{ADMIN_PREFIX, AdminError};
+use cachet_policy::admin::AdminError;
 use cachet_policy::{Decision, PassReason, Policy, PolicyError, Synth};
 use cachet_refresh::retry_after_secs;
 use fastly::cache::core::CacheError;
@@ -164,10 +164,12 @@ fn main() {
 
 fn dispatch(policy: &Policy, req: Request, f: &mut Access) -> Result<Outcome, EdgeError> {
     f.tier = origin::tier(policy).label();
-    if req.get_path().starts_with(ADMIN_PREFIX) {
+    // Admin look-alikes (`/.CACHET/ban`, `/%2ecachet/ban`) are admin calls too: a token
+    // meant for the admin API never reaches the origin.
+    if let Some(path) = cachet_policy::admin::admin_path(req.get_path()) {
         "admin".clone_into(&mut f.route);
         f.cache = CacheStatus::Synth;
-        return admin::handle(policy, req, f).map(Outcome::from);
+        return admin::handle(policy, &path, req, f).map(Outcome::from);
     }
     handle(policy, req, f)
 }

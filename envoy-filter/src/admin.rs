@@ -18,9 +18,6 @@ use crate::bans::{self, AppendError, Kind, NewEntry};
 use crate::host::HostData;
 use crate::metrics::Metrics;
 
-/// Path prefix of the admin API.
-pub const PREFIX: &str = "/.cachet/";
-
 /// Largest admin request body read, bytes (a ban expression is at most 8 KiB).
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 

@@ -15,6 +15,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use proxy_wasm::types::{Action, BufferType, LogLevel, MapType, MetricType, Status};
 
+use cachet_store::SharedData;
+
 use crate::host::{self, Host};
 use crate::vm::{Http, Vm};
 
@@ -29,7 +31,7 @@ type Sent = (u16, Vec<(String, String)>, Vec<u8>);
 #[derive(Default)]
 struct Fake {
     now_ms: Cell<u64>,
-    shared: RefCell<HashMap<String, (Vec<u8>, u32)>>,
+    shared: cachet_store::MemoryStore,
     maps: RefCell<HashMap<u32, Pairs>>,
     buffers: RefCell<HashMap<u32, Vec<u8>>>,
     sent: RefCell<Vec<Sent>>,
@@ -65,19 +67,10 @@ impl Host for Fake {
     }
     fn log(&self, _: LogLevel, _: &str) {}
     fn shared_get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
-        match self.shared.borrow().get(key) {
-            Some((v, cas)) => (Some(v.clone()), Some(*cas)),
-            None => (None, None),
-        }
+        self.shared.get(key)
     }
     fn shared_set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
-        let mut shared = self.shared.borrow_mut();
-        let current = shared.get(key).map_or(0, |(_, c)| *c);
-        if cas.is_some_and(|c| c != 0 && c != current) {
-            return false;
-        }
-        shared.insert(key.to_owned(), (value.to_vec(), current + 1));
-        true
+        self.shared.set(key, value, cas)
     }
     fn buffer(&self, kind: BufferType, size: usize) -> Option<Vec<u8>> {
         let b = self.buffers.borrow();

@@ -23,11 +23,17 @@ pub trait Headers {
     /// Every value of `name` joined with `", "` (RFC 9110 §5.3: a list field's lines
     /// combine that way), or `None` when the field is absent.
     fn joined(&self, name: &str) -> Option<Vec<u8>> {
+        self.joined_with(name, b", ")
+    }
+
+    /// Every value of `name` joined with `separator` (`Cookie` lines rejoin with `"; "`,
+    /// RFC 9113 §8.2.3), or `None` when the field is absent.
+    fn joined_with(&self, name: &str, separator: &[u8]) -> Option<Vec<u8>> {
         let mut out: Option<Vec<u8>> = None;
         self.visit(name, &mut |v| {
             match &mut out {
                 Some(o) => {
-                    o.extend_from_slice(b", ");
+                    o.extend_from_slice(separator);
                     o.extend_from_slice(v);
                 }
                 None => out = Some(v.to_vec()),

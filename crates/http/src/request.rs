@@ -57,7 +57,8 @@ impl Inputs {
             forwarded_proto: text_of("x-forwarded-proto"),
             forwarded_host: text_of("x-forwarded-host"),
             ch_ua_mobile: headers.value("sec-ch-ua-mobile"),
-            cookie: cookies(headers),
+            // HTTP/2 splits `Cookie` into several fields (RFC 9113 §8.2.3).
+            cookie: headers.joined_with("cookie", b"; "),
         }
     }
 
@@ -76,24 +77,6 @@ impl Inputs {
             cookie: self.cookie.as_deref(),
         }
     }
-}
-
-/// Every `Cookie` field line joined with `"; "` (RFC 9110 §5.3 does not apply to
-/// `Cookie`: HTTP/2 splits it into several fields that rejoin with `"; "`, RFC 9113
-/// §8.2.3).
-fn cookies(headers: &(impl Headers + ?Sized)) -> Option<Vec<u8>> {
-    let mut out: Option<Vec<u8>> = None;
-    headers.visit("cookie", &mut |v| {
-        match &mut out {
-            Some(o) => {
-                o.extend_from_slice(b"; ");
-                o.extend_from_slice(v);
-            }
-            None => out = Some(v.to_vec()),
-        }
-        true
-    });
-    out
 }
 
 #[cfg(test)]

@@ -108,6 +108,39 @@ impl AdminError {
     }
 }
 
+/// The admin path a request target names, canonical (`/.cachet/ban`), or `None` when it
+/// names none. Look-alikes count: percent-encoded bytes are decoded, runs of `/` collapse
+/// and ASCII case folds before the prefix test, so `/.CACHET/ban`, `//.cachet/ban` and
+/// `/%2ecachet/ban` are admin calls too (answered, with their bearer token checked, and
+/// never proxied to the origin with a token meant for the admin API: hostile-input rule).
+/// The query is ignored. Bytes only; never panics.
+pub fn admin_path(target: &str) -> Option<String> {
+    let path = target.split_once('?').map_or(target, |(p, _)| p).as_bytes();
+    let hex = |b: u8| char::from(b).to_digit(16);
+    let mut out: Vec<u8> = Vec::with_capacity(path.len());
+    let mut i = 0;
+    while i < path.len() {
+        let mut c = path[i];
+        i += 1;
+        if c == b'%'
+            && let (Some(h), Some(l)) = (
+                path.get(i).copied().and_then(hex),
+                path.get(i + 1).copied().and_then(hex),
+            )
+        {
+            c = u8::try_from(h * 16 + l).unwrap_or(b'%');
+            i += 2;
+        }
+        if c == b'/' && out.last() == Some(&b'/') {
+            continue;
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    let prefix = ADMIN_PREFIX.as_bytes();
+    let named = out.starts_with(prefix) || out == prefix[..prefix.len() - 1];
+    named.then(|| String::from_utf8_lossy(&out).into_owned())
+}
+
 /// Maps an admin request to its call.
 ///
 /// # Errors
@@ -298,6 +331,43 @@ impl<'a, F: Fn(&str) -> Option<&'a str>> BanRequest for LookupRequest<'a, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn admin_look_alikes_are_admin_paths() {
+        for p in [
+            "/.cachet/ban",
+            "/.CACHET/ban",
+            "//.cachet/ban",
+            "/%2ecachet/ban",
+            "/%2Ecachet%2Fban?x=1",
+            "/.cachet",
+            "///.Cachet//purge",
+        ] {
+            let got = admin_path(p);
+            assert!(
+                got.as_deref().is_some_and(|g| g.starts_with("/.cachet")),
+                "{p} -> {got:?}"
+            );
+        }
+        assert_eq!(
+            admin_path("/%2ecachet/ban").as_deref(),
+            Some("/.cachet/ban")
+        );
+        for p in [
+            "/blog/.cachet/ban",
+            "/.cachetx/ban",
+            "/",
+            "",
+            "/%zz/.cachet/",
+            "/%",
+        ] {
+            assert_eq!(admin_path(p), None, "{p}");
+        }
+        assert_eq!(
+            admin_path("/.cachet/%ff").as_deref(),
+            Some("/.cachet/\u{fffd}")
+        );
+    }
 
     #[test]
     fn routes_and_methods() {

@@ -86,8 +86,10 @@ impl Http {
         let get = |n: &str| header(&headers, n).map(str::to_owned);
         let path = get(":path").unwrap_or_default();
         let method = get(":method").unwrap_or_default();
-        if path.starts_with(admin::PREFIX) {
-            return self.admin_headers(&p, &headers, method, &path, end_of_stream);
+        // Admin look-alikes (`/.CACHET/ban`, `/%2ecachet/ban`) are admin calls too: a
+        // token meant for the admin API never reaches the origin.
+        if let Some(admin_path) = cachet_policy::admin::admin_path(&path) {
+            return self.admin_headers(&p, &headers, method, &admin_path, end_of_stream);
         }
         // The request's own scheme: TLS on the downstream connection. Envoy may derive
         // `:scheme` from a client's X-Forwarded-Proto, which only counts when
