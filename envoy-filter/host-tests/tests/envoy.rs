@@ -137,8 +137,13 @@ fn purge_and_ban_through_the_admin_api() {
     };
     let get = || fresh().headers.get("x-cache").cloned().unwrap_or_default();
     assert_eq!(get(), "MISS");
-    for _ in 0..15 {
+    // The kernel spreads fresh connections over the workers (SO_REUSEPORT hashing), not
+    // in turn: ask until the other worker has read the shared tier (bounded).
+    for _ in 0..200 {
         assert_eq!(get(), "HIT");
+        if e.metric("cachet.hits_shared").expect("metric") >= 1 {
+            break;
+        }
     }
     assert!(
         e.metric("cachet.hits_shared").expect("metric") >= 1,
@@ -201,7 +206,19 @@ fn purge_and_ban_through_the_admin_api() {
         )
         .expect("bans");
     assert_eq!(r.status, 200);
-    assert!(r.text().contains("content-type"), "{}", r.text());
+    // Listed, unless the lurker already applied it to every stored object and retired it
+    // (a new generation with the floor at or after it: Varnish's completed bans).
+    let list: serde_json::Value = serde_json::from_str(&r.text()).expect("list json");
+    let listed = list["bans"].as_array().is_some_and(|b| {
+        b.iter().any(|e| {
+            e["expr"]
+                .as_str()
+                .is_some_and(|x| x.contains("content-type"))
+        })
+    });
+    let retired =
+        list["generation"].as_u64() >= Some(1) && list["trimmed_at_ms"].as_u64() > Some(0);
+    assert!(listed || retired, "{}", r.text());
     assert!(e.metric("cachet.purges").expect("metric") >= 1);
 }
 
