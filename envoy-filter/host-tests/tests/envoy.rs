@@ -122,6 +122,20 @@ fn ten_concurrent_misses_make_one_origin_request_and_stats_show_it() {
     );
 }
 
+/// The ban log's list body names a ban matching `needle`, unless the lurker already
+/// applied it to every stored object and retired it (a new generation with a floor:
+/// Varnish's completed bans).
+fn assert_listed_or_retired(text: &str, needle: &str) {
+    let list: serde_json::Value = serde_json::from_str(text).expect("list json");
+    let listed = list["bans"].as_array().is_some_and(|b| {
+        b.iter()
+            .any(|e| e["expr"].as_str().is_some_and(|x| x.contains(needle)))
+    });
+    let retired =
+        list["generation"].as_u64() >= Some(1) && list["trimmed_at_ms"].as_u64() > Some(0);
+    assert!(listed || retired, "{text}");
+}
+
 #[test]
 fn purge_and_ban_through_the_admin_api() {
     let Some((origin, e)) = stack() else { return };
@@ -206,19 +220,7 @@ fn purge_and_ban_through_the_admin_api() {
         )
         .expect("bans");
     assert_eq!(r.status, 200);
-    // Listed, unless the lurker already applied it to every stored object and retired it
-    // (a new generation with the floor at or after it: Varnish's completed bans).
-    let list: serde_json::Value = serde_json::from_str(&r.text()).expect("list json");
-    let listed = list["bans"].as_array().is_some_and(|b| {
-        b.iter().any(|e| {
-            e["expr"]
-                .as_str()
-                .is_some_and(|x| x.contains("content-type"))
-        })
-    });
-    let retired =
-        list["generation"].as_u64() >= Some(1) && list["trimmed_at_ms"].as_u64() > Some(0);
-    assert!(listed || retired, "{}", r.text());
+    assert_listed_or_retired(&r.text(), "content-type");
     assert!(e.metric("cachet.purges").expect("metric") >= 1);
 }
 
