@@ -349,6 +349,9 @@ impl Config {
         if let Err(e) = self.collapse.validate() {
             push(join("collapse", e.path().unwrap_or("")), reason_of(&e));
         }
+        if let Some(reason) = admin_token_problem(&self.admin.token) {
+            push("admin.token".into(), reason);
+        }
         crate::settings::validate(
             &self.origin,
             &self.bans,
@@ -372,6 +375,46 @@ impl Config {
         }
         issues
     }
+}
+
+/// Shortest admin token accepted in configuration, bytes.
+pub const MIN_ADMIN_TOKEN_BYTES: usize = 16;
+
+/// Placeholder tokens refused whatever their length (ASCII case-insensitive).
+const PLACEHOLDER_TOKENS: &[&str] = &[
+    "change-me",
+    "changeme",
+    "change_me",
+    "replace-me",
+    "secret",
+    "password",
+    "token",
+    "admin",
+    "example",
+    "your-token-here",
+];
+
+/// Why a configured admin token (`[admin].token`, Envoy) is refused, if it is: shorter
+/// than [`MIN_ADMIN_TOKEN_BYTES`] or a known placeholder (hostile-input rule: the example
+/// configuration once shipped `change-me`). Empty is allowed: the admin API then refuses
+/// every call.
+fn admin_token_problem(token: &str) -> Option<String> {
+    const HOW: &str = "generate one with `openssl rand -hex 32`";
+    if token.is_empty() {
+        return None;
+    }
+    if PLACEHOLDER_TOKENS
+        .iter()
+        .any(|p| p.eq_ignore_ascii_case(token.trim()))
+    {
+        return Some(format!("is a placeholder; {HOW}"));
+    }
+    (token.len() < MIN_ADMIN_TOKEN_BYTES).then(|| {
+        format!(
+            "{} bytes; at least {MIN_ADMIN_TOKEN_BYTES}: {HOW}",
+            token.len()
+        )
+    })
 }
 
 /// Validates one route, pushing `(path, message)` issues; `names` collects route names to

@@ -143,3 +143,15 @@ fn unknown_fields_and_policies_are_parse_errors_with_a_path() {
             .unwrap_err();
     assert!(e.to_string().contains("routes[0].early_refresh"), "{e}");
 }
+
+#[test]
+fn placeholder_and_short_admin_tokens_are_refused_with_how_to_generate_one() {
+    for bad in ["change-me", "CHANGEME", "secret", "short-token"] {
+        let got = issues(&format!("[admin]\ntoken = \"{bad}\"\n"));
+        assert_eq!(got.len(), 1, "{bad}: {got:?}");
+        assert_eq!(got[0].0, "admin.token");
+        assert!(got[0].1.contains("openssl rand -hex 32"), "{}", got[0].1);
+    }
+    assert!(paths("[admin]\ntoken = \"\"\n").is_empty(), "empty: admin refuses all");
+    assert!(paths("[admin]\ntoken = \"0123456789abcdef0123\"\n").is_empty());
+}

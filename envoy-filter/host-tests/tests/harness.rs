@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 use cachet_envoy_host_tests::{Callout, Host, Outcome, Response, Vm, drive, filter_wasm, req};
 
 const BLOG: &str = "blog.example";
-const TOKEN: &str = "s3cret-token";
+const TOKEN: &str = "s3cret-token-for-the-harness";
 const DESKTOP: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36";
 const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1";
 
