@@ -152,6 +152,9 @@ fn placeholder_and_short_admin_tokens_are_refused_with_how_to_generate_one() {
         assert_eq!(got[0].0, "admin.token");
         assert!(got[0].1.contains("openssl rand -hex 32"), "{}", got[0].1);
     }
-    assert!(paths("[admin]\ntoken = \"\"\n").is_empty(), "empty: admin refuses all");
+    assert!(
+        paths("[admin]\ntoken = \"\"\n").is_empty(),
+        "empty: admin refuses all"
+    );
     assert!(paths("[admin]\ntoken = \"0123456789abcdef0123\"\n").is_empty());
 }
