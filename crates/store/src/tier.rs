@@ -98,6 +98,10 @@ pub struct StoredObject {
     /// The surrogate keys a ban or purge sees, space-separated: the object's keys, then its
     /// per-object tag. Derived from `h.meta` (never encoded).
     skeys: String,
+    /// The stored gzip body inflated, kept by the in-VM tier once an identity client asked
+    /// for it ([`Self::with_identity`]), so later identity hits skip the inflate. Never
+    /// encoded (the shared tier holds one representation); counted in [`Self::cost`].
+    identity: Option<Vec<u8>>,
 }
 
 impl StoredObject {
@@ -112,6 +116,22 @@ impl StoredObject {
             },
             body,
             skeys,
+            identity: None,
+        }
+    }
+
+    /// The inflated body kept by [`Self::with_identity`], if any.
+    pub fn identity(&self) -> Option<&[u8]> {
+        self.identity.as_deref()
+    }
+
+    /// A copy of this object that also keeps `inflated` (its body decoded for an identity
+    /// client; the caller inflated it from [`Self::body`]).
+    #[must_use]
+    pub fn with_identity(&self, inflated: Vec<u8>) -> Self {
+        Self {
+            identity: Some(inflated),
+            ..self.clone()
         }
     }
 
@@ -151,7 +171,8 @@ impl StoredObject {
             .iter()
             .map(|(n, v)| n.len() + v.len())
             .sum();
-        (self.body.len() + headers + self.h.key.len() + self.skeys.len() + 256) as u64
+        let identity = self.identity.as_ref().map_or(0, Vec::len);
+        (self.body.len() + identity + headers + self.h.key.len() + self.skeys.len() + 256) as u64
     }
 }
 
@@ -493,6 +514,17 @@ impl LocalTier {
         self.map.insert(key, (obj, self.clock));
         self.bytes += cost;
         evicted
+    }
+
+    /// Replaces the entry under `obj`'s key with `obj` when it holds the same insert
+    /// (same shared-tier version): a richer copy of it ([`StoredObject::with_identity`]).
+    /// Returns how many entries were evicted to make room.
+    pub fn enrich(&mut self, obj: Rc<StoredObject>) -> u64 {
+        let same = self
+            .map
+            .get(&obj.h.key)
+            .is_some_and(|(o, _)| o.h.version == obj.h.version);
+        if same { self.put(obj) } else { 0 }
     }
 
     /// Drops `key`.

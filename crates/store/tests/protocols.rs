@@ -6,7 +6,9 @@ use std::time::Duration;
 use cachet_policy::object::Meta;
 use cachet_refresh::Timestamp;
 use cachet_store::locks::{self, Lock};
-use cachet_store::tier::{SharedTier, StoredObject, slot_count};
+use std::rc::Rc;
+
+use cachet_store::tier::{LocalTier, SharedTier, StoredObject, slot_count};
 use cachet_store::{MemoryStore, SharedData, bans};
 
 fn object(key: &str, body: usize, at_ms: u64) -> StoredObject {
@@ -79,4 +81,30 @@ fn ban_log_writes_are_never_lost_under_concurrent_appends() {
         bans::add_ban(&sd, "req.url ==", 100, 3_000).map_err(|e| e.status()),
         Err(400)
     );
+}
+
+#[test]
+fn the_in_vm_tier_keeps_an_inflated_copy_of_the_same_insert_only_and_counts_it() {
+    let mut local = LocalTier::new(10_000);
+    let mut obj = object("k", 100, 1_000);
+    obj.h.version = 7;
+    let obj = Rc::new(obj);
+    local.put(Rc::clone(&obj));
+    let before = local.bytes();
+    assert_eq!(local.enrich(Rc::new(obj.with_identity(vec![b'y'; 400]))), 0);
+    let kept = local.get("k").expect("still held");
+    assert_eq!(kept.identity().map(<[u8]>::len), Some(400));
+    assert_eq!(
+        local.bytes(),
+        before + 400,
+        "the inflated copy counts in the bound"
+    );
+    // A copy of an older insert never replaces a newer one.
+    let mut old = object("k", 100, 500);
+    old.h.version = 6;
+    local.enrich(Rc::new(old.with_identity(vec![b'z'; 10])));
+    assert_eq!(local.get("k").expect("held").h.version, 7);
+    // Nothing is added for a key the tier does not hold.
+    local.enrich(Rc::new(object("other", 10, 1).with_identity(vec![1])));
+    assert!(local.get("other").is_none());
 }

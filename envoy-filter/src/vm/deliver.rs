@@ -11,20 +11,34 @@ impl Vm {
     /// Sends a stored object to the current stream: the engine (`cachet_http::deliver`)
     /// decides status, headers and bytes; the header values go through the per-request
     /// workspace (cachet-workspace), cleared to its high watermark right after.
-    pub(super) fn respond(&self, obj: &StoredObject, status: CacheStatus, client: &Client) {
-        let now = Timestamp::from_system_time(host::now());
+    pub(super) fn respond(
+        &self,
+        obj: &StoredObject,
+        status: CacheStatus,
+        client: &Client,
+        at: SystemTime,
+    ) {
+        let now = Timestamp::from_system_time(at);
         let meta = &obj.h.meta;
         let d = cachet_http::deliver(meta, client, now, status);
-        let inflated = if d.inflate() {
-            match object::gunzip(&obj.body) {
-                Ok(b) => Some(b),
+        let inflated = match (d.inflate(), obj.identity()) {
+            (false, _) => None,
+            (true, Some(kept)) => Some(Cow::Borrowed(kept)),
+            (true, None) => match object::gunzip(&obj.body) {
+                Ok(b) => {
+                    // Kept in the in-VM tier: the next identity client skips the inflate.
+                    let ev = self
+                        .local
+                        .borrow_mut()
+                        .enrich(Rc::new(obj.with_identity(b.clone())));
+                    Metrics::add(self.m().local_evictions, ev);
+                    Some(Cow::Owned(b))
+                }
                 Err(e) => {
                     send_error(&EnvoyError::Body(e));
                     return;
                 }
-            }
-        } else {
-            None
+            },
         };
         let bytes: &[u8] = inflated.as_deref().unwrap_or(&obj.body);
         let head = d.head(bytes.len() as u64);
@@ -61,7 +75,12 @@ impl Vm {
             let m = self.m();
             let draw = u32::try_from(self.draw() >> 32).unwrap_or(0);
             match w.reset(draw) {
-                Ok(r) => Metrics::set(m.workspace_watermark, r.watermark as u64),
+                // The gauge is written when it moves (a host call per hit otherwise).
+                Ok(r) if r.watermark as u64 != self.watermark.get() => {
+                    self.watermark.set(r.watermark as u64);
+                    Metrics::set(m.workspace_watermark, r.watermark as u64);
+                }
+                Ok(_) => {}
                 Err(_) => Metrics::inc(m.workspace_violations),
             }
         }

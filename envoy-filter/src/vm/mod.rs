@@ -204,6 +204,8 @@ pub struct Vm {
     ws: RefCell<Option<Workspace>>,
     rng: Cell<u64>,
     next_feed_ms: Cell<u64>,
+    /// The workspace watermark last written to its gauge.
+    watermark: Cell<u64>,
 }
 
 impl Vm {
@@ -227,6 +229,7 @@ impl Vm {
             ws: RefCell::new(None),
             rng: Cell::new(0x9e37_79b9_7f4a_7c15),
             next_feed_ms: Cell::new(0),
+            watermark: Cell::new(u64::MAX),
         }
     }
 

@@ -21,6 +21,31 @@ enum Phase {
     Waiting,
 }
 
+/// A request's own edits for the upstream: our device header (replacing the client's,
+/// which was removed) and the normalized `:path` when it differs. A request answered from
+/// cache never goes upstream, so a hit skips these host calls.
+#[derive(Debug, Default)]
+struct Forward {
+    /// `None` until planned (nothing is forwarded before).
+    device: Option<cachet_policy::DeviceClass>,
+    path: Option<String>,
+}
+
+impl Forward {
+    fn apply(&self, p: &Policy) {
+        if let Some(d) = self.device {
+            host::set_header(
+                MapType::HttpRequestHeaders,
+                p.device_header(),
+                Some(d.as_str()),
+            );
+        }
+        if let Some(path) = &self.path {
+            host::set_header(MapType::HttpRequestHeaders, ":path", Some(path));
+        }
+    }
+}
+
 /// One HTTP stream.
 pub struct Http {
     vm: Rc<Vm>,
@@ -29,7 +54,8 @@ pub struct Http {
     passed: Flag,
     client: Client,
     job: Option<Job>,
-    headers: Vec<(String, Vec<u8>)>,
+    /// This request's own edits, written when it goes upstream.
+    forward: Forward,
     admin: Option<AdminRequest>,
     body: Vec<u8>,
     started_ms: u64,
@@ -52,7 +78,7 @@ impl Http {
             passed: Rc::new(Cell::new(false)),
             client: Client::default(),
             job: None,
-            headers: Vec::new(),
+            forward: Forward::default(),
             admin: None,
             body: Vec::new(),
             started_ms: 0,
@@ -62,11 +88,10 @@ impl Http {
         }
     }
 
-    /// `on_http_request_headers`.
-    #[allow(
-        clippy::too_many_lines,
-        reason = "the request path reads top to bottom like edge-app's handle()"
-    )]
+    /// `on_http_request_headers`. A hit makes five host calls: the header map, the clock,
+    /// the ban epoch, the local reply and the hit counter (`tests.rs` counts them); the
+    /// request's own edits (device header, normalized `:path`) are written only when it
+    /// goes upstream ([`Forward`]).
     pub fn on_request_headers(&mut self, end_of_stream: bool) -> proxy_wasm::types::Action {
         use proxy_wasm::types::Action;
         let mut headers = host::headers(MapType::HttpRequestHeaders);
@@ -83,32 +108,29 @@ impl Http {
             send_error(&EnvoyError::Config(PolicyError::Invalid(Vec::new())));
             return Action::Pause;
         };
-        let get = |n: &str| header(&headers, n).map(str::to_owned);
-        let path = get(":path").unwrap_or_default();
-        let method = get(":method").unwrap_or_default();
+        let path = header(&headers, ":path").unwrap_or_default().to_owned();
+        let method = header(&headers, ":method").unwrap_or_default().to_owned();
         // Admin look-alikes (`/.CACHET/ban`, `/%2ecachet/ban`) are admin calls too: a
         // token meant for the admin API never reaches the origin.
         if let Some(admin_path) = cachet_policy::admin::admin_path(&path) {
             return self.admin_headers(&p, &headers, method, &admin_path, end_of_stream);
         }
-        // The request's own scheme: TLS on the downstream connection. Envoy may derive
-        // `:scheme` from a client's X-Forwarded-Proto, which only counts when
-        // `[edge].trust_forwarded` (the policy reads it separately).
-        let scheme = if host::downstream_tls() {
-            "https"
-        } else {
-            "http"
-        };
-        let inputs = cachet_http::Inputs::read(&method, scheme, &path, headers.as_slice());
-        let now = host::now();
-        let plan = p.plan(&inputs.view(), now);
-        // The client's device header was removed above; ours always replaces it.
-        host::set_header(
-            MapType::HttpRequestHeaders,
-            plan.device_header,
-            Some(plan.device.as_str()),
-        );
+        let at = host::now();
+        let mut inputs = cachet_http::Inputs::read(&method, "http", &path, headers.as_slice());
+        let mut plan = p.plan(&inputs.view(), at);
+        if matches!(plan.decision, Decision::Synth(_)) && host::downstream_tls() {
+            // The scheme only shapes synthesized bodies (robots.txt): the connection's
+            // TLS is read for them alone. (Envoy may derive `:scheme` from a client's
+            // X-Forwarded-Proto, which counts only when `[edge].trust_forwarded`.)
+            drop(plan);
+            "https".clone_into(&mut inputs.scheme);
+            plan = p.plan(&inputs.view(), at);
+        }
         self.client = Client::read(&method, headers.as_slice());
+        self.forward = Forward {
+            device: Some(plan.device),
+            path: (plan.target != path).then(|| plan.target.to_string()),
+        };
         match &plan.decision {
             Decision::Synth(s) => {
                 Metrics::inc(self.vm.m().synth);
@@ -123,29 +145,33 @@ impl Http {
                         plan.target.to_string(),
                     ));
                 }
-                if plan.target != path {
-                    host::set_header(MapType::HttpRequestHeaders, ":path", Some(&plan.target));
-                }
-                self.phase = Phase::Pass;
-                Metrics::inc(self.vm.m().passes);
-                return Action::Continue;
+                return self.pass(&p);
             }
             Decision::Cache => {}
         }
-        if plan.target != path {
-            host::set_header(MapType::HttpRequestHeaders, ":path", Some(&plan.target));
-        }
-        let job = Job {
-            route_index: plan.route_index.unwrap_or_default(),
-            target: plan.target.to_string(),
-            key: plan.cache_key.clone(),
-            slot: self.vm.shared.get().slot_of(&plan.cache_key),
-            fields: headers.clone(),
-            inputs: inputs.clone(),
-        };
+        let (route_index, target, key) = (
+            plan.route_index.unwrap_or_default(),
+            plan.target.to_string(),
+            plan.cache_key.clone(),
+        );
         drop(plan);
-        self.headers = headers;
-        self.cache(&p, job)
+        let job = Job {
+            route_index,
+            target,
+            slot: self.vm.shared.get().slot_of(&key),
+            key,
+            fields: headers,
+            inputs,
+        };
+        self.cache(&p, job, at)
+    }
+
+    /// Lets the request go to the origin through Envoy's router, uncached (`PASS`).
+    fn pass(&mut self, p: &Policy) -> proxy_wasm::types::Action {
+        self.forward.apply(p);
+        self.phase = Phase::Pass;
+        Metrics::inc(self.vm.m().passes);
+        proxy_wasm::types::Action::Continue
     }
 
     /// An admin call (`/.cachet/*`): answered at once, or after its body for
@@ -193,26 +219,27 @@ impl Http {
 
     /// A cacheable request: answered from either tier when servable, else
     /// [`Self::collapse`]d onto one origin fetch.
-    pub(super) fn cache(&mut self, p: &Policy, mut job: Job) -> proxy_wasm::types::Action {
+    pub(super) fn cache(
+        &mut self,
+        p: &Policy,
+        mut job: Job,
+        at: SystemTime,
+    ) -> proxy_wasm::types::Action {
         use proxy_wasm::types::Action;
         let vm = Rc::clone(&self.vm);
         let m = vm.m();
         vm.sync_bans();
-        let now_ms = host::now_ms();
-        let now = Timestamp::from_millis(now_ms);
+        let now = Timestamp::from_system_time(at);
+        let now_ms = now.as_millis();
         let mut base = None;
         let Ok(found) = vm.find(p, &mut job, now) else {
             // The request's variant can't be keyed (a varying field over the bound).
-            self.phase = Phase::Pass;
-            Metrics::inc(m.passes);
-            return Action::Continue;
+            return self.pass(p);
         };
         if let Some(found) = found {
             if found.obj.h.meta.pass {
                 // Hit-for-pass: the key is private; go straight to the origin.
-                self.phase = Phase::Pass;
-                Metrics::inc(m.passes);
-                return Action::Continue;
+                return self.pass(p);
             }
             let label = match found.fresh {
                 Freshness::Stale => {
@@ -237,11 +264,13 @@ impl Http {
                         m.hits_shared
                     });
                 }
-                vm.respond(&found.obj, label, &self.client);
+                vm.respond(&found.obj, label, &self.client, at);
                 return Action::Pause;
             }
             base = Some((found.obj, found.times));
         }
+        // Not answered from cache: this request may go upstream (resumed after a wait).
+        self.forward.apply(p);
         if self.client.only_if_cached {
             // RFC 9111 §5.2.1.7: nothing servable is stored, and the origin is off limits.
             send_reply(&cachet_http::reply::failure(Failure::NotCached));
@@ -276,9 +305,7 @@ impl Http {
             {
                 // The key's queue on this worker is full (`collapse.max_waiters`): go to the
                 // origin uncollapsed rather than grow the queue without bound.
-                self.phase = Phase::Pass;
-                Metrics::inc(m.passes);
-                Action::Continue
+                self.pass(p)
             }
             Lock::Held => {
                 Metrics::inc(m.collapsed);
@@ -339,7 +366,8 @@ impl Http {
     /// `503` with `Retry-After` and `Cache-Control: no-store`.
     pub(super) fn origin_failed(&mut self, reason: &str) {
         let base = self.base.take();
-        let now = Timestamp::from_system_time(host::now());
+        let at = host::now();
+        let now = Timestamp::from_system_time(at);
         let stale_if_error =
             Duration::from_secs(base.as_ref().map_or(0, |(o, _)| o.h.meta.stale_if_error_s));
         let action = on_origin_error(
@@ -351,7 +379,7 @@ impl Http {
         match (action, base) {
             (ErrorAction::ServeStale, Some((obj, _))) => {
                 Metrics::inc(self.vm.m().stale);
-                self.vm.respond(&obj, CacheStatus::Stale, &self.client);
+                self.vm.respond(&obj, CacheStatus::Stale, &self.client, at);
             }
             (ErrorAction::Unavailable { retry_after_secs }, _) => send_error(&EnvoyError::Origin {
                 reason: reason.to_owned(),
@@ -390,7 +418,9 @@ impl Http {
         };
         match (fetched, &r) {
             // A freshened or replaced object waited on the origin: MISS.
-            (Some(Fetched::Stored(obj)), _) => vm.respond(&obj, CacheStatus::Miss, &self.client),
+            (Some(Fetched::Stored(obj)), _) => {
+                vm.respond(&obj, CacheStatus::Miss, &self.client, host::now());
+            }
             (Some(Fetched::Pass), Some(r)) => self.send_origin(r.status, &r.headers, &r.body),
             (_, r) => self.origin_failed(&r.as_ref().map_or_else(
                 || "no response".to_owned(),

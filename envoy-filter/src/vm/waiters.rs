@@ -62,7 +62,7 @@ impl Vm {
                     } else {
                         CacheStatus::Hit
                     };
-                    self.respond(&f.obj, label, &w.client);
+                    self.respond(&f.obj, label, &w.client, host::now());
                 }
                 _ if held && now_ms < w.deadline_ms => keep.push(w),
                 _ => {
