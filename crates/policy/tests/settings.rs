@@ -31,7 +31,7 @@ fn an_empty_file_gets_the_documented_defaults() {
     assert!(c.admin.enabled);
     assert_eq!(c.bans.sync_interval.0, Duration::from_secs(2));
     assert_eq!(c.workspace.capacity_bytes, 256 * 1024);
-    assert_eq!(c.workspace.mode, WorkspaceMode::Shadow);
+    assert_eq!(c.workspace.mode, WorkspaceMode::Watermark);
     assert_eq!(c.workspace.verify_one_in, 20_000);
     assert_eq!(c.envoy.cluster, "origin");
     assert!(c.envoy.local_bytes <= c.envoy.shared_bytes);

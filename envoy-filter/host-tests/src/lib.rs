@@ -129,6 +129,11 @@ impl Host {
         config.cache(Some(
             wasmtime::Cache::new(cache).map_err(|e| anyhow!("{e:?}"))?,
         ));
+        if std::env::var_os("CACHET_WASM_PERFMAP").is_some() {
+            // `perf record` can then name the module's functions (/tmp/perf-<pid>.map);
+            // build the wasm with `CARGO_PROFILE_RELEASE_STRIP=none` to keep their names.
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config).map_err(|e| anyhow!("{e:?}"))?;
         let module = Module::from_file(&engine, wasm).map_err(|e| anyhow!("{e:?}"))?;
         Ok(Self {
@@ -298,6 +303,8 @@ struct State {
     call_response: Option<(Headers, Vec<u8>)>,
     random: u64,
     metric_names: HashMap<u32, String>,
+    /// Host calls the module made (`proxy_*` imports; WASI excluded).
+    calls: u64,
 }
 
 /// One VM (one simulated Envoy worker).
@@ -427,6 +434,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_log",
         |mut c: Caller<'_, State>, level: i32, p: i32, l: i32| {
+            c.data_mut().calls += 1;
             let msg = String::from_utf8_lossy(&read(&mut c, p, l)).into_owned();
             c.data_mut().logs.push(format!("[{level}] {msg}"));
             status::OK
@@ -436,6 +444,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_get_log_level",
         |mut c: Caller<'_, State>, ret: i32| {
+            c.data_mut().calls += 1;
             write_u32(&mut c, ret, 1);
             status::OK
         },
@@ -444,6 +453,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_get_current_time_nanoseconds",
         |mut c: Caller<'_, State>, ret: i32| {
+            c.data_mut().calls += 1;
             let now = c.data().clock_ns.load(Ordering::SeqCst);
             write_u64(&mut c, ret, now);
             status::OK
@@ -453,6 +463,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_set_tick_period_milliseconds",
         |mut c: Caller<'_, State>, ms: i32| {
+            c.data_mut().calls += 1;
             c.data_mut().tick_ms = ms.cast_unsigned();
             status::OK
         },
@@ -461,6 +472,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_get_buffer_bytes",
         |mut c: Caller<'_, State>, kind: i32, start: i32, max: i32, rp: i32, rs: i32| {
+            c.data_mut().calls += 1;
             let st = c.data();
             let buf = match kind {
                 buffer::PLUGIN_CONFIGURATION => Some(st.config.clone()),
@@ -489,6 +501,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_set_buffer_bytes",
         |mut c: Caller<'_, State>, kind: i32, _start: i32, _size: i32, p: i32, l: i32| {
+            c.data_mut().calls += 1;
             let bytes = read(&mut c, p, l);
             let st = c.data_mut();
             let id = st.effective;
@@ -506,6 +519,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_get_header_map_pairs",
         |mut c: Caller<'_, State>, kind: i32, rp: i32, rs: i32| {
+            c.data_mut().calls += 1;
             let Some(h) = map_of(c.data_mut(), kind).map(|h| serialize_map(h)) else {
                 return status::NOT_FOUND;
             };
@@ -516,6 +530,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_set_header_map_pairs",
         |mut c: Caller<'_, State>, kind: i32, p: i32, l: i32| {
+            c.data_mut().calls += 1;
             let h = deserialize_map(&read(&mut c, p, l));
             if let Some(m) = map_of(c.data_mut(), kind) {
                 *m = h;
@@ -527,6 +542,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_get_header_map_value",
         |mut c: Caller<'_, State>, kind: i32, kp: i32, kl: i32, rp: i32, rs: i32| {
+            c.data_mut().calls += 1;
             let k = String::from_utf8_lossy(&read(&mut c, kp, kl)).to_ascii_lowercase();
             let v = map_of(c.data_mut(), kind)
                 .and_then(|m| m.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()));
@@ -540,6 +556,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_replace_header_map_value",
         |mut c: Caller<'_, State>, kind: i32, kp: i32, kl: i32, vp: i32, vl: i32| {
+            c.data_mut().calls += 1;
             let k = String::from_utf8_lossy(&read(&mut c, kp, kl)).to_ascii_lowercase();
             let v = read(&mut c, vp, vl);
             if let Some(m) = map_of(c.data_mut(), kind) {
@@ -553,6 +570,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_add_header_map_value",
         |mut c: Caller<'_, State>, kind: i32, kp: i32, kl: i32, vp: i32, vl: i32| {
+            c.data_mut().calls += 1;
             let k = String::from_utf8_lossy(&read(&mut c, kp, kl)).to_ascii_lowercase();
             let v = read(&mut c, vp, vl);
             if let Some(m) = map_of(c.data_mut(), kind) {
@@ -565,6 +583,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_remove_header_map_value",
         |mut c: Caller<'_, State>, kind: i32, kp: i32, kl: i32| {
+            c.data_mut().calls += 1;
             let k = String::from_utf8_lossy(&read(&mut c, kp, kl)).to_ascii_lowercase();
             if let Some(m) = map_of(c.data_mut(), kind) {
                 m.retain(|(n, _)| *n != k);
@@ -576,6 +595,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_get_shared_data",
         |mut c: Caller<'_, State>, kp: i32, kl: i32, rp: i32, rs: i32, rc: i32| {
+            c.data_mut().calls += 1;
             let k = String::from_utf8_lossy(&read(&mut c, kp, kl)).into_owned();
             let v = lock(&c.data().shared).data.get(&k).cloned();
             let Some((v, cas)) = v else {
@@ -589,6 +609,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_set_shared_data",
         |mut c: Caller<'_, State>, kp: i32, kl: i32, vp: i32, vl: i32, cas: i32| {
+            c.data_mut().calls += 1;
             let k = String::from_utf8_lossy(&read(&mut c, kp, kl)).into_owned();
             let v = read(&mut c, vp, vl);
             let shared = Arc::clone(&c.data().shared);
@@ -616,6 +637,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
          hp: i32,
          hl: i32,
          _grpc: i32| {
+            c.data_mut().calls += 1;
             let body = read(&mut c, bp, bl);
             let headers = deserialize_map(&read(&mut c, hp, hl));
             let st = c.data_mut();
@@ -647,6 +669,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
          _tl: i32,
          timeout: i32,
          rt: i32| {
+            c.data_mut().calls += 1;
             let cluster = String::from_utf8_lossy(&read(&mut c, up, ul)).into_owned();
             let headers = deserialize_map(&read(&mut c, hp, hl));
             if cluster.is_empty() {
@@ -671,6 +694,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_set_effective_context",
         |mut c: Caller<'_, State>, id: i32| {
+            c.data_mut().calls += 1;
             let id = id.cast_unsigned();
             let st = c.data_mut();
             if id == ROOT_ID || st.streams.contains_key(&id) {
@@ -685,6 +709,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_continue_stream",
         |mut c: Caller<'_, State>, _kind: i32| {
+            c.data_mut().calls += 1;
             let st = c.data_mut();
             let id = st.effective;
             if let Some(s) = st.streams.get_mut(&id) {
@@ -697,6 +722,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_define_metric",
         |mut c: Caller<'_, State>, _kind: i32, np: i32, nl: i32, ret: i32| {
+            c.data_mut().calls += 1;
             let name = String::from_utf8_lossy(&read(&mut c, np, nl)).into_owned();
             let shared = Arc::clone(&c.data().shared);
             let id = {
@@ -718,7 +744,8 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
     e(linker.func_wrap(
         "env",
         "proxy_increment_metric",
-        |c: Caller<'_, State>, id: i32, by: i64| {
+        |mut c: Caller<'_, State>, id: i32, by: i64| {
+            c.data_mut().calls += 1;
             if let Some(n) = c.data().metric_names.get(&id.cast_unsigned()) {
                 *lock(&c.data().shared).metrics.entry(n.clone()).or_insert(0) += by;
             }
@@ -728,7 +755,8 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
     e(linker.func_wrap(
         "env",
         "proxy_record_metric",
-        |c: Caller<'_, State>, id: i32, v: i64| {
+        |mut c: Caller<'_, State>, id: i32, v: i64| {
+            c.data_mut().calls += 1;
             if let Some(n) = c.data().metric_names.get(&id.cast_unsigned()) {
                 lock(&c.data().shared).metrics.insert(n.clone(), v);
             }
@@ -738,13 +766,17 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
     e(linker.func_wrap(
         "env",
         "proxy_get_property",
-        |_c: Caller<'_, State>, _p: i32, _l: i32, _rp: i32, _rs: i32| status::NOT_FOUND,
+        |mut c: Caller<'_, State>, _p: i32, _l: i32, _rp: i32, _rs: i32| {
+            c.data_mut().calls += 1;
+            status::NOT_FOUND
+        },
     ))?;
     // WASI: what Rust's std calls (HashMap seeds, panic messages, aborts).
     e(linker.func_wrap(
         "wasi_snapshot_preview1",
         "random_get",
         |mut c: Caller<'_, State>, p: i32, l: i32| {
+            c.data_mut().calls += 1;
             let mut x = c.data().random;
             let mut bytes = Vec::with_capacity(l.cast_unsigned() as usize);
             for _ in 0..l {
@@ -842,6 +874,7 @@ impl Vm {
             call_response: None,
             random: 0x2545_f491_4f6c_dd1d,
             metric_names: HashMap::new(),
+            calls: 0,
         };
         let mut store = Store::new(&host.engine, state);
         let instance = linker
@@ -903,6 +936,12 @@ impl Vm {
             .map_err(|e| anyhow!("{name}: {e:?}"))?;
         f.call(&mut self.store, p)
             .map_err(|e| anyhow!("{name} trapped: {e:?}\n{}", self.logs().join("\n")))
+    }
+
+    /// Host calls (`proxy_*` imports) this VM's module has made so far: the figure a
+    /// hit-path regression shows in without Envoy.
+    pub fn host_calls(&self) -> u64 {
+        self.store.data().calls
     }
 
     /// Everything the VM logged (proxy_log and stdio).
