@@ -193,3 +193,66 @@ pub fn purge_keys(
     }
     append(sd, &new, max, now_ms, None).map(|a| a.len())
 }
+
+/// Why a ban-feed answer was not applied ([`apply_feed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FeedError {
+    /// The body is neither a ban list (`GET /.cachet/bans`) nor a bare list of entries.
+    NotAList,
+    /// The local log refused the entries (too many, or busy).
+    Append(String),
+}
+
+impl std::fmt::Display for FeedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotAList => f.write_str("the answer is not a ban list"),
+            Self::Append(e) => write!(f, "not applied: {e}"),
+        }
+    }
+}
+
+/// Applies a peer's ban list (the fleet feed: its `GET /.cachet/bans` body, or the bare
+/// list of entries of earlier releases) to the local log: entries the feed has not
+/// brought yet (by the peer's ids), valid ones only, keeping their times. Returns how many
+/// were added (0 when the feed brought nothing new).
+///
+/// # Errors
+/// [`FeedError::NotAList`] for a body of another shape; [`FeedError::Append`] when the log
+/// refused them (`max` entries, or busy after repeated CAS conflicts).
+pub fn apply_feed(
+    sd: &dyn SharedData,
+    body: &[u8],
+    max: usize,
+    now_ms: u64,
+) -> Result<usize, FeedError> {
+    let entries = BanLog::try_from_json(body)
+        .map(|l| l.entries)
+        .or_else(|_| serde_json::from_slice::<Vec<LogEntry>>(body))
+        .map_err(|_| FeedError::NotAList)?;
+    let (log, _) = read_log(sd);
+    let mut through = log.feed_through;
+    let mut new = Vec::new();
+    for e in entries.iter().filter(|e| e.id > log.feed_through) {
+        through = through.max(e.id);
+        let valid = match e.kind {
+            Kind::SoftPurge => e.key.is_some(),
+            _ => parse_ban(&e.expr).is_ok(),
+        };
+        if valid {
+            new.push(NewEntry {
+                kind: e.kind,
+                expr: e.expr.clone(),
+                key: e.key.clone(),
+                lurker_friendly: e.lurker_friendly,
+                at_ms: Some(e.at_ms),
+            });
+        }
+    }
+    if through == log.feed_through {
+        return Ok(0);
+    }
+    append(sd, &new, max, now_ms, Some(through))
+        .map(|a| a.len())
+        .map_err(|e| FeedError::Append(format!("{e:?}")))
+}

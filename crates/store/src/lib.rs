@@ -1,6 +1,7 @@
 //! Cachet's storage protocols over a compare-and-swap key-value store: the shared object
-//! tier and the in-VM tier in front of it ([`tier`]), the collapsing locks ([`locks`]) and
-//! the shared ban log with each worker's replica ([`bans`]).
+//! tier and the in-VM tier in front of it ([`tier`]), one worker's lookups, fills and
+//! lurker over both ([`cache`]), the collapsing locks ([`locks`]) and the shared ban log
+//! with each worker's replica ([`bans`]).
 //!
 //! In Envoy the store is proxy-wasm shared data (one per Envoy process, seen by every
 //! worker's VM); the filter implements [`SharedData`] over its host calls and nothing
@@ -13,6 +14,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 pub mod bans;
+pub mod cache;
 pub mod locks;
 pub mod tier;
 

@@ -27,11 +27,8 @@ impl Vm {
             (true, None) => match object::gunzip(&obj.body) {
                 Ok(b) => {
                     // Kept in the in-VM tier: the next identity client skips the inflate.
-                    let ev = self
-                        .local
-                        .borrow_mut()
-                        .enrich(Rc::new(obj.with_identity(b.clone())));
-                    Metrics::add(self.m().local_evictions, ev);
+                    self.cache.borrow_mut().keep_identity(obj, b.clone());
+                    self.flush();
                     Some(Cow::Owned(b))
                 }
                 Err(e) => {
@@ -73,7 +70,7 @@ impl Vm {
         drop(scratch);
         if let Some(w) = ws.as_mut() {
             let m = self.m();
-            let draw = u32::try_from(self.draw() >> 32).unwrap_or(0);
+            let draw = u32::try_from(self.cache.borrow_mut().draw() >> 32).unwrap_or(0);
             match w.reset(draw) {
                 // The gauge is written when it moves (a host call per hit otherwise).
                 Ok(r) if r.watermark as u64 != self.watermark.get() => {

@@ -1,5 +1,5 @@
-//! One VM's state (one Envoy worker), split along its seams: [`lookup`] (two tiers and
-//! variants), [`fill`] (origin fetches, storing, revalidation), [`waiters`] (collapsing and
+//! One VM's state (one Envoy worker), split along its seams: [`fill`] (origin fetches and
+//! their answers applied to the cache, `cachet_store::cache`), [`waiters`] (collapsing and
 //! background refreshes), [`deliver`] (answers), [`background`] (tick, lurker, ban feed),
 //! [`stream`] (one HTTP stream).
 
@@ -8,26 +8,24 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
-use cachet_http::fill::{self as engine_fill, Filled};
-use cachet_http::{Answer, CacheStatus, Failure, Reply, fields, vary};
-use cachet_policy::object::{self, Meta};
+use cachet_http::fill as engine_fill;
+use cachet_http::{Answer, CacheStatus, Failure, Reply, fields};
+use cachet_policy::object;
 use cachet_policy::{Decision, Plan, Policy, PolicyError, Synth, WorkspaceMode, accepts_encoding};
 use cachet_refresh::{
-    Draw, EntryTimes, ErrorAction, Freshness, Timestamp, decide, on_origin_error, retry_after_secs,
+    EntryTimes, ErrorAction, Freshness, Timestamp, on_origin_error, retry_after_secs,
 };
+use cachet_store::cache::{Cache, Counts, Revalidated, Stored, Tier, Wanted};
 use cachet_workspace::{ClearMode, Config as WsConfig, Workspace};
 use proxy_wasm::types::{BufferType, LogLevel, MapType};
 
 use crate::admin::{self, AdminRequest};
-use crate::bans::{self, BanState, Check, Req};
+use crate::bans;
 use crate::host::HostData;
 use crate::locks::{self, Lock};
 use crate::metrics::Metrics;
-use crate::store::{LocalTier, SharedTier, StoredObject};
+use crate::store::StoredObject;
 use crate::{Flag, host};
-
-/// Shared-data key of the lurker lease (owner VM, lease end, cursor).
-const LURKER_KEY: &str = "cachet.lurker";
 
 /// Shared-data key of the VM id counter.
 const VM_ID_KEY: &str = "cachet.vmid";
@@ -69,19 +67,27 @@ impl EnvoyError {
 /// What the client asked for that shapes the answer (`cachet_http::Client`).
 pub use cachet_http::Client;
 
+impl OriginResponse {
+    /// The answer as the engine reads it.
+    fn origin(&self) -> cachet_http::store::Origin<'_> {
+        cachet_http::store::Origin {
+            status: self.status,
+            fields: &self.headers,
+            body: &self.body,
+            elapsed: self.elapsed,
+        }
+    }
+}
+
 /// What an origin fetch needs after the request callback returned: the request inputs
-/// (to re-plan, so the filter never builds a `Plan` by hand) and the results it uses.
+/// (to re-plan, so the filter never builds a `Plan` by hand) and what the cache looks up
+/// (`cachet_store::cache::Wanted`).
 #[derive(Debug, Clone)]
 pub struct Job {
     /// The request fields the policy plans from.
     inputs: cachet_http::Inputs,
-    /// The client's request fields (a fill's forwarded fields and variant key come from
-    /// them: `cachet_http::fill::request_fields`, `cachet_http::vary::variant_key`).
-    fields: Vec<(String, Vec<u8>)>,
-    route_index: usize,
-    target: String,
-    key: String,
-    slot: u32,
+    /// Key, slot, target, request fields, early refresh.
+    want: Wanted,
 }
 
 impl Job {
@@ -147,54 +153,12 @@ impl OriginResponse {
     }
 }
 
-/// What an origin response became.
-enum Fetched {
-    /// Stored: serve it from the cache format.
-    Stored(Rc<StoredObject>),
-    /// Not stored: serve the origin response as is (`PASS`).
-    Pass,
-}
-
-/// What a revalidation of a stored object did (RFC 9111 §4.3.3, §4.3.4).
-enum Revalidated {
-    /// `304`: the stored body and headers with new times and validators, inserted in both
-    /// tiers under a new version.
-    Freshened(Rc<StoredObject>),
-    /// A full response: handled as a fresh one (stored, or a hit-for-pass marker left in
-    /// place of the stored object).
-    Replaced(Fetched),
-    /// A `304` that cannot be applied: a ban or purge added while the request was out
-    /// matches the stored object (a 304 must not give it a new insertion time), or another
-    /// fetch stored a newer object meanwhile (a lock lease ran out; the 304 answered our
-    /// validators, not its). Nothing changes; a client still waiting is fetched for
-    /// unconditionally.
-    Unusable,
-    /// A `304` whose fields make the response per-user (`private`, `no-store`,
-    /// `Set-Cookie`): a hit-for-pass marker replaced the stored object; a client still
-    /// waiting is fetched for unconditionally (and passed).
-    Uncacheable,
-    /// `5xx` or a failed callout: the stored object is kept as it is.
-    Kept,
-}
-
-/// An object found by a lookup.
-struct Found {
-    obj: Rc<StoredObject>,
-    /// Its state for this request (`Fresh`, `RefreshAhead`, `Stale`, `Expired`).
-    fresh: Freshness,
-    /// Its times after soft purges (what `fresh` was decided on).
-    times: EntryTimes,
-    tier: Tier,
-}
-
 /// State of one VM (one Envoy worker).
 pub struct Vm {
     root_id: u32,
     id: Cell<u32>,
     policy: RefCell<Option<Rc<Policy>>>,
-    shared: Cell<SharedTier>,
-    local: RefCell<LocalTier>,
-    bans: RefCell<BanState>,
+    cache: RefCell<Cache>,
     metrics: Cell<Metrics>,
     waiters: RefCell<Vec<Waiter>>,
     refresh_queue: RefCell<Vec<Refresh>>,
@@ -202,7 +166,6 @@ pub struct Vm {
     admin_waiting: RefCell<Vec<(u32, u64)>>,
     calls: RefCell<HashMap<u32, RootCall>>,
     ws: RefCell<Option<Workspace>>,
-    rng: Cell<u64>,
     next_feed_ms: Cell<u64>,
     /// The workspace watermark last written to its gauge.
     watermark: Cell<u64>,
@@ -215,19 +178,13 @@ impl Vm {
             root_id,
             id: Cell::new(0),
             policy: RefCell::new(None),
-            shared: Cell::new(SharedTier {
-                slots: 1024,
-                bound: 0,
-            }),
-            local: RefCell::new(LocalTier::new(0)),
-            bans: RefCell::new(BanState::default()),
+            cache: RefCell::new(Cache::new(0, 0, 0x9e37_79b9_7f4a_7c15)),
             metrics: Cell::new(Metrics::default()),
             waiters: RefCell::new(Vec::new()),
             refresh_queue: RefCell::new(Vec::new()),
             admin_waiting: RefCell::new(Vec::new()),
             calls: RefCell::new(HashMap::new()),
             ws: RefCell::new(None),
-            rng: Cell::new(0x9e37_79b9_7f4a_7c15),
             next_feed_ms: Cell::new(0),
             watermark: Cell::new(u64::MAX),
         }
@@ -240,7 +197,7 @@ impl Vm {
             "cachet.dir",
             bans::LOG_KEY,
             bans::EPOCH_KEY,
-            LURKER_KEY,
+            cachet_store::cache::LURKER_KEY,
             VM_ID_KEY,
         ] {
             cachet_store::init(&HostData, k);
@@ -259,8 +216,11 @@ impl Vm {
                 break;
             }
         }
-        self.rng
-            .set(self.rng.get() ^ host::now_ms() ^ (u64::from(self.id.get()) << 40));
+    }
+
+    /// The seed of this VM's draws (XFetch, workspace sampling).
+    fn seed(&self) -> u64 {
+        0x9e37_79b9_7f4a_7c15 ^ host::now_ms() ^ (u64::from(self.id.get()) << 40)
     }
 
     /// Reads and applies the plugin configuration (`size` bytes, as the host announced).
@@ -317,11 +277,8 @@ impl Vm {
                 return false;
             }
         };
-        self.shared.set(SharedTier {
-            slots: crate::store::slot_count(cfg.envoy.shared_bytes),
-            bound: cfg.envoy.shared_bytes,
-        });
-        *self.local.borrow_mut() = LocalTier::new(cfg.envoy.local_bytes);
+        *self.cache.borrow_mut() =
+            Cache::new(cfg.envoy.shared_bytes, cfg.envoy.local_bytes, self.seed());
         *self.ws.borrow_mut() = Some(workspace);
         host::set_tick(cfg.envoy.tick.0);
         self.metrics.set(Metrics::define());
@@ -348,54 +305,45 @@ impl Vm {
         self.metrics.get()
     }
 
-    /// xorshift64*: draws for XFetch and workspace verification sampling.
-    fn draw(&self) -> u64 {
-        let mut x = self.rng.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng.set(x);
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
     fn owner(&self, ctx: u32) -> u64 {
         (u64::from(self.id.get()) << 32) | u64::from(ctx)
     }
 
     fn sync_bans(&self) {
-        let mut local = self.local.borrow_mut();
-        let mut b = self.bans.borrow_mut();
-        if b.sync(&HostData, &mut local) {
-            Metrics::set(self.m().bans, b.live() as u64);
-        }
+        self.cache.borrow_mut().sync_bans(&HostData);
+        self.flush();
     }
 
-    /// Inserts into both tiers; returns the shared handle.
-    fn insert(&self, mut obj: StoredObject, now: Timestamp) -> Rc<StoredObject> {
+    /// Writes what the cache counted since the last flush to the metrics (no host call
+    /// when nothing changed, as on a hit).
+    fn flush(&self) {
+        let c = self.cache.borrow_mut().take_counts();
+        if c == Counts::default() {
+            return;
+        }
         let m = self.m();
-        let r = self
-            .shared
-            .get()
-            .insert(&HostData, &mut obj, now.as_millis());
-        if r.stored {
-            Metrics::add(m.evictions, r.evicted);
-            Metrics::set(m.bytes_stored, r.bytes);
-            Metrics::set(m.objects, r.objects);
-        } else if r.conflict {
-            Metrics::inc(m.store_conflicts);
+        for (id, n) in [
+            (m.evictions, c.evictions),
+            (m.local_evictions, c.local_evictions),
+            (m.store_conflicts, c.store_conflicts),
+            (m.revalidated, c.revalidated),
+            (m.origin_errors, c.origin_errors),
+            (m.lurker_examined, c.lurker_examined),
+            (m.lurker_evicted, c.lurker_evicted),
+            (m.lurker_passes, c.lurker_passes),
+        ] {
+            Metrics::add(id, n);
         }
-        let obj = Rc::new(obj);
-        let ev = self.local.borrow_mut().put(Rc::clone(&obj));
-        Metrics::add(m.local_evictions, ev);
-        obj
+        for (id, v) in [
+            (m.bytes_stored, c.bytes_stored),
+            (m.objects, c.objects),
+            (m.bans, c.bans),
+        ] {
+            if let Some(v) = v {
+                Metrics::set(id, v);
+            }
+        }
     }
-}
-
-/// Which tier served a hit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Tier {
-    Local,
-    Shared,
 }
 
 fn status_of(headers: &[(String, Vec<u8>)]) -> Option<u16> {
@@ -416,7 +364,6 @@ fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a str> {
 mod background;
 mod deliver;
 mod fill;
-mod lookup;
 mod stream;
 mod waiters;
 

@@ -149,18 +149,20 @@ impl Http {
             }
             Decision::Cache => {}
         }
-        let (route_index, target, key) = (
-            plan.route_index.unwrap_or_default(),
+        let (target, key, early) = (
             plan.target.to_string(),
             plan.cache_key.clone(),
+            p.early_refresh(&plan),
         );
         drop(plan);
         let job = Job {
-            route_index,
-            target,
-            slot: self.vm.shared.get().slot_of(&key),
-            key,
-            fields: headers,
+            want: Wanted {
+                slot: self.vm.cache.borrow().slot_of(&key),
+                key,
+                target,
+                fields: headers,
+                early,
+            },
             inputs,
         };
         self.cache(&p, job, at)
@@ -232,7 +234,9 @@ impl Http {
         let now = Timestamp::from_system_time(at);
         let now_ms = now.as_millis();
         let mut base = None;
-        let Ok(found) = vm.find(p, &mut job, now) else {
+        let found = vm.cache.borrow_mut().find(&HostData, &mut job.want, now);
+        vm.flush();
+        let Ok(found) = found else {
             // The request's variant can't be keyed (a varying field over the bound).
             return self.pass(p);
         };
@@ -293,13 +297,13 @@ impl Http {
         let vm = Rc::clone(&self.vm);
         let m = vm.m();
         let lease = now_ms + p.config().collapse.lease_ms;
-        match locks::acquire(&HostData, job.slot, vm.owner(self.ctx), now_ms, lease) {
+        match locks::acquire(&HostData, job.want.slot, vm.owner(self.ctx), now_ms, lease) {
             Lock::Held
                 if vm
                     .waiters
                     .borrow()
                     .iter()
-                    .filter(|w| w.job.slot == job.slot)
+                    .filter(|w| w.job.want.slot == job.want.slot)
                     .count()
                     >= p.config().collapse.max_waiters =>
             {
@@ -345,7 +349,7 @@ impl Http {
                 self.release();
                 self.origin_failed(&format!("dispatch refused: {e:?}"));
                 if let Some(job) = &self.job {
-                    self.vm.wake(Some(job.slot));
+                    self.vm.wake(Some(job.want.slot));
                 }
             }
         }
@@ -356,7 +360,7 @@ impl Http {
         if self.lock_held {
             self.lock_held = false;
             if let Some(job) = &self.job {
-                locks::release(&HostData, job.slot, self.vm.owner(self.ctx));
+                locks::release(&HostData, job.want.slot, self.vm.owner(self.ctx));
             }
         }
     }
@@ -404,7 +408,7 @@ impl Http {
             }
             (Some(r), None) => Some(vm.store_response(&p, &job, r, false)),
             (_, Some((obj, _))) => match vm.revalidate(&p, &job, &obj, r.as_ref()) {
-                Revalidated::Freshened(fresh) => Some(Fetched::Stored(fresh)),
+                Revalidated::Freshened(fresh) => Some(Stored::Object(fresh)),
                 Revalidated::Replaced(f) => Some(f),
                 Revalidated::Unusable | Revalidated::Uncacheable => {
                     // The 304 does not apply to what is stored now, or made it per-user:
@@ -418,10 +422,10 @@ impl Http {
         };
         match (fetched, &r) {
             // A freshened or replaced object waited on the origin: MISS.
-            (Some(Fetched::Stored(obj)), _) => {
+            (Some(Stored::Object(obj)), _) => {
                 vm.respond(&obj, CacheStatus::Miss, &self.client, host::now());
             }
-            (Some(Fetched::Pass), Some(r)) => self.send_origin(r.status, &r.headers, &r.body),
+            (Some(Stored::Pass), Some(r)) => self.send_origin(r.status, &r.headers, &r.body),
             (_, r) => self.origin_failed(&r.as_ref().map_or_else(
                 || "no response".to_owned(),
                 |r| format!("status {}", r.status),
@@ -430,7 +434,7 @@ impl Http {
         self.base = None;
         self.release();
         self.phase = Phase::Local;
-        vm.wake(Some(job.slot));
+        vm.wake(Some(job.want.slot));
     }
 
     /// Sends an origin response that was not stored (`PASS`).
@@ -551,7 +555,7 @@ impl Http {
             self.vm.waiters.borrow_mut().retain(|w| w.ctx != ctx);
         }
         if let Some(job) = &self.job {
-            self.vm.wake(Some(job.slot));
+            self.vm.wake(Some(job.want.slot));
         }
     }
 }

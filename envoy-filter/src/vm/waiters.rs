@@ -13,14 +13,14 @@ impl Vm {
         let Some(p) = self.policy() else { return };
         // The lock is re-entrant for its owner (this VM's root context): a refresh of the
         // slot queued or in flight here already covers it.
-        let slot = job.slot;
+        let slot = job.want.slot;
         let pending = self
             .refresh_queue
             .borrow()
             .iter()
-            .any(|r| r.job.slot == slot)
+            .any(|r| r.job.want.slot == slot)
             || self.calls.borrow().values().any(
-                |c| matches!(c, RootCall::Refresh { refresh, .. } if refresh.job.slot == slot),
+                |c| matches!(c, RootCall::Refresh { refresh, .. } if refresh.job.want.slot == slot),
             );
         let lease = now_ms + p.config().collapse.lease_ms;
         if !pending
@@ -38,19 +38,23 @@ impl Vm {
     /// cache once the object is there, or lets them through to the origin (uncollapsed)
     /// when the fetch ended without a storable object or their wait ran out.
     pub(super) fn wake(&self, slot: Option<u32>) {
-        let Some(p) = self.policy() else { return };
+        if self.policy().is_none() {
+            return;
+        }
         let now_ms = host::now_ms();
         let now = Timestamp::from_millis(now_ms);
         let mut list = std::mem::take(&mut *self.waiters.borrow_mut());
         let mut keep = Vec::with_capacity(list.len());
         for w in list.drain(..) {
-            if slot.is_some_and(|s| s != w.job.slot) {
+            if slot.is_some_and(|s| s != w.job.want.slot) {
                 keep.push(w);
                 continue;
             }
-            let mut job = w.job.clone();
-            let found = self.find(&p, &mut job, now).ok().flatten();
-            let held = locks::is_held(&HostData, w.job.slot, now_ms);
+            let mut want = w.job.want.clone();
+            let found = self.cache.borrow_mut().find(&HostData, &mut want, now);
+            self.flush();
+            let found = found.ok().flatten();
+            let held = locks::is_held(&HostData, w.job.want.slot, now_ms);
             match found {
                 Some(f) if !f.obj.h.meta.pass && f.fresh != Freshness::Expired => {
                     if !host::set_effective_context(w.ctx) {
@@ -94,7 +98,7 @@ impl Vm {
                 );
             } else {
                 Metrics::inc(self.m().origin_errors);
-                locks::release(&HostData, refresh.job.slot, self.owner(self.root_id));
+                locks::release(&HostData, refresh.job.want.slot, self.owner(self.root_id));
             }
         }
     }

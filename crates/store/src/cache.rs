@@ -1,0 +1,600 @@
+//! One worker's view of the two-tier cache: lookups through the in-VM tier and the shared
+//! tier with bans, soft purges and variants applied; fills and revalidations applied as the
+//! HTTP engine decides (`cachet_http::fill`); the lurker. Pure over [`SharedData`]: the
+//! Envoy filter drives it with proxy-wasm shared data, the tests with [`crate::MemoryStore`].
+//!
+//! What it counts (evictions, bytes, conflicts, …) accumulates in [`Counts`] until the
+//! adapter takes them ([`Cache::take_counts`]) and writes its metrics, so a hit costs no
+//! metric call here.
+
+use std::rc::Rc;
+
+use cachet_http::fill::{self, Filled};
+use cachet_http::store::Origin;
+use cachet_http::vary;
+use cachet_policy::object::{self, Meta};
+use cachet_policy::{Plan, Policy};
+use cachet_refresh::{Draw, EarlyRefresh, EntryTimes, Freshness, Timestamp, decide};
+
+use crate::SharedData;
+use crate::bans::{self, BanState, Check, Req};
+use crate::tier::{LocalTier, SharedTier, StoredObject, slot_count};
+
+/// What one request looks up and fills: its cache key (a variant's key once
+/// [`Cache::find`] resolved it), that key's shared-tier slot, the normalized target URL
+/// (bans on `obj.http.x-url`), the client's request fields (request-side bans, variant
+/// selection) and the route's early refresh.
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    /// Cache key.
+    pub key: String,
+    /// Shared-tier slot of `key` (the collapsing lock's id too).
+    pub slot: u32,
+    /// Normalized request target (path and query).
+    pub target: String,
+    /// The client's request fields (names lower-case, values bytes).
+    pub fields: Vec<(String, Vec<u8>)>,
+    /// The route's early refresh (`cachet_refresh::decide`).
+    pub early: EarlyRefresh,
+}
+
+/// Which tier served a hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// The worker's in-VM tier.
+    Local,
+    /// The shared-data tier.
+    Shared,
+}
+
+/// An object found by [`Cache::find`].
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// The object (shared with the in-VM tier).
+    pub obj: Rc<StoredObject>,
+    /// Its state for this request (`Fresh`, `RefreshAhead`, `Stale`, `Expired`).
+    pub fresh: Freshness,
+    /// Its times after soft purges (what `fresh` was decided on).
+    pub times: EntryTimes,
+    /// Where it was found.
+    pub tier: Tier,
+}
+
+/// The request's variant cannot be keyed (a varying field's value over the bound,
+/// `cachet_http::vary::variant_key`): answer it uncached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unkeyable;
+
+/// What a fill's origin answer became ([`Cache::store`]).
+#[derive(Debug, Clone)]
+pub enum Stored {
+    /// Stored in both tiers: serve it from the cache format.
+    Object(Rc<StoredObject>),
+    /// Not stored (unstorable, a hit-for-pass marker left, or over a bound): serve the
+    /// origin's answer as it is.
+    Pass,
+}
+
+/// What a revalidation of a stored object did (RFC 9111 §4.3.3, §4.3.4).
+#[derive(Debug, Clone)]
+pub enum Revalidated {
+    /// `304`: the stored body and headers with new times and validators, inserted in both
+    /// tiers under a new version.
+    Freshened(Rc<StoredObject>),
+    /// A full response: handled as a fill (stored, or a hit-for-pass marker left in place
+    /// of the stored object).
+    Replaced(Stored),
+    /// A `304` that cannot be applied: a ban or purge added while the request was out
+    /// matches the stored object (a 304 must not give it a new insertion time), or another
+    /// fetch stored a newer object meanwhile. Nothing changes; a client still waiting is
+    /// fetched for unconditionally.
+    Unusable,
+    /// A `304` whose fields make the response per-user (`private`, `no-store`,
+    /// `Set-Cookie`): a hit-for-pass marker replaced the stored object.
+    Uncacheable,
+    /// `5xx` or a failed callout: the stored object is kept as it is.
+    Kept,
+}
+
+/// What the cache did since the adapter last asked ([`Cache::take_counts`]): counters
+/// to add, gauges to set (`None`: unchanged).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Objects evicted from the shared tier.
+    pub evictions: u64,
+    /// Objects evicted from the in-VM tier.
+    pub local_evictions: u64,
+    /// Inserts abandoned after repeated directory conflicts.
+    pub store_conflicts: u64,
+    /// 304s that freshened a stored object.
+    pub revalidated: u64,
+    /// Revalidations answered with a 5xx or a failed callout.
+    pub origin_errors: u64,
+    /// Objects the lurker examined.
+    pub lurker_examined: u64,
+    /// Objects the lurker removed.
+    pub lurker_evicted: u64,
+    /// Completed lurker passes.
+    pub lurker_passes: u64,
+    /// Gauge: bytes accounted in the shared tier.
+    pub bytes_stored: Option<u64>,
+    /// Gauge: objects in the shared tier.
+    pub objects: Option<u64>,
+    /// Gauge: live ban-log entries.
+    pub bans: Option<u64>,
+}
+
+/// One worker's cache: its handle on the shared tier, its in-VM tier, its ban replica.
+#[derive(Debug)]
+pub struct Cache {
+    shared: SharedTier,
+    local: LocalTier,
+    bans: BanState,
+    rng: u64,
+    counts: Counts,
+}
+
+impl Cache {
+    /// A cache with a shared tier bounded by `shared_bytes` and an in-VM tier by
+    /// `local_bytes` (0 disables it); `seed` seeds XFetch's draws.
+    pub fn new(shared_bytes: u64, local_bytes: u64, seed: u64) -> Self {
+        Self {
+            shared: SharedTier {
+                slots: slot_count(shared_bytes),
+                bound: shared_bytes,
+            },
+            local: LocalTier::new(local_bytes),
+            bans: BanState::default(),
+            rng: seed | 1,
+            counts: Counts::default(),
+        }
+    }
+
+    /// The shared-tier slot of `key`.
+    pub fn slot_of(&self, key: &str) -> u32 {
+        self.shared.slot_of(key)
+    }
+
+    /// What happened since the last call (and resets it).
+    pub fn take_counts(&mut self) -> Counts {
+        std::mem::take(&mut self.counts)
+    }
+
+    /// Bytes held in the in-VM tier.
+    pub fn local_bytes(&self) -> u64 {
+        self.local.bytes()
+    }
+
+    /// Live ban-log entries at the last sync.
+    pub fn live_bans(&self) -> usize {
+        self.bans.live()
+    }
+
+    /// xorshift64*: XFetch's draws and the workspace's verification sampling.
+    pub fn draw(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Catches up with the shared ban log when its epoch moved (one 8-byte read
+    /// otherwise).
+    pub fn sync_bans(&mut self, sd: &dyn SharedData) {
+        if self.bans.sync(sd, &mut self.local) {
+            self.counts.bans = Some(self.bans.live() as u64);
+        }
+    }
+
+    /// The object `want` is served from: the primary key's object, or, when the primary
+    /// key holds a vary marker, the request's variant (`want` then points at it). The
+    /// marker is read only when the primary lookup found nothing servable, so a plain hit
+    /// costs one lookup.
+    ///
+    /// # Errors
+    /// [`Unkeyable`] when the request's variant can't be keyed.
+    pub fn find(
+        &mut self,
+        sd: &dyn SharedData,
+        want: &mut Wanted,
+        now: Timestamp,
+    ) -> Result<Option<Found>, Unkeyable> {
+        if let Some(found) = self.lookup(sd, want, now) {
+            return Ok(Some(found));
+        }
+        let primary = want.key.clone();
+        self.resolve_variant(sd, want)?;
+        Ok(if want.key == primary {
+            None
+        } else {
+            self.lookup(sd, want, now)
+        })
+    }
+
+    /// Freshness of `obj` for this request after bans and soft purges, and the times it
+    /// was decided on; `None` when the object is of no use (banned, past its keep window,
+    /// an expired hit-for-pass marker).
+    fn classify(
+        &mut self,
+        obj: &StoredObject,
+        want: &Wanted,
+        now: Timestamp,
+    ) -> Option<(Freshness, EntryTimes)> {
+        let held = obj.h.meta.times;
+        let mut times = held;
+        let req = Req {
+            url: &want.target,
+            headers: &want.fields,
+        };
+        match self.bans.check(obj, &req) {
+            Check::Banned => return None,
+            Check::SoftPurged(at) => {
+                times.ttl = times.ttl.min(at.saturating_duration_since(times.stored_at));
+            }
+            Check::Clean => {}
+        }
+        let draw = Draw::from_bits(self.draw());
+        let f = match decide(Some(&times), now, &want.early, draw) {
+            // Soft-purged beyond its grace and keep but still held: revalidate it (the
+            // edge app's "soft-purged without grace").
+            Freshness::Miss if times != held && now < held.keep_end() => Freshness::Expired,
+            f => f,
+        };
+        match f {
+            Freshness::Fresh | Freshness::RefreshAhead => Some((f, times)),
+            Freshness::Stale | Freshness::Expired if !obj.h.meta.pass => Some((f, times)),
+            _ => None,
+        }
+    }
+
+    /// Looks `want.key` up in both tiers: a fresh in-VM copy at once; otherwise the
+    /// shared tier, whose newer version (another worker refreshed it) wins.
+    fn lookup(&mut self, sd: &dyn SharedData, want: &Wanted, now: Timestamp) -> Option<Found> {
+        let local = self
+            .local
+            .get(&want.key)
+            .filter(|o| !o.h.meta.is_vary_marker());
+        let mut best = None;
+        if let Some(obj) = local {
+            match self.classify(&obj, want, now) {
+                Some((fresh, times)) => {
+                    let found = Found {
+                        obj,
+                        fresh,
+                        times,
+                        tier: Tier::Local,
+                    };
+                    if fresh == Freshness::Fresh {
+                        return Some(found);
+                    }
+                    best = Some(found);
+                }
+                None => self.local.remove(&want.key),
+            }
+        }
+        let shared = self
+            .shared
+            .get(sd, &want.key)
+            .filter(|o| !o.h.meta.is_vary_marker())?;
+        if best
+            .as_ref()
+            .is_some_and(|f| f.obj.h.version >= shared.h.version)
+        {
+            return best;
+        }
+        let c = self.classify(&shared, want, now);
+        let obj = Rc::new(shared);
+        if let Some((fresh, times)) = c {
+            self.counts.local_evictions += self.local.put(Rc::clone(&obj));
+            return Some(Found {
+                obj,
+                fresh,
+                times,
+                tier: Tier::Shared,
+            });
+        }
+        best
+    }
+
+    /// The vary marker stored under `key`, if the object there is one (in-VM tier first).
+    fn vary_marker(&mut self, sd: &dyn SharedData, key: &str) -> Option<Rc<StoredObject>> {
+        let obj = match self.local.get(key) {
+            Some(o) => o,
+            None => Rc::new(self.shared.get(sd, key)?),
+        };
+        obj.h.meta.is_vary_marker().then_some(obj)
+    }
+
+    /// Points `want` at the variant its request selects when the URL's primary key holds
+    /// a vary marker (`cachet_http::vary::variant_key`).
+    fn resolve_variant(&mut self, sd: &dyn SharedData, want: &mut Wanted) -> Result<(), Unkeyable> {
+        if vary::is_variant_key(&want.key) {
+            return Ok(());
+        }
+        let Some(marker) = self.vary_marker(sd, &want.key) else {
+            return Ok(());
+        };
+        let k = vary::variant_key(
+            &want.key,
+            &marker.h.meta.vary_fields,
+            want.fields.as_slice(),
+        )
+        .ok_or(Unkeyable)?;
+        want.slot = self.shared.slot_of(&k);
+        want.key = k;
+        Ok(())
+    }
+
+    /// An object whose origin `Vary` names request fields is one variant of its URL
+    /// (RFC 9111 §4.1): it is stored under its variant key, and the primary key holds a
+    /// vary marker listing the fields and the variants stored so far. `None` when the URL
+    /// already has `[edge].max_variants` variants or the request's variant can't be keyed:
+    /// answer it uncached.
+    fn place_variant(
+        &mut self,
+        sd: &dyn SharedData,
+        p: &Policy,
+        want: &Wanted,
+        mut obj: StoredObject,
+        now: Timestamp,
+    ) -> Option<StoredObject> {
+        let fields = obj.h.meta.vary_fields.clone();
+        if fields.is_empty() {
+            return Some(obj);
+        }
+        let primary = want
+            .key
+            .split(vary::VARIANT_SEPARATOR)
+            .next()
+            .unwrap_or(&want.key)
+            .to_owned();
+        let key = if vary::is_variant_key(&want.key) {
+            want.key.clone()
+        } else {
+            vary::variant_key(&primary, &fields, want.fields.as_slice())?
+        };
+        let mut variants = self
+            .vary_marker(sd, &primary)
+            .filter(|m| m.h.meta.vary_fields == fields)
+            .map(|m| m.h.meta.variants.clone())
+            .unwrap_or_default();
+        if !variants.contains(&key) {
+            if variants.len() >= p.config().edge.max_variants {
+                return None;
+            }
+            variants.push(key.clone());
+            let t = obj.h.meta.times;
+            let hold = t.ttl.saturating_add(t.grace).saturating_add(t.keep);
+            let mut marker = Meta::vary_marker(&obj.h.meta.route, now, hold, fields);
+            marker.host.clone_from(&obj.h.meta.host);
+            marker.url.clone_from(&obj.h.meta.url);
+            marker.surrogate_keys.clone_from(&obj.h.meta.surrogate_keys);
+            marker.tag = object::object_tag(&primary);
+            marker.variants = variants;
+            self.insert(sd, StoredObject::new(primary, marker, Vec::new()), now);
+        }
+        obj.h.key = key;
+        Some(obj)
+    }
+
+    /// Inserts into both tiers; returns the in-VM handle.
+    pub fn insert(
+        &mut self,
+        sd: &dyn SharedData,
+        mut obj: StoredObject,
+        now: Timestamp,
+    ) -> Rc<StoredObject> {
+        let r = self.shared.insert(sd, &mut obj, now.as_millis());
+        if r.stored {
+            self.counts.evictions += r.evicted;
+            self.counts.bytes_stored = Some(r.bytes);
+            self.counts.objects = Some(r.objects);
+        } else if r.conflict {
+            self.counts.store_conflicts += 1;
+        }
+        let obj = Rc::new(obj);
+        self.counts.local_evictions += self.local.put(Rc::clone(&obj));
+        obj
+    }
+
+    /// Keeps `inflated` (the object's body decoded for an identity client) with the in-VM
+    /// copy of `obj`, so the next identity client skips the inflate
+    /// ([`LocalTier::enrich`]).
+    pub fn keep_identity(&mut self, obj: &StoredObject, inflated: Vec<u8>) {
+        self.counts.local_evictions += self.local.enrich(Rc::new(obj.with_identity(inflated)));
+    }
+
+    /// Applies the engine's verdict on an origin answer to a fill of `want`
+    /// (`cachet_http::fill::filled`, planned as `plan`): stores it in both tiers (as a
+    /// variant when the origin varies), or leaves a hit-for-pass marker, or leaves the
+    /// cache alone. With `replacing` (it answers a revalidation of a stored object) an
+    /// answer that may not be stored leaves a marker: the old copy must never be served
+    /// again.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the fill's whole context: store, policy, plan, request, answer, clock"
+    )]
+    pub fn store(
+        &mut self,
+        sd: &dyn SharedData,
+        p: &Policy,
+        plan: &Plan<'_>,
+        want: &Wanted,
+        origin: Origin<'_>,
+        now: Timestamp,
+        replacing: bool,
+    ) -> Stored {
+        match fill::filled(p, plan, &want.key, origin, now, replacing) {
+            Ok(Filled::Stored { meta, body }) => {
+                let obj = StoredObject::new(want.key.clone(), *meta, body);
+                match self.place_variant(sd, p, want, obj, now) {
+                    Some(obj) => Stored::Object(self.insert(sd, obj, now)),
+                    None => Stored::Pass,
+                }
+            }
+            Ok(Filled::Marker { meta, .. }) => {
+                self.insert(
+                    sd,
+                    StoredObject::new(want.key.clone(), *meta, Vec::new()),
+                    now,
+                );
+                Stored::Pass
+            }
+            Ok(Filled::Unstored(_)) | Err(_) => Stored::Pass,
+        }
+    }
+
+    /// Applies the origin's answer (`None`: the callout failed) to a revalidation of
+    /// `base`, found for `want` (`cachet_http::fill::revalidated`): a 304 freshens it in
+    /// both tiers (new version, so other workers' in-VM copies are replaced on their next
+    /// non-fresh lookup) unless a ban added meanwhile or a newer insert makes it
+    /// [`Revalidated::Unusable`]; a full answer replaces it; a 5xx or a failed callout
+    /// keeps it (a good object is never replaced with a 5xx).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the revalidation's whole context: store, policy, plan, request, base, answer, clock"
+    )]
+    pub fn revalidate(
+        &mut self,
+        sd: &dyn SharedData,
+        p: &Policy,
+        plan: &Plan<'_>,
+        want: &Wanted,
+        base: &StoredObject,
+        answer: Option<Origin<'_>>,
+        now: Timestamp,
+    ) -> Revalidated {
+        let Some(answer) = answer else {
+            self.counts.origin_errors += 1;
+            return Revalidated::Kept;
+        };
+        let head = Origin {
+            body: &[],
+            ..answer
+        };
+        match fill::revalidated(p, plan, &want.key, &base.h.meta, head, now) {
+            fill::Revalidated::Freshen(fresh) => {
+                // A ban or purge added while the request was out still applies to the
+                // stored copy: a 304 must not give it a new insertion time.
+                self.sync_bans(sd);
+                let req = Req {
+                    url: &want.target,
+                    headers: &want.fields,
+                };
+                let banned = self.bans.check(base, &req) == Check::Banned;
+                let current = self.shared.get(sd, &want.key);
+                if banned || current.is_some_and(|c| c.h.version > base.h.version) {
+                    return Revalidated::Unusable;
+                }
+                self.counts.revalidated += 1;
+                let obj = StoredObject::new(base.h.key.clone(), *fresh, base.body.clone());
+                Revalidated::Freshened(self.insert(sd, obj, now))
+            }
+            fill::Revalidated::Uncacheable { marker, .. } => {
+                self.insert(
+                    sd,
+                    StoredObject::new(want.key.clone(), *marker, Vec::new()),
+                    now,
+                );
+                Revalidated::Uncacheable
+            }
+            fill::Revalidated::Replace => {
+                Revalidated::Replaced(self.store(sd, p, plan, want, answer, now, true))
+            }
+            fill::Revalidated::Keep => {
+                self.counts.origin_errors += 1;
+                Revalidated::Kept
+            }
+        }
+    }
+
+    /// One lurker step over the shared tier (Varnish's ban lurker): examines up to
+    /// `budget` directory entries after `cursor` (by version), removing those banned by a
+    /// lurker-friendly ban or past their keep window. Returns the next cursor (0 after a
+    /// full pass, which also retires ban-log entries older than every stored object).
+    pub fn lurk(&mut self, sd: &dyn SharedData, cursor: u64, budget: usize, now_ms: u64) -> u64 {
+        let dir = SharedTier::dir(sd);
+        let mut next = cursor;
+        let mut finished = true;
+        for (examined, e) in dir
+            .entries
+            .iter()
+            .filter(|e| e.version > cursor)
+            .enumerate()
+        {
+            if examined >= budget {
+                finished = false;
+                break;
+            }
+            self.counts.lurker_examined += 1;
+            next = e.version;
+            let obj = SharedTier::get_slot(sd, e.slot);
+            let gone = match &obj {
+                None => true,
+                Some(o) if o.h.version != e.version => true,
+                Some(o) => e.end_ms <= now_ms || self.bans.check_objects_only(o),
+            };
+            let clear = obj.as_ref().is_some_and(|o| o.h.version == e.version);
+            if gone && let Some((bytes, objects)) = SharedTier::remove(sd, e.slot, e.version, clear)
+            {
+                self.counts.lurker_evicted += 1;
+                self.counts.bytes_stored = Some(bytes);
+                self.counts.objects = Some(objects);
+            }
+        }
+        if !finished {
+            return next;
+        }
+        self.counts.lurker_passes += 1;
+        let dir = SharedTier::dir(sd);
+        self.counts.bytes_stored = Some(dir.bytes);
+        self.counts.objects = Some(dir.entries.len() as u64);
+        let oldest = dir
+            .entries
+            .iter()
+            .map(|e| e.stored_at_ms)
+            .min()
+            .unwrap_or(now_ms);
+        if bans::trim_not_after(sd, oldest.min(now_ms)) > 0 {
+            self.sync_bans(sd);
+        }
+        0
+    }
+
+    /// The lurker, run by one worker at a time: takes (or keeps) the lease in
+    /// [`LURKER_KEY`] for `lease_ms` when it is free, expired or already `me`'s, then runs
+    /// one [`Self::lurk`] step from the shared cursor. Returns whether `me` holds the lease
+    /// (its other once-per-fleet duties, such as polling the ban feed, follow it).
+    pub fn lurk_if_leased(
+        &mut self,
+        sd: &dyn SharedData,
+        me: u64,
+        now_ms: u64,
+        lease_ms: u64,
+        budget: usize,
+    ) -> bool {
+        let (v, cas) = sd.get(LURKER_KEY);
+        let v = v.unwrap_or_default();
+        let field = |o: usize| -> u64 {
+            v.get(o..o + 8)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_le_bytes)
+        };
+        let (owner, lease_end, cursor) = (field(0), field(8), field(16));
+        if owner != me && lease_end > now_ms {
+            return false;
+        }
+        let next = self.lurk(sd, cursor, budget, now_ms);
+        let mut out = Vec::with_capacity(24);
+        out.extend_from_slice(&me.to_le_bytes());
+        out.extend_from_slice(&(now_ms + lease_ms).to_le_bytes());
+        out.extend_from_slice(&next.to_le_bytes());
+        // Losing this CAS means another worker took the lease meanwhile: it lurks next.
+        sd.set(LURKER_KEY, &out, cas)
+    }
+}
+
+/// Shared-data key of the lurker lease: owner, lease end (ms), cursor (`u64` LE each).
+pub const LURKER_KEY: &str = "cachet.lurker";

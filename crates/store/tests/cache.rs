@@ -1,0 +1,185 @@
+//! One worker's cache over an in-memory store: fills, lookups across workers, a 304 that
+//! arrives after a ban, variants.
+
+use std::time::{Duration, SystemTime};
+
+use cachet_http::store::Origin;
+use cachet_policy::{Plan, Policy, RequestView};
+use cachet_refresh::{EarlyRefresh, Freshness, Timestamp};
+use cachet_store::cache::{Cache, Counts, Revalidated, Stored, Tier, Wanted};
+use cachet_store::{MemoryStore, bans};
+
+const CONFIG: &str = r#"
+[origin]
+url = "http://origin.example"
+
+[[routes]]
+name = "blog"
+path_prefix = "/"
+ttl = "60s"
+keep = "1h"
+"#;
+
+const T0: u64 = 1_700_000_000_000;
+
+fn policy() -> Policy {
+    Policy::from_toml(CONFIG).expect("test config is valid")
+}
+
+fn plan(p: &Policy) -> Plan<'_> {
+    let view = RequestView {
+        method: "GET",
+        scheme: "https",
+        host: Some("blog.example"),
+        path_and_query: "/a",
+        ..RequestView::default()
+    };
+    p.plan(&view, SystemTime::UNIX_EPOCH)
+}
+
+fn want(cache: &Cache, plan: &Plan<'_>, fields: &[(&str, &[u8])]) -> Wanted {
+    Wanted {
+        slot: cache.slot_of(&plan.cache_key),
+        key: plan.cache_key.clone(),
+        target: plan.target.to_string(),
+        fields: fields
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), v.to_vec()))
+            .collect(),
+        early: EarlyRefresh::None,
+    }
+}
+
+fn answer<'a>(status: u16, fields: &'a [(String, Vec<u8>)], body: &'a [u8]) -> Origin<'a> {
+    Origin {
+        status,
+        fields,
+        body,
+        elapsed: Duration::from_millis(3),
+    }
+}
+
+fn fields(pairs: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
+    pairs
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec()))
+        .collect()
+}
+
+#[test]
+fn a_fill_is_found_by_this_worker_locally_and_by_another_in_the_shared_tier() {
+    let (sd, p) = (MemoryStore::default(), policy());
+    let plan = plan(&p);
+    let mut w1 = Cache::new(1 << 20, 1 << 20, 1);
+    let mut w2 = Cache::new(1 << 20, 1 << 20, 2);
+    let mut req = want(&w1, &plan, &[]);
+    let now = Timestamp::from_millis(T0);
+    assert!(w1.find(&sd, &mut req, now).expect("keyable").is_none());
+    let h = fields(&[("cache-control", "max-age=60"), ("etag", "\"v1\"")]);
+    let stored = w1.store(&sd, &p, &plan, &req, answer(200, &h, b"body"), now, false);
+    assert!(matches!(stored, Stored::Object(_)));
+    let later = Timestamp::from_millis(T0 + 1_000);
+    let here = w1
+        .find(&sd, &mut req, later)
+        .expect("keyable")
+        .expect("stored");
+    assert_eq!((here.tier, here.fresh), (Tier::Local, Freshness::Fresh));
+    let there = w2
+        .find(&sd, &mut req, later)
+        .expect("keyable")
+        .expect("stored");
+    assert_eq!(
+        (there.tier, there.obj.body.as_slice()),
+        (Tier::Shared, &b"body"[..])
+    );
+    let c = w1.take_counts();
+    assert_eq!(c.objects, Some(1));
+    assert_eq!(w1.take_counts(), Counts::default(), "taken once");
+}
+
+#[test]
+fn a_304_that_arrives_after_a_ban_never_freshens_the_banned_copy() {
+    let (sd, p) = (MemoryStore::default(), policy());
+    cachet_store::init(&sd, bans::LOG_KEY);
+    cachet_store::init(&sd, bans::EPOCH_KEY);
+    let plan = plan(&p);
+    let mut w = Cache::new(1 << 20, 1 << 20, 1);
+    let req = want(&w, &plan, &[]);
+    let h = fields(&[("cache-control", "max-age=60"), ("etag", "\"v1\"")]);
+    let now = Timestamp::from_millis(T0);
+    let Stored::Object(base) = w.store(&sd, &p, &plan, &req, answer(200, &h, b"x"), now, false)
+    else {
+        panic!("stored")
+    };
+    // Revalidation goes out; meanwhile a ban on the URL is accepted.
+    bans::add_ban(&sd, "obj.http.x-url ~ ^/a", 100, T0 + 10).expect("ban");
+    let not_modified = fields(&[("cache-control", "max-age=60"), ("etag", "\"v1\"")]);
+    let later = Timestamp::from_millis(T0 + 70_000);
+    let r = w.revalidate(
+        &sd,
+        &p,
+        &plan,
+        &req,
+        &base,
+        Some(answer(304, &not_modified, b"")),
+        later,
+    );
+    assert!(matches!(r, Revalidated::Unusable), "{r:?}");
+    // Without a ban the same 304 freshens it, under a new version.
+    let (sd, mut w) = (MemoryStore::default(), Cache::new(1 << 20, 1 << 20, 1));
+    let Stored::Object(base) = w.store(&sd, &p, &plan, &req, answer(200, &h, b"x"), now, false)
+    else {
+        panic!("stored")
+    };
+    let r = w.revalidate(
+        &sd,
+        &p,
+        &plan,
+        &req,
+        &base,
+        Some(answer(304, &not_modified, b"")),
+        later,
+    );
+    let Revalidated::Freshened(fresh) = r else {
+        panic!("freshened: {r:?}")
+    };
+    assert!(fresh.h.version > base.h.version);
+    assert_eq!(fresh.body, b"x");
+    // A failed callout keeps it.
+    assert!(matches!(
+        w.revalidate(&sd, &p, &plan, &req, &fresh, None, later),
+        Revalidated::Kept
+    ));
+}
+
+#[test]
+fn an_origin_vary_stores_variants_behind_a_marker_and_selects_by_the_request() {
+    let (sd, p) = (MemoryStore::default(), policy());
+    let plan = plan(&p);
+    let mut w = Cache::new(1 << 20, 1 << 20, 1);
+    let now = Timestamp::from_millis(T0);
+    let h = fields(&[("cache-control", "max-age=60"), ("vary", "Accept-Language")]);
+    for (lang, body) in [("en", "hello"), ("fr", "bonjour")] {
+        let mut req = want(&w, &plan, &[("accept-language", lang.as_bytes())]);
+        assert!(w.find(&sd, &mut req, now).expect("keyable").is_none());
+        let s = w.store(
+            &sd,
+            &p,
+            &plan,
+            &req,
+            answer(200, &h, body.as_bytes()),
+            now,
+            false,
+        );
+        assert!(matches!(s, Stored::Object(_)), "{lang}");
+    }
+    for (lang, body) in [("fr", "bonjour"), ("en", "hello")] {
+        let mut req = want(&w, &plan, &[("accept-language", lang.as_bytes())]);
+        let f = w
+            .find(&sd, &mut req, now)
+            .expect("keyable")
+            .expect("variant stored");
+        assert_eq!(f.obj.body, body.as_bytes());
+        assert_ne!(req.key, plan.cache_key, "pointed at the variant's key");
+    }
+}
