@@ -98,7 +98,7 @@ pub(crate) fn pass(
         purge(&key, false, f);
         f.invalidated.push(key);
     }
-    Ok(deliver::unstored(fetched.resp, &client))
+    Ok(deliver::unstored(fetched.resp, &client, false))
 }
 
 fn unreachable(reason: String) -> EdgeError {
@@ -557,7 +557,7 @@ fn revalidate_now(
                 return deliver::respond(meta, hit.body.clone(), f.cache, client, f);
             }
             f.cache = CacheStatus::Pass;
-            Ok(deliver::unstored(fetched.resp, client))
+            Ok(deliver::unstored(fetched.resp, client, true))
         }
         Revalidated::Replace => fill(policy, plan, tx, fetched, client, f, true),
     }
@@ -638,7 +638,7 @@ fn fill(
         (Filled::Marker { why, .. } | Filled::Unstored(why), resp) => {
             f.pass_reason = Some(why.label());
             f.cache = CacheStatus::Pass;
-            Ok(deliver::unstored(resp, client))
+            Ok(deliver::unstored(resp, client, true))
         }
     }
 }

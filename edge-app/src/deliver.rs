@@ -4,7 +4,7 @@
 //! Every decision (304, 206/416, the representation, Age, Date, ETag, Vary) is
 //! `cachet-http`'s; this module only moves bytes.
 
-use cachet_http::{Answer, CacheStatus, Headers, fields};
+use cachet_http::{Answer, CacheStatus, Headers};
 use cachet_policy::object::Meta;
 use cachet_refresh::Timestamp;
 use fastly::http::HeaderName;
@@ -124,23 +124,43 @@ pub(crate) fn respond(
     Ok(resp)
 }
 
-/// Serves an origin response that is not stored: hop-by-hop, `Connection`-listed and
-/// surrogate fields removed (`cachet_http::fields::returned`), no body for `HEAD`.
-pub(crate) fn unstored(mut resp: Response, client: &cachet_http::Client) -> Response {
-    let listed = fields::connection_listed(&RespHeaders(&resp));
-    let drop: Vec<String> = resp
-        .get_header_names()
-        .map(|n| n.as_str().to_owned())
-        .filter(|n| !fields::returned(n, &listed, client.keep_surrogate))
-        .collect();
-    for n in drop {
-        // Content-Length and Transfer-Encoding belong to the platform's framing.
-        if !n.eq_ignore_ascii_case("content-length") && !n.eq_ignore_ascii_case("transfer-encoding")
-        {
+/// Serves an origin response that is not stored, as the engine says
+/// (`cachet_http::unstored`): fields removed and set, gzip inflated for an identity client
+/// of a fill (`ours_encoding`: the request carried our `Accept-Encoding`), no body for
+/// `HEAD`. A body that does not inflate goes as it is, still labelled gzip.
+pub(crate) fn unstored(
+    mut resp: Response,
+    client: &cachet_http::Client,
+    ours_encoding: bool,
+) -> Response {
+    let u = cachet_http::unstored(
+        &fields_of(&resp),
+        client,
+        cachet_http::CacheStatus::Pass,
+        ours_encoding,
+    );
+    let inflated = if u.inflate && u.body {
+        let body = resp.take_body_bytes();
+        let inflated = crate::scratch::gunzip(&body).ok();
+        if inflated.is_none() {
+            resp.set_body(body);
+        }
+        inflated
+    } else {
+        None
+    };
+    for n in &u.remove {
+        if n != "content-encoding" || inflated.is_some() || !u.body {
             resp.remove_header(n.as_str());
         }
     }
-    if client.head {
+    for (n, v) in u.set {
+        resp.set_header(n, v);
+    }
+    if let Some(b) = inflated {
+        resp.set_body(b);
+    }
+    if !u.body {
         let _ = resp.take_body();
     }
     resp

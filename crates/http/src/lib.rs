@@ -17,6 +17,8 @@
 //!   (RFC 9111 §4.4), as per-URL surrogate keys every variant carries.
 //! * [`fill`]: what an origin answer to a fill or a revalidation becomes (store, marker,
 //!   freshen, keep) and the exact fields a fill sends.
+//! * [`unstored()`]: an origin answer passed to its client: fields removed and added,
+//!   gzip inflated for an identity client of a fill.
 //! * [`Inputs`]: the request fields the policy plans from, read once from header bytes.
 //! * [`CacheStatus`]: the typed `X-Cache` value.
 //!
@@ -38,6 +40,7 @@ pub mod request;
 pub mod response;
 mod status;
 pub mod store;
+pub mod unstored;
 pub mod vary;
 
 pub use conditional::{EntityTag, Precondition};
@@ -50,3 +53,4 @@ pub use reply::{Failure, Reply};
 pub use request::Inputs;
 pub use response::ResponseFields;
 pub use status::CacheStatus;
+pub use unstored::{Unstored, unstored};

@@ -13,6 +13,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+pub mod admin;
 pub mod bans;
 pub mod cache;
 pub mod locks;

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use cachet_http::fill as engine_fill;
 use cachet_http::{Answer, CacheStatus, Failure, Reply, fields};
 use cachet_policy::object;
-use cachet_policy::{Decision, Plan, Policy, PolicyError, Synth, WorkspaceMode, accepts_encoding};
+use cachet_policy::{Decision, Plan, Policy, PolicyError, Synth, WorkspaceMode};
 use cachet_refresh::{
     EntryTimes, ErrorAction, Freshness, Timestamp, on_origin_error, retry_after_secs,
 };

@@ -437,37 +437,33 @@ impl Http {
         vm.wake(Some(job.want.slot));
     }
 
-    /// Sends an origin response that was not stored (`PASS`).
+    /// Sends a fill's origin answer that was not stored (`PASS`), as the engine says
+    /// (`cachet_http::unstored`: the fill carried our `Accept-Encoding`).
     pub(super) fn send_origin(&self, status: u16, headers: &[(String, Vec<u8>)], body: &[u8]) {
-        let listed = fields::connection_listed(headers);
-        let gz = header(headers, "content-encoding")
-            .is_some_and(|e| e.trim().eq_ignore_ascii_case("gzip"));
-        let accept = self
-            .client
-            .accept_encoding
-            .as_deref()
-            .and_then(|a| std::str::from_utf8(a).ok());
-        let inflate = gz && !accepts_encoding(accept, "gzip");
-        let inflated = if inflate {
+        let u = cachet_http::unstored(headers, &self.client, CacheStatus::Pass, true);
+        let inflated = if u.inflate {
             object::gunzip(body).ok()
         } else {
             None
         };
         let out: &[u8] = inflated.as_deref().unwrap_or(body);
+        let len = out.len().to_string();
+        let kept = |n: &str| {
+            !n.starts_with(':')
+                && !n.eq_ignore_ascii_case("content-length")
+                && !n.eq_ignore_ascii_case("transfer-encoding")
+                && !(u.remove.iter().any(|r| r.eq_ignore_ascii_case(n))
+                    && (inflated.is_some() || !n.eq_ignore_ascii_case("content-encoding")))
+        };
         let mut h: Vec<(&str, &str)> = headers
             .iter()
-            .filter(|(n, _)| fields::returned(n, &listed, false))
-            .filter(|(n, _)| !(inflated.is_some() && n == "content-encoding"))
+            .filter(|(n, _)| kept(n))
             .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v).ok()?)))
             .collect();
-        let len = out.len().to_string();
         h.push(("content-length", &len));
-        h.push(("x-cache", "PASS"));
-        if !headers.iter().any(|(n, _)| n == "age") {
-            h.push(("age", "0"));
-        }
+        h.extend(u.set.iter().copied());
         Metrics::inc(self.vm.m().passes);
-        host::send(status, &h, (!self.client.head).then_some(out));
+        host::send(status, &h, u.body.then_some(out));
     }
 
     /// `on_http_request_body`: only admin calls read bodies.
@@ -515,18 +511,13 @@ impl Http {
     pub fn on_response_headers(&mut self) -> proxy_wasm::types::Action {
         if self.phase == Phase::Pass || self.passed.get() {
             let hs = host::headers(MapType::HttpResponseHeaders);
-            let listed = fields::connection_listed(hs.as_slice());
-            for (n, _) in &hs {
-                // Envoy frames the body itself: its own length and transfer fields stay.
-                let framing =
-                    n.starts_with(':') || n == "content-length" || n == "transfer-encoding";
-                if !fields::returned(n, &listed, false) && !framing {
-                    host::set_header(MapType::HttpResponseHeaders, n, None);
-                }
+            // A pass forwarded the client's own Accept-Encoding: nothing to inflate.
+            let u = cachet_http::unstored(hs.as_slice(), &self.client, CacheStatus::Pass, false);
+            for n in &u.remove {
+                host::set_header(MapType::HttpResponseHeaders, n, None);
             }
-            host::set_header(MapType::HttpResponseHeaders, "x-cache", Some("PASS"));
-            if !hs.iter().any(|(n, _)| n == "age") {
-                host::set_header(MapType::HttpResponseHeaders, "age", Some("0"));
+            for (n, v) in &u.set {
+                host::set_header(MapType::HttpResponseHeaders, n, Some(v));
             }
             if let (Some((method, h, target)), Some(p)) =
                 (self.unsafe_target.take(), self.vm.policy())
