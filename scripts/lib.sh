@@ -5,6 +5,7 @@ VICEROY_VERSION=0.22.0
 NEXTEST_VERSION=0.9.100
 CARGO_FUZZ_VERSION=0.13.2
 ENVOY_VERSION=1.40.0
+BINARYEN_VERSION=108
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -53,11 +54,39 @@ ensure_nextest() {
   cargo install cargo-nextest --version "$NEXTEST_VERSION" --locked
 }
 
-# Builds the edge app for Fastly Compute and prints the wasm path.
+# wasm-opt (binaryen, Debian package, pinned major version): the release wasm is run through
+# `wasm-opt -O3` (docs/performance.md: 11-13% smaller, no slower). Installed with apt-get
+# only when missing.
+ensure_wasm_opt() {
+  if wasm-opt --version 2>/dev/null | grep -q "version $BINARYEN_VERSION\b"; then return; fi
+  if command -v apt-get >/dev/null && [[ $(id -u) == 0 ]]; then
+    say "installing binaryen $BINARYEN_VERSION (wasm-opt)"
+    apt-get install -y -q "binaryen=$BINARYEN_VERSION-*" >&2
+  else
+    echo "wasm-opt $BINARYEN_VERSION is required: apt-get install binaryen=$BINARYEN_VERSION-*" >&2
+    return 1
+  fi
+}
+
+# Optimizes a cargo-built wasm into NAME.opt.wasm next to it (redone only when cargo wrote a
+# newer one); prints the optimized path.
+optimize_wasm() {
+  local wasm=$1 out=${1%.wasm}.opt.wasm
+  ensure_wasm_opt
+  if [[ ! -f "$out" || "$wasm" -nt "$out" ]]; then
+    say "wasm-opt -O3 $(basename "$wasm")"
+    wasm-opt -O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+      --enable-mutable-globals "$wasm" -o "$out.tmp" >&2
+    mv "$out.tmp" "$out"
+  fi
+  echo "$out"
+}
+
+# Builds the edge app for Fastly Compute and prints the (optimized) wasm path.
 build_edge() {
   say "building the edge app (wasm32-wasip1, release)"
   cargo build -p cachet-edge --release --target wasm32-wasip1 >&2
-  echo "$ROOT/target/wasm32-wasip1/release/cachet-edge.wasm"
+  optimize_wasm "$ROOT/target/wasm32-wasip1/release/cachet-edge.wasm"
 }
 
 # The Fastly CLI (npm @fastly/cli, pinned) in $ROOT/.tools: `compute build`, `compute pack`,

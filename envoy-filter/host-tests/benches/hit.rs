@@ -86,6 +86,13 @@ fn bench(c: &mut Criterion) {
     g.bench_function("hit_shared_tier_gzip_client", |b| {
         b.iter(|| black_box(one(&mut shared, PATH, &[("accept-encoding", "gzip")])));
     });
+    // A worker's VM start: instantiate the compiled module, on_vm_start, on_configure
+    // (the policy parsed and validated, the device classifier and ban indexes built).
+    let cfg = config(4 * 1024 * 1024);
+    let fresh = host.fresh();
+    g.bench_function("vm_start_instantiate_and_configure", |b| {
+        b.iter(|| black_box(fresh.vm(&cfg).expect("vm")));
+    });
     g.bench_function("peer_robots_txt_synth", |b| {
         b.iter(|| black_box(one(&mut local, "/robots.txt", &[])));
     });
