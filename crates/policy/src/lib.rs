@@ -208,10 +208,14 @@ impl Policy {
             req.ch_ua_mobile,
             req.cookie,
         );
-        let (path, _) = req
+        let (raw_path, _) = req
             .path_and_query
             .split_once('?')
             .unwrap_or((req.path_and_query, ""));
+        // Routes, robots.txt and the key see the normalized path (RFC 3986 §6.2.2), so an
+        // alias (`/%61dmin`, `/x/../admin`) never escapes a pass route or a ban.
+        let path = cachet_query::normalize_path(raw_path);
+        let path: &str = &path;
         let mut plan = Plan {
             route: "-",
             route_index: None,

@@ -97,6 +97,15 @@ fn passes_for_methods_authorization_routes_and_query_limits() {
     );
     let acct = p.plan(&get("blog.example", "/account", None), now());
     assert_eq!(acct.decision, Decision::Pass(PassReason::Route));
+    // Aliases of a pass route's path (RFC 3986 §6.2.2) pass too, and reach the origin
+    // normalized: a private page is never stored under an alias.
+    for alias in ["/%61ccount", "/blog/../account", "/./%61%63count"] {
+        let a = p.plan(&get("blog.example", alias, None), now());
+        assert_eq!(a.decision, Decision::Pass(PassReason::Route), "{alias}");
+        assert_eq!(a.target, "/account", "{alias}");
+    }
+    let robots = p.plan(&get("blog.example", "/%72obots.txt", None), now());
+    assert!(matches!(robots.decision, Decision::Synth(_)));
     let many = (0..1000)
         .map(|i| format!("p{i}=1"))
         .collect::<Vec<_>>()

@@ -10,6 +10,8 @@
 //! * [`Normalizer`]: the compiled configuration; [`Normalizer::normalize`] and
 //!   [`Normalizer::normalize_target`] return [`Cow::Borrowed`](std::borrow::Cow) without
 //!   allocating when the input is already normal.
+//! * [`normalize_path`]: the path part (RFC 3986 §6.2.2), so `%61`-style and dot-segment
+//!   aliases share one object and no ban misses them.
 //! * [`DEFAULT_REMOVE`]: the tracking parameters removed unless configured otherwise.
 //! * [`QueryError`]: bounds exceeded or a bad configuration.
 //!
@@ -35,10 +37,12 @@
 mod config;
 mod glob;
 mod normalize;
+mod path;
 mod scan;
 
 pub use config::{DEFAULT_REMOVE, QueryConfig, SortMode};
 pub use normalize::Normalizer;
+pub use path::normalize_path;
 
 /// Default for [`QueryConfig::max_bytes`]: longest query (the bytes after `?`) that is
 /// normalized, 8 KiB — the common request-line limit of HTTP servers and CDNs, so a

@@ -424,8 +424,9 @@ impl Normalizer {
         Ok(join(query, self.order(c, params, &mut scratch, order)))
     }
 
-    /// Normalizes the query part of a request target `path?query` (or a bare `path`):
-    /// the path, up to the first `?`, is returned untouched; a `?` followed by a query
+    /// Normalizes a request target `path?query` (or a bare `path`): the path as
+    /// [`crate::normalize_path`] does (RFC 3986 §6.2.2: unreserved escapes decoded, dot
+    /// segments removed), the query as [`Normalizer::normalize`]; a `?` followed by a query
     /// that normalizes to nothing is dropped (`/a?` and `/a?utm_source=x` become `/a`).
     ///
     /// Returns [`Cow::Borrowed`] without allocating when the target is already normal or
@@ -437,18 +438,25 @@ impl Normalizer {
         &self,
         path_and_query: &'a str,
     ) -> Result<Cow<'a, str>, QueryError> {
-        let Some((path, query)) = path_and_query.split_once('?') else {
-            return Ok(Cow::Borrowed(path_and_query));
+        let (path, query) = match path_and_query.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (path_and_query, None),
+        };
+        let npath = crate::normalize_path(path);
+        let Some(query) = query else {
+            return Ok(npath);
         };
         let normal = self.normalize(query)?;
         if normal.is_empty() {
-            return Ok(Cow::Borrowed(path));
+            return Ok(npath);
         }
-        if matches!(normal, Cow::Borrowed(q) if q.len() == query.len()) {
+        if matches!(npath, Cow::Borrowed(_))
+            && matches!(normal, Cow::Borrowed(q) if q.len() == query.len())
+        {
             return Ok(Cow::Borrowed(path_and_query));
         }
-        let mut out = String::with_capacity(path.len() + 1 + normal.len());
-        out.push_str(path);
+        let mut out = String::with_capacity(npath.len() + 1 + normal.len());
+        out.push_str(&npath);
         out.push('?');
         out.push_str(&normal);
         Ok(Cow::Owned(out))

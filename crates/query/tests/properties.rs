@@ -308,3 +308,90 @@ proptest! {
         }
     }
 }
+
+/// Paths built from pieces that exercise every rule: escapes of unreserved and reserved
+/// bytes in both cases, broken escapes, dot segments (plain and encoded), empty segments.
+fn path_strategy() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        Just("a".to_owned()),
+        Just("%61".to_owned()),
+        Just("%2f".to_owned()),
+        Just("%2F".to_owned()),
+        Just("%2e".to_owned()),
+        Just("%7E".to_owned()),
+        Just("%c3%a9".to_owned()),
+        Just("%".to_owned()),
+        Just("%g1".to_owned()),
+        Just(".".to_owned()),
+        Just("..".to_owned()),
+        Just("~x".to_owned()),
+        Just("é".to_owned()),
+        Just(String::new()),
+    ];
+    prop::collection::vec(piece, 0..8).prop_map(|segs| format!("/{}", segs.join("/")))
+}
+
+/// Decodes every valid triplet: the bytes a path stands for, whatever its spelling.
+fn decode_all(p: &str) -> Vec<u8> {
+    let b = p.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && let Some(v) = p
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    #[test]
+    fn path_normalization_is_idempotent(p in path_strategy()) {
+        let once = cachet_query::normalize_path(&p).into_owned();
+        prop_assert_eq!(cachet_query::normalize_path(&once), once.as_str());
+    }
+
+    #[test]
+    fn path_normalization_never_changes_meaning(p in path_strategy()) {
+        // No dot segments left: the normalized path decodes to the same bytes as the
+        // original with its (decoded) dot segments resolved, and every remaining escape
+        // is of a reserved byte, upper-case.
+        let n = cachet_query::normalize_path(&p).into_owned();
+        prop_assert!(n.starts_with('/'));
+        prop_assert!(!n.split('/').any(|s| s == "." || s == ".."), "{}", n);
+        // Dot segments of the original, by their decoded spelling, resolved in order;
+        // encoded slashes stay inside their segment.
+        let raw: Vec<&str> = p.split('/').skip(1).collect();
+        let mut want: Vec<Vec<u8>> = Vec::new();
+        let mut dir = false;
+        for (i, s) in raw.iter().enumerate() {
+            let d = decode_all(s);
+            let last = i + 1 == raw.len();
+            if d == b"." { dir = last; continue; }
+            if d == b".." { want.pop(); dir = last; continue; }
+            want.push(d);
+            dir = false;
+        }
+        let mut expect = Vec::new();
+        for s in &want { expect.push(b'/'); expect.extend_from_slice(s); }
+        if dir || expect.is_empty() { expect.push(b'/'); }
+        prop_assert_eq!(decode_all(&n), expect, "{} → {}", p, n);
+        for (i, _) in n.match_indices('%') {
+            if let Some(h) = n.get(i + 1..i + 3).filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit())) {
+                let v = u8::from_str_radix(h, 16).unwrap_or(0);
+                prop_assert!(!(v.is_ascii_alphanumeric() || b"-._~".contains(&v)), "{}", n);
+                prop_assert_eq!(h.to_ascii_uppercase(), h.to_owned());
+            }
+        }
+    }
+}
