@@ -195,7 +195,14 @@ pub fn revalidated(
             .iter()
             .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v).ok()?)))
     };
-    match on_revalidation(&stored.times, &stored.validators, status, now, not_modified) {
+    let sent = crate::store::sent_at(now, elapsed);
+    match on_revalidation(
+        &stored.times,
+        &stored.validators,
+        status,
+        sent,
+        not_modified,
+    ) {
         Revalidation::Freshen { times, validators } => {
             Revalidated::Freshen(Box::new(stored.freshened(times, validators, text_fields())))
         }
@@ -435,7 +442,11 @@ keep = "1h"
         ) else {
             panic!("freshen")
         };
-        assert_eq!(fresh.times.stored_at, later);
+        assert_eq!(
+            fresh.times.stored_at,
+            Timestamp::from_millis(later.as_millis() - 5),
+            "stamped when the revalidation was sent (5 ms before it answered)"
+        );
         assert_eq!(fresh.validators.etag.as_deref(), Some("\"v2\""));
         assert!(fresh.headers.iter().any(|(n, _)| n == "x-new"));
         assert_eq!(fresh.stored_len, meta.stored_len);

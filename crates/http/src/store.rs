@@ -27,7 +27,7 @@ pub struct Origin<'a> {
 /// sent it unencoded (`object::for_storage`, seed: Hatena). Stored fields follow
 /// [`crate::fields::stored_fields`] (hop-by-hop, `Connection`-listed and
 /// `no-cache="…"` fields left out); times carry the TTL net of the initial age, grace,
-/// keep and the fetch time; validators are the response's `ETag` / `Last-Modified` when
+/// keep and the fetch time ([`sent_at`]); validators are the response's `ETag` / `Last-Modified` when
 /// they are text.
 ///
 /// # Errors
@@ -50,7 +50,9 @@ pub fn object(
     // The edge compressed it: gzip stored, and the origin's own coding was identity.
     let compressed = encoding == Encoding::Gzip
         && Encoding::from_content_encoding(content_encoding.as_deref()) == Encoding::Identity;
-    let times = EntryTimes::new(now, store.ttl)
+    // Stamped with when the fill's request was sent (RFC 9111 §4.2.3 request_time): a
+    // ban or purge added while it was out applies to what it brings back.
+    let times = EntryTimes::new(sent_at(now, origin.elapsed), store.ttl)
         .with_grace(store.grace)
         .with_keep(store.keep)
         .with_delta(origin.elapsed);
@@ -80,6 +82,15 @@ pub fn object(
         variants: Vec::new(),
     };
     Ok((meta, stored))
+}
+
+/// When an origin request answered at `now` after `elapsed` was sent: the time stored
+/// objects are stamped with (RFC 9111 §4.2.3: ages count from `request_time`, so a
+/// stored object is never younger than the origin's answer; issue 13: a ban added while
+/// the request was out applies to its answer).
+pub fn sent_at(now: Timestamp, elapsed: Duration) -> Timestamp {
+    let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+    Timestamp::from_millis(now.as_millis().saturating_sub(ms))
 }
 
 #[cfg(test)]

@@ -183,3 +183,32 @@ fn an_origin_vary_stores_variants_behind_a_marker_and_selects_by_the_request() {
         assert_ne!(req.key, plan.cache_key, "pointed at the variant's key");
     }
 }
+
+#[test]
+fn a_fill_that_spans_a_ban_is_banned_when_it_arrives() {
+    let (sd, p) = (MemoryStore::default(), policy());
+    cachet_store::init(&sd, bans::LOG_KEY);
+    cachet_store::init(&sd, bans::EPOCH_KEY);
+    let plan = plan(&p);
+    let mut w = Cache::new(1 << 20, 1 << 20, 1);
+    let mut req = want(&w, &plan, &[]);
+    // The fill is sent at T0; the ban is accepted at T0 + 40 ms; the answer arrives at
+    // T0 + 100 ms. The object is stamped with T0, so the ban applies to it.
+    bans::add_ban(&sd, "obj.http.x-url ~ ^/a", 100, T0 + 40).expect("ban");
+    let h = fields(&[("cache-control", "max-age=60")]);
+    let arrived = Timestamp::from_millis(T0 + 100);
+    let slow = Origin {
+        elapsed: Duration::from_millis(100),
+        ..answer(200, &h, b"old")
+    };
+    let stored = w.store(&sd, &p, &plan, &req, slow, arrived, false);
+    let Stored::Object(obj) = stored else {
+        panic!("stored")
+    };
+    assert_eq!(obj.h.meta.times.stored_at, Timestamp::from_millis(T0));
+    w.sync_bans(&sd);
+    assert!(
+        w.find(&sd, &mut req, arrived).expect("keyable").is_none(),
+        "banned on arrival"
+    );
+}
