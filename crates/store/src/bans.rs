@@ -131,6 +131,51 @@ pub fn trim_not_after(sd: &dyn SharedData, at_ms: u64) -> usize {
     0
 }
 
+/// Retires the lurker-friendly bans and hard purges added before `before_ms` under
+/// compare-and-swap (soft purges and `req.*` bans stay). The caller passes the start of a
+/// lurker pass that has completed, minus the longest an origin fetch can take: every
+/// object stored before those entries has been examined by the lurker and removed if one
+/// matched, and no fetch that was out before them can still arrive (Varnish retires bans
+/// the lurker has completed the same way). Returns how many went; a retirement starts a
+/// new generation (replicas replay from scratch, [`BanState::sync`] first drops the
+/// in-VM copies the retired entries match).
+pub fn retire_lurked(sd: &dyn SharedData, before_ms: u64) -> usize {
+    let lurked =
+        |e: &LogEntry| e.lurker_friendly && e.kind != Kind::SoftPurge && e.at_ms < before_ms;
+    for _ in 0..LOG_CAS_RETRIES {
+        let (mut log, cas) = read_log(sd);
+        let before = log.entries.len();
+        log.entries.retain(|e| !lurked(e));
+        let n = before - log.entries.len();
+        if n == 0 {
+            return 0;
+        }
+        log.generation += 1;
+        if write_log(sd, &log, cas) {
+            return n;
+        }
+    }
+    0
+}
+
+/// Retires every entry older than `retention` at `now_ms` (`BanLog::retire` under
+/// compare-and-swap), raising the floor: objects stored before it count as banned
+/// ([`BanState::check`]), so a retired `req.*` ban or soft purge is never lost. Returns
+/// how many went.
+pub fn retire_expired(sd: &dyn SharedData, now_ms: u64, retention: std::time::Duration) -> usize {
+    for _ in 0..LOG_CAS_RETRIES {
+        let (mut log, cas) = read_log(sd);
+        let n = log.retire(now_ms, retention);
+        if n == 0 {
+            return 0;
+        }
+        if write_log(sd, &log, cas) {
+            return n;
+        }
+    }
+    0
+}
+
 /// The shared epoch now.
 pub fn epoch(sd: &dyn SharedData) -> u64 {
     read_u64(sd.get(EPOCH_KEY).0.as_deref())
@@ -140,6 +185,9 @@ pub fn epoch(sd: &dyn SharedData) -> u64 {
 #[derive(Debug, Default)]
 pub struct BanState {
     epoch: Option<u64>,
+    generation: Option<u64>,
+    /// The log's floor: objects stored before it count as banned.
+    floor_ms: u64,
     replica: Replica,
 }
 
@@ -152,21 +200,37 @@ impl BanState {
             return false;
         }
         let (log, _) = read_log(sd);
+        if self.generation.is_some_and(|g| g != log.generation) {
+            // Entries may have been retired ([`retire_lurked`]): the lurker removed what
+            // they matched from the shared tier, this VM's copies go now.
+            local.retain(|o| !self.replica.check_objects_only(&o.ban_view()));
+        }
         if let Applied::Reset { trimmed_at_ms } = self.replica.apply(&log) {
             local.drop_stored_not_after(Timestamp::from_millis(trimmed_at_ms));
         }
+        self.floor_ms = log.trimmed_at_ms;
+        self.generation = Some(log.generation);
         self.epoch = Some(e);
         true
     }
 
-    /// Checks a cached object looked up by `req`.
+    /// Checks a cached object looked up by `req`: banned when stored before the floor or
+    /// matched by a live ban or hard purge; soft-purged when a soft purge names one of its
+    /// keys.
     pub fn check<R: cachet_ban::BanRequest>(&self, obj: &StoredObject, req: &R) -> Check {
+        if self.below_floor(obj) {
+            return Check::Banned;
+        }
         self.replica.check(&obj.h.meta, &obj.ban_view(), req)
     }
 
-    /// Checks against lurker-friendly bans only (no request: the lurker).
+    /// Checks against lurker-friendly bans and the floor only (no request: the lurker).
     pub fn check_objects_only(&self, obj: &StoredObject) -> bool {
-        self.replica.check_objects_only(&obj.ban_view())
+        self.below_floor(obj) || self.replica.check_objects_only(&obj.ban_view())
+    }
+
+    fn below_floor(&self, obj: &StoredObject) -> bool {
+        obj.h.meta.times.stored_at.as_millis() < self.floor_ms
     }
 
     /// Live log entries at the last sync.

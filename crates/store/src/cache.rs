@@ -512,9 +512,19 @@ impl Cache {
 
     /// One lurker step over the shared tier (Varnish's ban lurker): examines up to
     /// `budget` directory entries after `cursor` (by version), removing those banned by a
-    /// lurker-friendly ban or past their keep window. Returns the next cursor (0 after a
-    /// full pass, which also retires ban-log entries older than every stored object).
-    pub fn lurk(&mut self, sd: &dyn SharedData, cursor: u64, budget: usize, now_ms: u64) -> u64 {
+    /// lurker-friendly ban, stored before the ban log's floor, or past their keep window.
+    /// Returns the next cursor, 0 after a full pass. A full pass that started at
+    /// `retire.pass_started_ms` retires what it completed ([`bans::retire_lurked`]),
+    /// entries older than `retire.retention` ([`bans::retire_expired`]) and entries older
+    /// than every stored object.
+    pub fn lurk(
+        &mut self,
+        sd: &dyn SharedData,
+        cursor: u64,
+        budget: usize,
+        now_ms: u64,
+        retire: &Retirement,
+    ) -> u64 {
         let dir = SharedTier::dir(sd);
         let mut next = cursor;
         let mut finished = true;
@@ -557,7 +567,12 @@ impl Cache {
             .map(|e| e.stored_at_ms)
             .min()
             .unwrap_or(now_ms);
-        if bans::trim_not_after(sd, oldest.min(now_ms)) > 0 {
+        let retired = bans::retire_lurked(
+            sd,
+            retire.pass_started_ms.saturating_sub(retire.fetch_bound_ms),
+        ) + bans::retire_expired(sd, now_ms, retire.retention)
+            + bans::trim_not_after(sd, oldest.min(now_ms).saturating_sub(retire.fetch_bound_ms));
+        if retired > 0 {
             self.sync_bans(sd);
         }
         0
@@ -565,8 +580,9 @@ impl Cache {
 
     /// The lurker, run by one worker at a time: takes (or keeps) the lease in
     /// [`LURKER_KEY`] for `lease_ms` when it is free, expired or already `me`'s, then runs
-    /// one [`Self::lurk`] step from the shared cursor. Returns whether `me` holds the lease
-    /// (its other once-per-fleet duties, such as polling the ban feed, follow it).
+    /// one [`Self::lurk`] step from the shared cursor (a pass starting at cursor 0 records
+    /// its start). Returns whether `me` holds the lease (its other once-per-fleet duties,
+    /// such as polling the ban feed, follow it).
     pub fn lurk_if_leased(
         &mut self,
         sd: &dyn SharedData,
@@ -574,6 +590,7 @@ impl Cache {
         now_ms: u64,
         lease_ms: u64,
         budget: usize,
+        retire: Retirement,
     ) -> bool {
         let (v, cas) = sd.get(LURKER_KEY);
         let v = v.unwrap_or_default();
@@ -582,18 +599,37 @@ impl Cache {
                 .and_then(|b| b.try_into().ok())
                 .map_or(0, u64::from_le_bytes)
         };
-        let (owner, lease_end, cursor) = (field(0), field(8), field(16));
+        let (owner, lease_end, cursor, started) = (field(0), field(8), field(16), field(24));
         if owner != me && lease_end > now_ms {
             return false;
         }
-        let next = self.lurk(sd, cursor, budget, now_ms);
-        let mut out = Vec::with_capacity(24);
-        out.extend_from_slice(&me.to_le_bytes());
-        out.extend_from_slice(&(now_ms + lease_ms).to_le_bytes());
-        out.extend_from_slice(&next.to_le_bytes());
+        let started = if cursor == 0 { now_ms } else { started };
+        let retire = Retirement {
+            pass_started_ms: started,
+            ..retire
+        };
+        let next = self.lurk(sd, cursor, budget, now_ms, &retire);
+        let mut out = Vec::with_capacity(32);
+        for f in [me, now_ms + lease_ms, next, started] {
+            out.extend_from_slice(&f.to_le_bytes());
+        }
         // Losing this CAS means another worker took the lease meanwhile: it lurks next.
         sd.set(LURKER_KEY, &out, cas)
     }
+}
+
+/// What the lurker may retire after a full pass ([`Cache::lurk`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Retirement {
+    /// When the completed pass started, ms since the epoch (set by
+    /// [`Cache::lurk_if_leased`]).
+    pub pass_started_ms: u64,
+    /// The longest an origin fetch can be out, ms (`[origin].first_byte_timeout`, which
+    /// bounds `dispatch_http_call`): an answer stamped before an entry may still arrive
+    /// this long after it.
+    pub fetch_bound_ms: u64,
+    /// `[bans].retention`: older entries are retired and raise the floor.
+    pub retention: std::time::Duration,
 }
 
 /// Shared-data key of the lurker lease: owner, lease end (ms), cursor (`u64` LE each).

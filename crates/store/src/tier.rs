@@ -535,6 +535,19 @@ impl LocalTier {
         }
     }
 
+    /// Keeps only the entries for which `keep` holds.
+    pub fn retain(&mut self, mut keep: impl FnMut(&StoredObject) -> bool) {
+        let gone: Vec<String> = self
+            .map
+            .iter()
+            .filter(|(_, (o, _))| !keep(o))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in gone {
+            self.remove(&k);
+        }
+    }
+
     /// Drops every entry stored at or before `at` (a ban-log trim, see `bans.rs`).
     pub fn drop_stored_not_after(&mut self, at: Timestamp) {
         let old: Vec<String> = self

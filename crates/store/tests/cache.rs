@@ -212,3 +212,55 @@ fn a_fill_that_spans_a_ban_is_banned_when_it_arrives() {
         "banned on arrival"
     );
 }
+
+#[test]
+fn a_steady_purge_stream_keeps_the_log_bounded_while_a_day_long_object_stays() {
+    use cachet_store::cache::{LURKER_KEY, Retirement};
+    let (sd, p) = (MemoryStore::default(), policy());
+    for k in [bans::LOG_KEY, bans::EPOCH_KEY, LURKER_KEY] {
+        cachet_store::init(&sd, k);
+    }
+    let plan = plan(&p);
+    let mut w = Cache::new(1 << 20, 1 << 20, 1);
+    let mut req = want(&w, &plan, &[]);
+    let h = fields(&[
+        ("cache-control", "max-age=86400"),
+        ("surrogate-key", "daylong"),
+    ]);
+    let t0 = Timestamp::from_millis(T0);
+    assert!(matches!(
+        w.store(&sd, &p, &plan, &req, answer(200, &h, b"day"), t0, false),
+        Stored::Object(_)
+    ));
+    let retire = Retirement {
+        pass_started_ms: 0,
+        fetch_bound_ms: 15_000,
+        retention: Duration::from_secs(24 * 3600),
+    };
+    // 100,000 hard purges at 10 a second over 10,000 simulated seconds (2 h 47 min), in
+    // batches of 100 with the lurker ticking between them; the log stays near
+    // rate × (fetch bound + tick), far below its 10,000-entry bound, and no purge is
+    // refused.
+    let mut longest = 0;
+    for s in 1..=1_000u64 {
+        let now_ms = T0 + s * 10_000;
+        let keys: Vec<String> = (0..100).map(|i| format!("p-{s}-{i}")).collect();
+        let added = bans::purge_keys(&sd, &keys, 10_000, now_ms).expect("never refused");
+        assert_eq!(added, 100);
+        w.sync_bans(&sd);
+        w.lurk_if_leased(&sd, 1, now_ms, 10_000, 100, retire);
+        longest = longest.max(bans::read_log(&sd).0.entries.len());
+    }
+    assert!(longest <= 400, "log grew to {longest} entries");
+    let end = Timestamp::from_millis(T0 + 10_000 * 1_000);
+    let day = w
+        .find(&sd, &mut req, end)
+        .expect("keyable")
+        .expect("still stored");
+    assert_eq!(day.obj.body, b"day");
+    // A purge of its own key still reaches it.
+    bans::purge_keys(&sd, &["daylong".to_owned()], 10_000, end.as_millis() + 1).expect("purge");
+    w.sync_bans(&sd);
+    let later = Timestamp::from_millis(end.as_millis() + 2);
+    assert!(w.find(&sd, &mut req, later).expect("keyable").is_none());
+}

@@ -83,12 +83,19 @@ impl Vm {
             .unwrap_or(1000)
             .saturating_mul(10);
         let me = u64::from(self.id.get());
+        let retire = cachet_store::cache::Retirement {
+            pass_started_ms: 0,
+            fetch_bound_ms: u64::try_from(cfg.origin.first_byte_timeout.0.as_millis())
+                .unwrap_or(u64::MAX),
+            retention: cfg.bans.retention.0,
+        };
         let held = self.cache.borrow_mut().lurk_if_leased(
             &HostData,
             me,
             host::now_ms(),
             lease_ms,
             cfg.bans.lurker_budget,
+            retire,
         );
         self.flush();
         held
