@@ -132,21 +132,43 @@ pub struct Cache {
     bans: BanState,
     rng: u64,
     counts: Counts,
+    /// Objects served since the last [`Cache::report_served`]: `(slot, version)`.
+    served: std::collections::HashSet<(u32, u64)>,
 }
+
+/// Most served objects remembered between two reports (the rest are not marked visited).
+const MAX_SERVED: usize = 4096;
 
 impl Cache {
     /// A cache with a shared tier bounded by `shared_bytes` and an in-VM tier by
-    /// `local_bytes` (0 disables it); `seed` seeds XFetch's draws.
-    pub fn new(shared_bytes: u64, local_bytes: u64, seed: u64) -> Self {
+    /// `local_bytes` (0 disables it); `seed` seeds XFetch's draws; `hash_key` is the
+    /// process's slot-hash key ([`crate::tier::hash_key`]).
+    pub fn new(shared_bytes: u64, local_bytes: u64, seed: u64, hash_key: [u64; 2]) -> Self {
         Self {
             shared: SharedTier {
                 slots: slot_count(shared_bytes),
                 bound: shared_bytes,
+                key: hash_key,
             },
             local: LocalTier::new(local_bytes),
             bans: BanState::default(),
             rng: seed | 1,
             counts: Counts::default(),
+            served: std::collections::HashSet::new(),
+        }
+    }
+
+    /// Reports the objects served since the last report to the shared directory (CLOCK's
+    /// reference bits: [`SharedTier::mark_visited`], one write); the adapter calls it on its
+    /// tick.
+    pub fn report_served(&mut self, sd: &dyn SharedData) {
+        let served: Vec<(u32, u64)> = self.served.drain().collect();
+        SharedTier::mark_visited(sd, &served);
+    }
+
+    fn note_served(&mut self, slot: u32, obj: &StoredObject) {
+        if self.served.len() < MAX_SERVED {
+            self.served.insert((slot, obj.h.version));
         }
     }
 
@@ -201,16 +223,18 @@ impl Cache {
         want: &mut Wanted,
         now: Timestamp,
     ) -> Result<Option<Found>, Unkeyable> {
-        if let Some(found) = self.lookup(sd, want, now) {
-            return Ok(Some(found));
+        let mut found = self.lookup(sd, want, now);
+        if found.is_none() {
+            let primary = want.key.clone();
+            self.resolve_variant(sd, want)?;
+            if want.key != primary {
+                found = self.lookup(sd, want, now);
+            }
         }
-        let primary = want.key.clone();
-        self.resolve_variant(sd, want)?;
-        Ok(if want.key == primary {
-            None
-        } else {
-            self.lookup(sd, want, now)
-        })
+        if let Some(f) = &found {
+            self.note_served(want.slot, &f.obj);
+        }
+        Ok(found)
     }
 
     /// Freshness of `obj` for this request after bans and soft purges, and the times it

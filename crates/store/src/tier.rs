@@ -5,13 +5,20 @@
 //! | key | value |
 //! |---|---|
 //! | `cachet.o.<slot>` | one object: [`StoredObject`] encoded by [`StoredObject::encode`] |
-//! | `cachet.dir` | the directory: bytes accounted, FIFO of `(slot, size, version, stored_at, end)` |
+//! | `cachet.dir` | the directory: bytes accounted, CLOCK queue of `(slot, size, visited, version, stored_at, end, fingerprint)` |
+//! | `cachet.hashkey` | the process's 128-bit SipHash key ([`hash_key`]) |
 //!
-//! A cache key lives in exactly one slot, `fnv1a64(key) % slots` (direct-mapped), so a
-//! lookup is one `get_shared_data`, and the number of shared-data keys the filter ever
-//! creates is bounded by the slot count (proxy-wasm ABI 0.2.1 cannot delete a key; a
-//! cleared slot holds an empty value). Two keys meeting in one slot replace each other
-//! (counted as an eviction).
+//! A cache key lives in exactly one slot, `siphash13(hashkey, key) % slots`
+//! (direct-mapped), so a lookup is one `get_shared_data`, and the number of shared-data
+//! keys the filter ever creates is bounded by the slot count (proxy-wasm ABI 0.2.1 cannot
+//! delete a key; a cleared slot holds an empty value). The hash is keyed with a random key
+//! made once per Envoy process, so a client cannot pick URLs that land on a chosen hot
+//! object's slot.
+//!
+//! Scan resistance (CLOCK, second chance): workers report the objects they served on their
+//! tick ([`SharedTier::mark_visited`]); a visited object survives one eviction sweep and
+//! one slot collision (the newcomer is not admitted), an unvisited one goes first. A flood
+//! of one-time URLs therefore evicts other one-time URLs, not the hot set.
 //!
 //! Memory bound: the directory accounts every object's encoded size, and an insert
 //! commits (CAS on `cachet.dir`) only when the total stays within `envoy.shared_bytes`
@@ -51,20 +58,38 @@ pub const DIR_CAS_RETRIES: usize = 16;
 /// `cachet_policy::object::Meta`; version-1 objects of an earlier filter are misses).
 const OBJ_MAGIC: &[u8; 4] = b"CO2\0";
 
-/// Magic prefix of the encoded directory (format version 1).
-const DIR_MAGIC: &[u8; 4] = b"CD1\0";
+/// Magic prefix of the encoded directory (format version 2: visited bits, fingerprints).
+const DIR_MAGIC: &[u8; 4] = b"CD2\0";
 
 /// Bytes of one directory record.
-const DIR_RECORD: usize = 32;
+const DIR_RECORD: usize = 40;
 
-/// 64-bit FNV-1a: the slot hash (stable across VMs and builds).
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+/// The `size` bit that marks a record visited.
+const VISITED: u32 = 1 << 31;
+
+/// Shared-data key of the slot hash's key.
+pub const HASH_KEY: &str = "cachet.hashkey";
+
+/// The process's slot-hash key: the 16 bytes under [`HASH_KEY`], made from `fresh` by the
+/// first VM that finds none (compare-and-swap, so every worker of the process agrees).
+/// Call after [`crate::init`] created the entry.
+pub fn hash_key(sd: &dyn SharedData, fresh: [u64; 2]) -> [u64; 2] {
+    let parse = |v: &[u8]| -> Option<[u64; 2]> {
+        Some([
+            u64::from_le_bytes(v.get(..8)?.try_into().ok()?),
+            u64::from_le_bytes(v.get(8..16)?.try_into().ok()?),
+        ])
+    };
+    for _ in 0..4 {
+        let (v, cas) = sd.get(HASH_KEY);
+        if let Some(k) = v.as_deref().and_then(parse) {
+            return k;
+        }
+        let mut b = fresh[0].to_le_bytes().to_vec();
+        b.extend_from_slice(&fresh[1].to_le_bytes());
+        sd.set(HASH_KEY, &b, cas.or(Some(0)));
     }
-    h
+    fresh
 }
 
 /// Slot count for a byte bound: `shared_bytes / BYTES_PER_SLOT`, clamped to
@@ -195,8 +220,12 @@ impl StoredObject {
 pub struct DirEntry {
     /// Object slot.
     pub slot: u32,
-    /// Encoded size, bytes.
+    /// Encoded size, bytes (below 2^31).
     pub size: u32,
+    /// Served since the CLOCK hand last passed it (a worker reported a hit).
+    pub visited: bool,
+    /// The cache key's full 64-bit hash (tells a refresh of the same key from a collision).
+    pub fingerprint: u64,
     /// Insert version.
     pub version: u64,
     /// When the object was stored, ms since the epoch.
@@ -205,7 +234,7 @@ pub struct DirEntry {
     pub end_ms: u64,
 }
 
-/// The shared directory: accounting and FIFO order of the shared tier.
+/// The shared directory: accounting and CLOCK order of the shared tier.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Dir {
     /// Next insert version.
@@ -217,7 +246,7 @@ pub struct Dir {
 }
 
 impl Dir {
-    /// Binary form: magic, next version, bytes, count, 32-byte records.
+    /// Binary form: magic, next version, bytes, count, 40-byte records.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(24 + self.entries.len() * DIR_RECORD);
         out.extend_from_slice(DIR_MAGIC);
@@ -229,11 +258,13 @@ impl Dir {
                 .to_le_bytes(),
         );
         for e in &self.entries {
+            let size = (e.size & !VISITED) | if e.visited { VISITED } else { 0 };
             out.extend_from_slice(&e.slot.to_le_bytes());
-            out.extend_from_slice(&e.size.to_le_bytes());
+            out.extend_from_slice(&size.to_le_bytes());
             out.extend_from_slice(&e.version.to_le_bytes());
             out.extend_from_slice(&e.stored_at_ms.to_le_bytes());
             out.extend_from_slice(&e.end_ms.to_le_bytes());
+            out.extend_from_slice(&e.fingerprint.to_le_bytes());
         }
         out
     }
@@ -258,12 +289,15 @@ impl Dir {
         let mut entries = VecDeque::with_capacity(n);
         for i in 0..n {
             let o = 20 + i * DIR_RECORD;
+            let size = u32_at(o + 4)?;
             entries.push_back(DirEntry {
                 slot: u32_at(o)?,
-                size: u32_at(o + 4)?,
+                size: size & !VISITED,
+                visited: size & VISITED != 0,
                 version: u64_at(o + 8)?,
                 stored_at_ms: u64_at(o + 16)?,
                 end_ms: u64_at(o + 24)?,
+                fingerprint: u64_at(o + 32)?,
             });
         }
         Some(Self {
@@ -281,25 +315,39 @@ impl Dir {
         Some(e)
     }
 
-    /// Plans an insert of `size` bytes into `slot` under `bound`: removes the slot's old
-    /// entry (replacement), then entries past their keep window, then the oldest, until
-    /// the new total fits. Returns the new entry and the victims' slots, or `None` when
-    /// `size` alone exceeds the bound.
+    /// Plans an insert of `size` bytes for the key hashed to `fingerprint` into `slot`
+    /// under `bound`. A different key in the slot is replaced only when it was not visited
+    /// since the hand last passed (else it loses its bit and the newcomer is not admitted:
+    /// [`Admit::Collision`]); the same key's entry is replaced. Then entries past their
+    /// keep window go, then the CLOCK hand sweeps from the oldest insert: a visited entry
+    /// loses its bit and moves to the back, an unvisited one is evicted, until the new
+    /// total fits.
     ///
-    /// Eviction policy (documented in docs/envoy.md): expired first, then FIFO (insertion
-    /// order). Hits do not reorder the shared tier (that would cost a directory write per
-    /// hit across workers); recency is the local tier's job (LRU).
+    /// # Errors
+    /// [`Admit::TooLarge`] when `size` alone exceeds the bound (or 2^31 bytes);
+    /// [`Admit::Collision`] as above (the directory changed: write it back).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one insert's whole description: where, what, how big, how long, under what bound, when"
+    )]
     pub fn plan_insert(
         &mut self,
         slot: u32,
+        fingerprint: u64,
         size: u64,
         stored_at_ms: u64,
         end_ms: u64,
         bound: u64,
         now_ms: u64,
-    ) -> Option<(DirEntry, Vec<DirEntry>)> {
-        if size > bound || size > u64::from(u32::MAX) {
-            return None;
+    ) -> Result<(DirEntry, Vec<DirEntry>), Admit> {
+        if size > bound || size >= u64::from(VISITED) {
+            return Err(Admit::TooLarge);
+        }
+        if let Some(e) = self.entries.iter_mut().find(|e| {
+            e.slot == slot && e.fingerprint != fingerprint && e.visited && e.end_ms > now_ms
+        }) {
+            e.visited = false;
+            return Err(Admit::Collision);
         }
         let mut victims = Vec::new();
         if let Some(old) = self.remove_slot(slot) {
@@ -317,10 +365,18 @@ impl Dir {
             }
             self.entries = kept;
         }
-        while self.bytes + size > bound {
-            let Some(e) = self.entries.pop_front() else {
+        // Every entry is passed at most twice: once to clear its bit, once to evict it.
+        let mut budget = self.entries.len() * 2 + 1;
+        while self.bytes + size > bound && budget > 0 {
+            budget -= 1;
+            let Some(mut e) = self.entries.pop_front() else {
                 break;
             };
+            if e.visited {
+                e.visited = false;
+                self.entries.push_back(e);
+                continue;
+            }
             self.bytes = self.bytes.saturating_sub(u64::from(e.size));
             victims.push(e);
         }
@@ -329,6 +385,8 @@ impl Dir {
         let entry = DirEntry {
             slot,
             size: u32::try_from(size).unwrap_or(u32::MAX),
+            visited: false,
+            fingerprint,
             version: self.next_version,
             stored_at_ms,
             end_ms,
@@ -336,8 +394,29 @@ impl Dir {
         self.next_version += 1;
         self.bytes += size;
         self.entries.push_back(entry);
-        Some((entry, victims))
+        Ok((entry, victims))
     }
+
+    /// Marks the entries of `(slot, version)` pairs visited; returns how many were found.
+    pub fn mark(&mut self, served: &[(u32, u64)]) -> usize {
+        let mut n = 0;
+        for e in &mut self.entries {
+            if !e.visited && served.contains(&(e.slot, e.version)) {
+                e.visited = true;
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+/// Why [`Dir::plan_insert`] stored nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Larger than the bound.
+    TooLarge,
+    /// The slot holds another key that was served since the hand last passed.
+    Collision,
 }
 
 /// Shared-data key of an object slot.
@@ -358,6 +437,8 @@ pub struct Inserted {
     pub objects: u64,
     /// The insert gave up after [`DIR_CAS_RETRIES`] directory conflicts.
     pub conflict: bool,
+    /// Not admitted: its slot holds another key served since the hand last passed.
+    pub refused: bool,
 }
 
 /// The shared-data tier of one VM (the data is shared; this is the VM's handle).
@@ -367,12 +448,40 @@ pub struct SharedTier {
     pub slots: u64,
     /// Byte bound (`envoy.shared_bytes`).
     pub bound: u64,
+    /// The process's slot-hash key ([`hash_key`]).
+    pub key: [u64; 2],
 }
 
 impl SharedTier {
+    /// The keyed 64-bit hash of a cache key (SipHash-1-3).
+    pub fn fingerprint(&self, key: &str) -> u64 {
+        use std::hash::Hasher;
+        let mut h = siphasher::sip::SipHasher13::new_with_keys(self.key[0], self.key[1]);
+        h.write(key.as_bytes());
+        h.finish()
+    }
+
     /// The slot of a cache key.
     pub fn slot_of(&self, key: &str) -> u32 {
-        u32::try_from(fnv1a64(key.as_bytes()) % self.slots).unwrap_or(0)
+        u32::try_from(self.fingerprint(key) % self.slots.max(1)).unwrap_or(0)
+    }
+
+    /// Marks served objects visited (CLOCK's reference bits), one directory write for
+    /// all of them; entries replaced meanwhile (another version) are skipped. Returns how
+    /// many were marked.
+    pub fn mark_visited(sd: &dyn SharedData, served: &[(u32, u64)]) -> usize {
+        if served.is_empty() {
+            return 0;
+        }
+        for _ in 0..DIR_CAS_RETRIES {
+            let (raw, cas) = sd.get(DIR_KEY);
+            let mut dir = raw.as_deref().map(Dir::decode).unwrap_or_default();
+            let n = dir.mark(served);
+            if n == 0 || sd.set(DIR_KEY, &dir.encode(), cas.or(Some(0))) {
+                return n;
+            }
+        }
+        0
     }
 
     /// Looks `key` up: the object if its slot holds this key.
@@ -383,7 +492,8 @@ impl SharedTier {
 
     /// Stores `obj` (its `version` is assigned here), evicting as needed.
     pub fn insert(&self, sd: &dyn SharedData, obj: &mut StoredObject, now_ms: u64) -> Inserted {
-        let slot = self.slot_of(&obj.h.key);
+        let fingerprint = self.fingerprint(&obj.h.key);
+        let slot = u32::try_from(fingerprint % self.slots.max(1)).unwrap_or(0);
         let mut out = Inserted::default();
         for _ in 0..DIR_CAS_RETRIES {
             let (raw, cas) = sd.get(DIR_KEY);
@@ -392,15 +502,23 @@ impl SharedTier {
             let bytes = obj.encode();
             let end_ms = obj.h.meta.times.keep_end().as_millis();
             let stored_at = obj.h.meta.times.stored_at.as_millis();
-            let Some((_, victims)) = dir.plan_insert(
+            let victims = match dir.plan_insert(
                 slot,
+                fingerprint,
                 bytes.len() as u64,
                 stored_at,
                 end_ms,
                 self.bound,
                 now_ms,
-            ) else {
-                return out;
+            ) {
+                Ok((_, victims)) => victims,
+                Err(Admit::TooLarge) => return out,
+                Err(Admit::Collision) => {
+                    // Not admitted; the occupant's bit cleared (best effort).
+                    out.refused = true;
+                    sd.set(DIR_KEY, &dir.encode(), cas.or(Some(0)));
+                    return out;
+                }
             };
             if !sd.set(DIR_KEY, &dir.encode(), cas.or(Some(0))) {
                 continue;

@@ -22,6 +22,9 @@ keep = "1h"
 
 const T0: u64 = 1_700_000_000_000;
 
+/// The process's slot-hash key (every worker of one process shares it).
+const KEY: [u64; 2] = [0x0123_4567, 0x89ab_cdef];
+
 fn policy() -> Policy {
     Policy::from_toml(CONFIG).expect("test config is valid")
 }
@@ -70,8 +73,8 @@ fn fields(pairs: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
 fn a_fill_is_found_by_this_worker_locally_and_by_another_in_the_shared_tier() {
     let (sd, p) = (MemoryStore::default(), policy());
     let plan = plan(&p);
-    let mut w1 = Cache::new(1 << 20, 1 << 20, 1);
-    let mut w2 = Cache::new(1 << 20, 1 << 20, 2);
+    let mut w1 = Cache::new(1 << 20, 1 << 20, 1, KEY);
+    let mut w2 = Cache::new(1 << 20, 1 << 20, 2, KEY);
     let mut req = want(&w1, &plan, &[]);
     let now = Timestamp::from_millis(T0);
     assert!(w1.find(&sd, &mut req, now).expect("keyable").is_none());
@@ -103,7 +106,7 @@ fn a_304_that_arrives_after_a_ban_never_freshens_the_banned_copy() {
     cachet_store::init(&sd, bans::LOG_KEY);
     cachet_store::init(&sd, bans::EPOCH_KEY);
     let plan = plan(&p);
-    let mut w = Cache::new(1 << 20, 1 << 20, 1);
+    let mut w = Cache::new(1 << 20, 1 << 20, 1, KEY);
     let req = want(&w, &plan, &[]);
     let h = fields(&[("cache-control", "max-age=60"), ("etag", "\"v1\"")]);
     let now = Timestamp::from_millis(T0);
@@ -126,7 +129,7 @@ fn a_304_that_arrives_after_a_ban_never_freshens_the_banned_copy() {
     );
     assert!(matches!(r, Revalidated::Unusable), "{r:?}");
     // Without a ban the same 304 freshens it, under a new version.
-    let (sd, mut w) = (MemoryStore::default(), Cache::new(1 << 20, 1 << 20, 1));
+    let (sd, mut w) = (MemoryStore::default(), Cache::new(1 << 20, 1 << 20, 1, KEY));
     let Stored::Object(base) = w.store(&sd, &p, &plan, &req, answer(200, &h, b"x"), now, false)
     else {
         panic!("stored")
@@ -156,7 +159,7 @@ fn a_304_that_arrives_after_a_ban_never_freshens_the_banned_copy() {
 fn an_origin_vary_stores_variants_behind_a_marker_and_selects_by_the_request() {
     let (sd, p) = (MemoryStore::default(), policy());
     let plan = plan(&p);
-    let mut w = Cache::new(1 << 20, 1 << 20, 1);
+    let mut w = Cache::new(1 << 20, 1 << 20, 1, KEY);
     let now = Timestamp::from_millis(T0);
     let h = fields(&[("cache-control", "max-age=60"), ("vary", "Accept-Language")]);
     for (lang, body) in [("en", "hello"), ("fr", "bonjour")] {
@@ -190,7 +193,7 @@ fn a_fill_that_spans_a_ban_is_banned_when_it_arrives() {
     cachet_store::init(&sd, bans::LOG_KEY);
     cachet_store::init(&sd, bans::EPOCH_KEY);
     let plan = plan(&p);
-    let mut w = Cache::new(1 << 20, 1 << 20, 1);
+    let mut w = Cache::new(1 << 20, 1 << 20, 1, KEY);
     let mut req = want(&w, &plan, &[]);
     // The fill is sent at T0; the ban is accepted at T0 + 40 ms; the answer arrives at
     // T0 + 100 ms. The object is stamped with T0, so the ban applies to it.
@@ -221,7 +224,7 @@ fn a_steady_purge_stream_keeps_the_log_bounded_while_a_day_long_object_stays() {
         cachet_store::init(&sd, k);
     }
     let plan = plan(&p);
-    let mut w = Cache::new(1 << 20, 1 << 20, 1);
+    let mut w = Cache::new(1 << 20, 1 << 20, 1, KEY);
     let mut req = want(&w, &plan, &[]);
     let h = fields(&[
         ("cache-control", "max-age=86400"),
@@ -263,4 +266,72 @@ fn a_steady_purge_stream_keeps_the_log_bounded_while_a_day_long_object_stays() {
     w.sync_bans(&sd);
     let later = Timestamp::from_millis(end.as_millis() + 2);
     assert!(w.find(&sd, &mut req, later).expect("keyable").is_none());
+}
+
+/// A `blog.example` plan for `path`.
+fn plan_for<'p>(p: &'p Policy, path: &'p str) -> Plan<'p> {
+    let view = RequestView {
+        method: "GET",
+        scheme: "https",
+        host: Some("blog.example"),
+        path_and_query: path,
+        ..RequestView::default()
+    };
+    p.plan(&view, SystemTime::UNIX_EPOCH)
+}
+
+/// Looks `path` up in the shared tier alone; stores a 4 KiB answer on a miss. Whether it
+/// was a hit.
+fn request(sd: &MemoryStore, p: &Policy, w: &mut Cache, path: &str, now: Timestamp) -> bool {
+    let plan = plan_for(p, path);
+    let mut req = want(w, &plan, &[]);
+    if w.find(sd, &mut req, now).expect("keyable").is_some() {
+        return true;
+    }
+    let h = fields(&[
+        ("cache-control", "max-age=3600"),
+        ("content-type", "application/octet-stream"),
+    ]);
+    // Incompressible bytes, so each object costs its 4 KiB.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ path.len() as u64;
+    let body: Vec<u8> = (0..4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()[0]
+        })
+        .collect();
+    w.store(sd, p, &plan, &req, answer(200, &h, &body), now, false);
+    false
+}
+
+#[test]
+fn a_hot_set_keeps_its_hits_under_a_flood_of_one_time_urls() {
+    let (sd, p) = (MemoryStore::default(), policy());
+    cachet_store::init(&sd, bans::EPOCH_KEY);
+    // 16 MiB of shared tier (16,384 slots), no in-VM tier: the shared tier's own policy.
+    let mut w = Cache::new(16 << 20, 0, 1, KEY);
+    let now = Timestamp::from_millis(T0);
+    let hot: Vec<String> = (0..1_000).map(|i| format!("/hot/{i}")).collect();
+    for path in hot.iter().chain(hot.iter()) {
+        request(&sd, &p, &mut w, path, now);
+    }
+    w.report_served(&sd);
+    // 10,000 one-time URLs (43 MB, 2.6 times the bound), each followed by a request for
+    // the next hot object; the worker reports what it served every 100 requests (its
+    // tick).
+    let mut hits = 0;
+    for i in 0..10_000 {
+        request(&sd, &p, &mut w, &format!("/scan/{i}"), now);
+        if request(&sd, &p, &mut w, &hot[i % hot.len()], now) {
+            hits += 1;
+        }
+        if i % 50 == 49 {
+            w.report_served(&sd);
+        }
+    }
+    let ratio = f64::from(hits) / 10_000.0;
+    eprintln!("hot-set hit ratio under the flood: {ratio:.3}");
+    assert!(ratio >= 0.90, "hot-set hit ratio {ratio:.3}");
 }

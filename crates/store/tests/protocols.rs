@@ -43,6 +43,7 @@ fn the_shared_tier_stays_within_its_byte_bound() {
     let tier = SharedTier {
         slots: slot_count(bound),
         bound,
+        key: [1, 2],
     };
     for i in 0..200u64 {
         let mut o = object(&format!("k{i}"), 4_000, 1_000 + i);

@@ -13,6 +13,7 @@ impl Vm {
             return;
         }
         self.sync_bans();
+        self.cache.borrow_mut().report_served(&HostData);
         self.wake(None);
         self.resume_admin_bodies();
         self.dispatch_refreshes();

@@ -178,7 +178,7 @@ impl Vm {
             root_id,
             id: Cell::new(0),
             policy: RefCell::new(None),
-            cache: RefCell::new(Cache::new(0, 0, 0x9e37_79b9_7f4a_7c15)),
+            cache: RefCell::new(Cache::new(0, 0, 0x9e37_79b9_7f4a_7c15, [0, 0])),
             metrics: Cell::new(Metrics::default()),
             waiters: RefCell::new(Vec::new()),
             refresh_queue: RefCell::new(Vec::new()),
@@ -198,6 +198,7 @@ impl Vm {
             bans::LOG_KEY,
             bans::EPOCH_KEY,
             cachet_store::cache::LURKER_KEY,
+            cachet_store::tier::HASH_KEY,
             VM_ID_KEY,
         ] {
             cachet_store::init(&HostData, k);
@@ -277,8 +278,13 @@ impl Vm {
                 return false;
             }
         };
-        *self.cache.borrow_mut() =
-            Cache::new(cfg.envoy.shared_bytes, cfg.envoy.local_bytes, self.seed());
+        let key = cachet_store::tier::hash_key(&HostData, [random_u64(), random_u64()]);
+        *self.cache.borrow_mut() = Cache::new(
+            cfg.envoy.shared_bytes,
+            cfg.envoy.local_bytes,
+            self.seed(),
+            key,
+        );
         *self.ws.borrow_mut() = Some(workspace);
         host::set_tick(cfg.envoy.tick.0);
         self.metrics.set(Metrics::define());
@@ -344,6 +350,15 @@ impl Vm {
             }
         }
     }
+}
+
+/// 64 random bits from the platform (std's `RandomState` is seeded from WASI
+/// `random_get`, which Envoy implements).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(host::now_ms());
+    h.finish()
 }
 
 fn status_of(headers: &[(String, Vec<u8>)]) -> Option<u16> {
