@@ -54,9 +54,10 @@ pub const BYTES_PER_SLOT: u64 = 1024;
 /// not stored; counted as `store_conflicts`).
 pub const DIR_CAS_RETRIES: usize = 16;
 
-/// Magic prefix of an encoded object (format version 2: [`Header`] around
-/// `cachet_policy::object::Meta`; version-1 objects of an earlier filter are misses).
-const OBJ_MAGIC: &[u8; 4] = b"CO2\0";
+/// Magic prefix of an encoded object (format version 3: the insert version, then
+/// [`Header`] around `cachet_policy::object::Meta`; objects of an earlier filter are
+/// misses).
+const OBJ_MAGIC: &[u8; 4] = b"CO3\0";
 
 /// Magic prefix of the encoded directory (format version 2: visited bits, fingerprints).
 const DIR_MAGIC: &[u8; 4] = b"CD2\0";
@@ -160,21 +161,29 @@ impl StoredObject {
         }
     }
 
-    /// Encoded form: magic, `u32` LE header length, header JSON, body.
+    /// Encoded form: magic, `u64` LE insert version, `u32` LE header length, header JSON,
+    /// body.
     pub fn encode(&self) -> Vec<u8> {
         let head = serde_json::to_vec(&self.h).unwrap_or_default();
-        let mut out = Vec::with_capacity(8 + head.len() + self.body.len());
+        let mut out = Vec::with_capacity(16 + head.len() + self.body.len());
         out.extend_from_slice(OBJ_MAGIC);
+        out.extend_from_slice(&self.h.version.to_le_bytes());
         out.extend_from_slice(&u32::try_from(head.len()).unwrap_or(u32::MAX).to_le_bytes());
         out.extend_from_slice(&head);
         out.extend_from_slice(&self.body);
         out
     }
 
+    /// The insert version of an encoded object, read without decoding it.
+    pub fn peek_version(bytes: &[u8]) -> Option<u64> {
+        let rest = bytes.strip_prefix(OBJ_MAGIC.as_slice())?;
+        Some(u64::from_le_bytes(rest.get(..8)?.try_into().ok()?))
+    }
+
     /// Parses [`encode`](Self::encode)'s output; `None` for anything else (an empty,
     /// cleared slot, a foreign value, or metadata of another layout version: a miss).
     pub fn decode(bytes: &[u8]) -> Option<Self> {
-        let rest = bytes.strip_prefix(OBJ_MAGIC.as_slice())?;
+        let rest = bytes.strip_prefix(OBJ_MAGIC.as_slice())?.get(8..)?;
         let len = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
         let head = rest.get(4..4 + len)?;
         let h: Header = serde_json::from_slice(head).ok()?;
@@ -419,6 +428,39 @@ pub enum Admit {
     Collision,
 }
 
+/// Writes `bytes` (an object of insert `version`, or empty to clear the slot of the
+/// victim `version`) into `slot` unless a newer insert already wrote there: compare-and-
+/// swap against the slot's current value, so of two inserts racing for one slot after
+/// their directory commits, the one the directory accounts for (the newer version) always
+/// ends in the slot, and the bytes held never exceed what the directory counts. Returns
+/// whether it wrote.
+pub fn write_slot(sd: &dyn SharedData, slot: u32, version: u64, bytes: &[u8]) -> bool {
+    let key = slot_key(slot);
+    for _ in 0..DIR_CAS_RETRIES {
+        let (cur, cas) = sd.get(&key);
+        let Some(cas) = cas else {
+            // Never written: create it empty, then compete with compare-and-swap.
+            sd.set(&key, &[], None);
+            continue;
+        };
+        let held = cur.as_deref().and_then(StoredObject::peek_version);
+        let ours_is_newer = held.is_none_or(|h| {
+            if bytes.is_empty() {
+                h <= version
+            } else {
+                h < version
+            }
+        });
+        if !ours_is_newer {
+            return false;
+        }
+        if sd.set(&key, bytes, Some(cas)) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Shared-data key of an object slot.
 pub fn slot_key(slot: u32) -> String {
     format!("{PREFIX}o.{slot}")
@@ -525,10 +567,10 @@ impl SharedTier {
             }
             for v in &victims {
                 if v.slot != slot {
-                    sd.set(&slot_key(v.slot), &[], None);
+                    write_slot(sd, v.slot, v.version, &[]);
                 }
             }
-            sd.set(&slot_key(slot), &bytes, None);
+            write_slot(sd, slot, obj.h.version, &bytes);
             out.stored = true;
             out.evicted = victims.len() as u64;
             out.bytes = dir.bytes;
@@ -554,7 +596,7 @@ impl SharedTier {
             dir.bytes = dir.bytes.saturating_sub(u64::from(e.size));
             if sd.set(DIR_KEY, &dir.encode(), cas.or(Some(0))) {
                 if clear {
-                    sd.set(&slot_key(slot), &[], None);
+                    write_slot(sd, slot, version, &[]);
                 }
                 return Some((dir.bytes, dir.entries.len() as u64));
             }

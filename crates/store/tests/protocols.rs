@@ -8,7 +8,7 @@ use cachet_refresh::Timestamp;
 use cachet_store::locks::{self, Lock};
 use std::rc::Rc;
 
-use cachet_store::tier::{LocalTier, SharedTier, StoredObject, slot_count};
+use cachet_store::tier::{LocalTier, SharedTier, StoredObject, slot_count, slot_key};
 use cachet_store::{MemoryStore, SharedData, bans};
 
 fn object(key: &str, body: usize, at_ms: u64) -> StoredObject {
@@ -108,4 +108,78 @@ fn the_in_vm_tier_keeps_an_inflated_copy_of_the_same_insert_only_and_counts_it()
     // Nothing is added for a key the tier does not hold.
     local.enrich(Rc::new(object("other", 10, 1).with_identity(vec![1])));
     assert!(local.get("other").is_none());
+}
+
+/// A store that runs another worker's step right after the directory commit of this
+/// worker's insert (the window between `cachet.dir` and the slot write).
+struct Interleaved<'a> {
+    inner: &'a MemoryStore,
+    after_dir: std::cell::RefCell<Option<Box<dyn FnOnce() + 'a>>>,
+}
+
+impl SharedData for Interleaved<'_> {
+    fn get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        self.inner.get(key)
+    }
+
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        let ok = self.inner.set(key, value, cas);
+        if ok && key == "cachet.dir" {
+            let step = self.after_dir.borrow_mut().take();
+            if let Some(step) = step {
+                step();
+            }
+        }
+        ok
+    }
+}
+
+/// Bytes held in object slots, and the accounted bytes of the entries whose slot holds
+/// their own version.
+fn held_and_accounted(sd: &MemoryStore, tier: &SharedTier) -> (u64, u64) {
+    let dir = SharedTier::dir(sd);
+    let mut held = 0;
+    for slot in 0..u32::try_from(tier.slots).expect("slots fit u32") {
+        held += sd.get(&slot_key(slot)).0.map_or(0, |v| v.len() as u64);
+    }
+    (held, dir.bytes)
+}
+
+#[test]
+fn two_inserts_racing_for_one_slot_leave_the_one_the_directory_accounts_for() {
+    let sd = MemoryStore::default();
+    let tier = SharedTier {
+        slots: slot_count(64 * 1024),
+        bound: 64 * 1024,
+        key: [3, 4],
+    };
+    // Two keys that share a slot.
+    let a_key = "k0".to_owned();
+    let b_key = (1..100_000)
+        .map(|i| format!("k{i}"))
+        .find(|k| tier.slot_of(k) == tier.slot_of(&a_key))
+        .expect("a colliding key");
+    let small = std::cell::RefCell::new(object(&b_key, 100, 2_000));
+    // Worker A commits its (large) object to the directory; before it writes the slot,
+    // worker B inserts a small object into the same slot and finishes.
+    let racing = Interleaved {
+        inner: &sd,
+        after_dir: std::cell::RefCell::new(Some(Box::new(|| {
+            let r = tier.insert(&sd, &mut small.borrow_mut(), 2_000);
+            assert!(r.stored, "B is stored");
+        }))),
+    };
+    let mut large = object(&a_key, 20_000, 1_000);
+    let r = tier.insert(&racing, &mut large, 1_000);
+    assert!(r.stored, "A's directory commit went through");
+    // The directory accounts for B (the newer insert); the slot must hold B, not A's late
+    // write, and the bytes in slots never exceed what the directory counts.
+    let held = tier.get(&sd, &b_key).expect("B is in the slot");
+    assert_eq!(held.body.len(), 100);
+    assert!(tier.get(&sd, &a_key).is_none(), "A's late write lost");
+    let (held, accounted) = held_and_accounted(&sd, &tier);
+    assert!(
+        held <= accounted,
+        "{held} bytes held, {accounted} accounted"
+    );
 }
