@@ -18,7 +18,7 @@ use cachet_refresh::{Draw, EarlyRefresh, EntryTimes, Freshness, Timestamp, decid
 
 use crate::SharedData;
 use crate::bans::{self, BanState, Check, Req};
-use crate::tier::{LocalTier, SharedTier, StoredObject, slot_count};
+use crate::tier::{LocalTier, SharedTier, StoredObject, shard_count, slot_count};
 
 /// What one request looks up and fills: its cache key (a variant's key once
 /// [`Cache::find`] resolved it), that key's shared-tier slot, the normalized target URL
@@ -149,6 +149,7 @@ impl Cache {
                 slots: slot_count(shared_bytes),
                 bound: shared_bytes,
                 key: hash_key,
+                shards: shard_count(shared_bytes),
             },
             local: LocalTier::new(local_bytes),
             bans: BanState::default(),
@@ -163,7 +164,7 @@ impl Cache {
     /// tick.
     pub fn report_served(&mut self, sd: &dyn SharedData) {
         let served: Vec<(u32, u64)> = self.served.drain().collect();
-        SharedTier::mark_visited(sd, &served);
+        self.shared.mark_visited(sd, &served);
     }
 
     fn note_served(&mut self, slot: u32, obj: &StoredObject) {
@@ -549,48 +550,55 @@ impl Cache {
         now_ms: u64,
         retire: &Retirement,
     ) -> u64 {
-        let dir = SharedTier::dir(sd);
-        let mut next = cursor;
-        let mut finished = true;
-        for (examined, e) in dir
-            .entries
-            .iter()
-            .filter(|e| e.version > cursor)
-            .enumerate()
-        {
-            if examined >= budget {
-                finished = false;
-                break;
+        // The cursor is (shard << 56) | the last version examined in that shard.
+        let shards = self.shared.shards.max(1);
+        let (mut shard, mut after) = (
+            u32::try_from(cursor >> 56).unwrap_or(0),
+            cursor & ((1 << 56) - 1),
+        );
+        let mut examined = 0;
+        while shard < shards {
+            let dir = self.shared.dir(sd, shard);
+            let from = after;
+            for e in dir.entries.iter().filter(|e| e.version > from) {
+                if examined >= budget {
+                    return (u64::from(shard) << 56) | after;
+                }
+                examined += 1;
+                self.counts.lurker_examined += 1;
+                after = e.version;
+                let obj = SharedTier::get_slot(sd, e.slot);
+                let gone = match &obj {
+                    None => true,
+                    Some(o) if o.h.version != e.version => true,
+                    Some(o) => e.end_ms <= now_ms || self.bans.check_objects_only(o),
+                };
+                let clear = obj.as_ref().is_some_and(|o| o.h.version == e.version);
+                if gone
+                    && let Some((bytes, objects)) = self.shared.remove(sd, e.slot, e.version, clear)
+                {
+                    self.counts.lurker_evicted += 1;
+                    self.counts.bytes_stored = Some(bytes);
+                    self.counts.objects = Some(objects);
+                }
             }
-            self.counts.lurker_examined += 1;
-            next = e.version;
-            let obj = SharedTier::get_slot(sd, e.slot);
-            let gone = match &obj {
-                None => true,
-                Some(o) if o.h.version != e.version => true,
-                Some(o) => e.end_ms <= now_ms || self.bans.check_objects_only(o),
-            };
-            let clear = obj.as_ref().is_some_and(|o| o.h.version == e.version);
-            if gone && let Some((bytes, objects)) = SharedTier::remove(sd, e.slot, e.version, clear)
-            {
-                self.counts.lurker_evicted += 1;
-                self.counts.bytes_stored = Some(bytes);
-                self.counts.objects = Some(objects);
-            }
-        }
-        if !finished {
-            return next;
+            shard += 1;
+            after = 0;
         }
         self.counts.lurker_passes += 1;
-        let dir = SharedTier::dir(sd);
-        self.counts.bytes_stored = Some(dir.bytes);
-        self.counts.objects = Some(dir.entries.len() as u64);
-        let oldest = dir
-            .entries
-            .iter()
-            .map(|e| e.stored_at_ms)
-            .min()
-            .unwrap_or(now_ms);
+        let (mut bytes, mut objects, mut oldest) = (0, 0, now_ms);
+        for shard in 0..shards {
+            let dir = self.shared.dir(sd, shard);
+            bytes += dir.bytes;
+            objects += dir.entries.len() as u64;
+            oldest = dir
+                .entries
+                .iter()
+                .map(|e| e.stored_at_ms)
+                .fold(oldest, u64::min);
+        }
+        self.counts.bytes_stored = Some(bytes);
+        self.counts.objects = Some(objects);
         let retired = bans::retire_lurked(
             sd,
             retire.pass_started_ms.saturating_sub(retire.fetch_bound_ms),

@@ -38,8 +38,29 @@ use crate::SharedData;
 /// Prefix of every shared-data key the filter uses.
 pub const PREFIX: &str = "cachet.";
 
-/// Key of the directory entry.
-const DIR_KEY: &str = "cachet.dir";
+/// Prefix of the directory shards' keys (`cachet.dir.<shard>`).
+const DIR_PREFIX: &str = "cachet.dir.";
+
+/// Key of the running totals over every shard: bytes, objects (`u64` LE each).
+const TOTALS_KEY: &str = "cachet.dir.totals";
+
+/// Shared-tier bytes per directory shard when sizing the shard count.
+pub const SHARD_BYTES: u64 = 4 << 20;
+
+/// Most directory shards.
+pub const MAX_SHARDS: u64 = 64;
+
+/// The key of directory shard `shard`.
+fn dir_key(shard: u32) -> String {
+    format!("{DIR_PREFIX}{shard}")
+}
+
+/// Directory shards for a byte bound: one per [`SHARD_BYTES`], 1..=[`MAX_SHARDS`]. Each
+/// shard accounts its slots (`slot % shards`) against `bound / shards`, so an insert
+/// rewrites one shard, not the whole directory.
+pub fn shard_count(shared_bytes: u64) -> u32 {
+    u32::try_from((shared_bytes / SHARD_BYTES).clamp(1, MAX_SHARDS)).unwrap_or(1)
+}
 
 /// Fewest object slots, whatever the byte bound.
 pub const MIN_SLOTS: u64 = 1024;
@@ -492,6 +513,8 @@ pub struct SharedTier {
     pub bound: u64,
     /// The process's slot-hash key ([`hash_key`]).
     pub key: [u64; 2],
+    /// Directory shards ([`shard_count`]).
+    pub shards: u32,
 }
 
 impl SharedTier {
@@ -508,22 +531,68 @@ impl SharedTier {
         u32::try_from(self.fingerprint(key) % self.slots.max(1)).unwrap_or(0)
     }
 
-    /// Marks served objects visited (CLOCK's reference bits), one directory write for
-    /// all of them; entries replaced meanwhile (another version) are skipped. Returns how
-    /// many were marked.
-    pub fn mark_visited(sd: &dyn SharedData, served: &[(u32, u64)]) -> usize {
-        if served.is_empty() {
-            return 0;
+    /// The directory shard of `slot`.
+    pub fn shard_of(&self, slot: u32) -> u32 {
+        slot % self.shards.max(1)
+    }
+
+    /// Reads shard `shard` and its CAS token, creating the entry when it does not exist
+    /// yet (so every write can be a real compare-and-swap).
+    fn read_dir(sd: &dyn SharedData, shard: u32) -> (Dir, Option<u32>) {
+        let key = dir_key(shard);
+        let (raw, cas) = sd.get(&key);
+        if cas.is_none() {
+            sd.set(&key, &[], None);
+            let (raw, cas) = sd.get(&key);
+            return (raw.as_deref().map(Dir::decode).unwrap_or_default(), cas);
         }
+        (raw.as_deref().map(Dir::decode).unwrap_or_default(), cas)
+    }
+
+    /// Adds to the running totals (best effort: a gauge, not the bound).
+    fn add_totals(sd: &dyn SharedData, bytes: i64, objects: i64) -> (u64, u64) {
         for _ in 0..DIR_CAS_RETRIES {
-            let (raw, cas) = sd.get(DIR_KEY);
-            let mut dir = raw.as_deref().map(Dir::decode).unwrap_or_default();
-            let n = dir.mark(served);
-            if n == 0 || sd.set(DIR_KEY, &dir.encode(), cas.or(Some(0))) {
-                return n;
+            let (raw, cas) = sd.get(TOTALS_KEY);
+            let raw = raw.unwrap_or_default();
+            let at = |o: usize| {
+                raw.get(o..o + 8)
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, u64::from_le_bytes)
+            };
+            let b = at(0).saturating_add_signed(bytes);
+            let n = at(8).saturating_add_signed(objects);
+            let mut out = b.to_le_bytes().to_vec();
+            out.extend_from_slice(&n.to_le_bytes());
+            if cas.is_none() {
+                sd.set(TOTALS_KEY, &[], None);
+                continue;
+            }
+            if sd.set(TOTALS_KEY, &out, cas) {
+                return (b, n);
             }
         }
-        0
+        (0, 0)
+    }
+
+    /// Marks served objects visited (CLOCK's reference bits): one write per shard they
+    /// live in; entries replaced meanwhile (another version) are skipped. Returns how many
+    /// were marked.
+    pub fn mark_visited(&self, sd: &dyn SharedData, served: &[(u32, u64)]) -> usize {
+        let mut shards: Vec<u32> = served.iter().map(|(s, _)| self.shard_of(*s)).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        let mut marked = 0;
+        for shard in shards {
+            for _ in 0..DIR_CAS_RETRIES {
+                let (mut dir, cas) = Self::read_dir(sd, shard);
+                let n = dir.mark(served);
+                if n == 0 || sd.set(&dir_key(shard), &dir.encode(), cas) {
+                    marked += n;
+                    break;
+                }
+            }
+        }
+        marked
     }
 
     /// Looks `key` up: the object if its slot holds this key.
@@ -536,10 +605,12 @@ impl SharedTier {
     pub fn insert(&self, sd: &dyn SharedData, obj: &mut StoredObject, now_ms: u64) -> Inserted {
         let fingerprint = self.fingerprint(&obj.h.key);
         let slot = u32::try_from(fingerprint % self.slots.max(1)).unwrap_or(0);
+        let shard = self.shard_of(slot);
+        let bound = self.bound / u64::from(self.shards.max(1));
         let mut out = Inserted::default();
         for _ in 0..DIR_CAS_RETRIES {
-            let (raw, cas) = sd.get(DIR_KEY);
-            let mut dir = raw.as_deref().map(Dir::decode).unwrap_or_default();
+            let (mut dir, cas) = Self::read_dir(sd, shard);
+            let (bytes_before, objects_before) = (dir.bytes, dir.entries.len());
             obj.h.version = dir.next_version.max(1);
             let bytes = obj.encode();
             let end_ms = obj.h.meta.times.keep_end().as_millis();
@@ -550,7 +621,7 @@ impl SharedTier {
                 bytes.len() as u64,
                 stored_at,
                 end_ms,
-                self.bound,
+                bound,
                 now_ms,
             ) {
                 Ok((_, victims)) => victims,
@@ -558,11 +629,11 @@ impl SharedTier {
                 Err(Admit::Collision) => {
                     // Not admitted; the occupant's bit cleared (best effort).
                     out.refused = true;
-                    sd.set(DIR_KEY, &dir.encode(), cas.or(Some(0)));
+                    sd.set(&dir_key(shard), &dir.encode(), cas);
                     return out;
                 }
             };
-            if !sd.set(DIR_KEY, &dir.encode(), cas.or(Some(0))) {
+            if !sd.set(&dir_key(shard), &dir.encode(), cas) {
                 continue;
             }
             for v in &victims {
@@ -573,8 +644,14 @@ impl SharedTier {
             write_slot(sd, slot, obj.h.version, &bytes);
             out.stored = true;
             out.evicted = victims.len() as u64;
-            out.bytes = dir.bytes;
-            out.objects = dir.entries.len() as u64;
+            #[allow(clippy::cast_possible_wrap, reason = "shard totals are far below 2^63")]
+            let (bytes, objects) = Self::add_totals(
+                sd,
+                dir.bytes as i64 - bytes_before as i64,
+                dir.entries.len() as i64 - objects_before as i64,
+            );
+            out.bytes = bytes;
+            out.objects = objects;
             return out;
         }
         out.conflict = true;
@@ -583,30 +660,36 @@ impl SharedTier {
 
     /// Removes the directory entry of `slot` with `version` (lurker) and, when `clear`,
     /// empties the slot (not when the slot already holds another object). Returns the
-    /// directory totals after the removal, or `None` when nothing was removed.
-    pub fn remove(sd: &dyn SharedData, slot: u32, version: u64, clear: bool) -> Option<(u64, u64)> {
+    /// running totals after the removal, or `None` when nothing was removed.
+    pub fn remove(
+        &self,
+        sd: &dyn SharedData,
+        slot: u32,
+        version: u64,
+        clear: bool,
+    ) -> Option<(u64, u64)> {
+        let shard = self.shard_of(slot);
         for _ in 0..DIR_CAS_RETRIES {
-            let (raw, cas) = sd.get(DIR_KEY);
-            let mut dir = raw.as_deref().map(Dir::decode).unwrap_or_default();
+            let (mut dir, cas) = Self::read_dir(sd, shard);
             let i = dir
                 .entries
                 .iter()
                 .position(|e| e.slot == slot && e.version == version)?;
             let e = dir.entries.remove(i)?;
             dir.bytes = dir.bytes.saturating_sub(u64::from(e.size));
-            if sd.set(DIR_KEY, &dir.encode(), cas.or(Some(0))) {
+            if sd.set(&dir_key(shard), &dir.encode(), cas) {
                 if clear {
                     write_slot(sd, slot, version, &[]);
                 }
-                return Some((dir.bytes, dir.entries.len() as u64));
+                return Some(Self::add_totals(sd, -i64::from(e.size), -1));
             }
         }
         None
     }
 
-    /// A copy of the directory.
-    pub fn dir(sd: &dyn SharedData) -> Dir {
-        sd.get(DIR_KEY)
+    /// A copy of directory shard `shard`.
+    pub fn dir(&self, sd: &dyn SharedData, shard: u32) -> Dir {
+        sd.get(&dir_key(shard))
             .0
             .as_deref()
             .map(Dir::decode)

@@ -44,13 +44,14 @@ fn the_shared_tier_stays_within_its_byte_bound() {
         slots: slot_count(bound),
         bound,
         key: [1, 2],
+        shards: 1,
     };
     for i in 0..200u64 {
         let mut o = object(&format!("k{i}"), 4_000, 1_000 + i);
         let r = tier.insert(&sd, &mut o, 1_000 + i);
         assert!(r.bytes <= bound, "{} > {bound} after insert {i}", r.bytes);
     }
-    let dir = SharedTier::dir(&sd);
+    let dir = tier.dir(&sd, 0);
     assert!(dir.bytes <= bound);
     let last = tier.get(&sd, "k199").expect("the newest object is held");
     assert_eq!(last.body.len(), 4_000);
@@ -124,7 +125,7 @@ impl SharedData for Interleaved<'_> {
 
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
         let ok = self.inner.set(key, value, cas);
-        if ok && key == "cachet.dir" {
+        if ok && key.starts_with("cachet.dir.") && key != "cachet.dir.totals" {
             let step = self.after_dir.borrow_mut().take();
             if let Some(step) = step {
                 step();
@@ -137,7 +138,7 @@ impl SharedData for Interleaved<'_> {
 /// Bytes held in object slots, and the accounted bytes of the entries whose slot holds
 /// their own version.
 fn held_and_accounted(sd: &MemoryStore, tier: &SharedTier) -> (u64, u64) {
-    let dir = SharedTier::dir(sd);
+    let dir = tier.dir(sd, 0);
     let mut held = 0;
     for slot in 0..u32::try_from(tier.slots).expect("slots fit u32") {
         held += sd.get(&slot_key(slot)).0.map_or(0, |v| v.len() as u64);
@@ -152,6 +153,7 @@ fn two_inserts_racing_for_one_slot_leave_the_one_the_directory_accounts_for() {
         slots: slot_count(64 * 1024),
         bound: 64 * 1024,
         key: [3, 4],
+        shards: 1,
     };
     // Two keys that share a slot.
     let a_key = "k0".to_owned();
@@ -159,6 +161,8 @@ fn two_inserts_racing_for_one_slot_leave_the_one_the_directory_accounts_for() {
         .map(|i| format!("k{i}"))
         .find(|k| tier.slot_of(k) == tier.slot_of(&a_key))
         .expect("a colliding key");
+    // The directory shard exists (its creation is not the commit the hook waits for).
+    sd.set("cachet.dir.0", &[], None);
     let small = std::cell::RefCell::new(object(&b_key, 100, 2_000));
     // Worker A commits its (large) object to the directory; before it writes the slot,
     // worker B inserts a small object into the same slot and finishes.
@@ -182,4 +186,27 @@ fn two_inserts_racing_for_one_slot_leave_the_one_the_directory_accounts_for() {
         held <= accounted,
         "{held} bytes held, {accounted} accounted"
     );
+}
+
+#[test]
+fn a_sharded_directory_keeps_the_whole_tier_within_its_bound() {
+    let sd = MemoryStore::default();
+    let bound = 256 * 1024;
+    let tier = SharedTier {
+        slots: slot_count(bound),
+        bound,
+        key: [5, 6],
+        shards: 4,
+    };
+    for i in 0..400u64 {
+        let mut o = object(&format!("k{i}"), 4_000, 1_000 + i);
+        let r = tier.insert(&sd, &mut o, 1_000 + i);
+        let held: u64 = (0..4).map(|s| tier.dir(&sd, s).bytes).sum();
+        assert!(held <= bound, "{held} > {bound} after insert {i}");
+        if r.stored {
+            assert_eq!(r.bytes, held, "the running totals match the shards");
+        }
+    }
+    let objects: usize = (0..4).map(|s| tier.dir(&sd, s).entries.len()).sum();
+    assert!(objects > 40, "every shard holds objects: {objects}");
 }

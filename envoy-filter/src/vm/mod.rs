@@ -194,7 +194,6 @@ impl Vm {
     /// VM id (lock owner identity).
     pub fn init_shared(&self) {
         for k in [
-            "cachet.dir",
             bans::LOG_KEY,
             bans::EPOCH_KEY,
             cachet_store::cache::LURKER_KEY,
