@@ -29,7 +29,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use cachet_policy::Policy;
-use cachet_policy::admin::{AddedBan, AdminError, BanLog};
+use cachet_policy::admin::{AddedBan, AdminError, BanLog, LookupRequest};
 use cachet_policy::banindex::{self, BanIndex, ColdBytes, Header, IndexError};
 use cachet_policy::object::Meta;
 use fastly::cache::core::{self, CacheKey, Found};
@@ -90,14 +90,35 @@ pub(crate) fn authoritative(policy: &Policy) -> Result<BanLog, AdminError> {
     read_kv(&open(policy)?).map(|(log, _)| log)
 }
 
-/// The bans as one request sees them: this POP's copy of the index, its head read.
+/// The bans as one request sees them: this POP's copy of the index.
 pub(crate) enum Bans {
     /// No ban can apply (no index, store unavailable).
     None,
-    /// The index head, with the open core-cache entry its cold part is read from.
-    Local { head: Vec<u8>, found: Found },
+    /// The open core-cache entry; the head is read on the first check that needs it.
+    Local(Local),
     /// A whole index in memory (just built or read from the KV store).
     Whole(Vec<u8>),
+}
+
+/// This POP's copy, opened: what its user metadata says, the head once read.
+pub(crate) struct Local {
+    found: Found,
+    head_len: usize,
+    /// The floor and the newest ban's time, ms (objects stored at or after the newest ban,
+    /// and not before the floor, need no read at all).
+    trimmed_at_ms: u64,
+    newest_at_ms: u64,
+    head: std::cell::OnceCell<Option<Vec<u8>>>,
+}
+
+/// The user metadata of the core-cache copy: head length (u32), floor and newest ban
+/// time (u64 each), little-endian.
+fn local_meta(h: &Header) -> [u8; 20] {
+    let mut m = [0u8; 20];
+    m[..4].copy_from_slice(&u32::try_from(h.head_len).unwrap_or(u32::MAX).to_le_bytes());
+    m[4..12].copy_from_slice(&h.trimmed_at_ms.to_le_bytes());
+    m[12..].copy_from_slice(&h.newest_at_ms.to_le_bytes());
+    m
 }
 
 /// Ranged reads of the core-cache copy.
@@ -125,18 +146,49 @@ fn read_range(found: &Found, at: usize, len: usize) -> Result<Vec<u8>, IndexErro
     Ok(buf)
 }
 
-/// This POP's copy: one lookup, one ranged read of the head (its length is the entry's
-/// user metadata). `None` when absent or unreadable.
+/// This POP's copy: one lookup; the head is read later, in one ranged read, only by a
+/// check that needs it. `None` when absent or its metadata unreadable.
 fn local() -> Option<Bans> {
     let found = core::lookup(CacheKey::from_static(LOCAL_COPY_KEY))
         .always_use_requested_range()
         .execute()
         .ok()??;
     let meta = found.user_metadata();
+    let word = |at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(meta.get(at..at + 8)?.try_into().ok()?))
+    };
     let head_len = usize::try_from(u32::from_le_bytes(meta.get(..4)?.try_into().ok()?)).ok()?;
-    let head = read_range(&found, 0, head_len).ok()?;
-    BanIndex::from_head(&head).ok()?;
-    Some(Bans::Local { head, found })
+    Some(Bans::Local(Local {
+        head_len,
+        trimmed_at_ms: word(4)?,
+        newest_at_ms: word(12)?,
+        found,
+        head: std::cell::OnceCell::new(),
+    }))
+}
+
+impl Local {
+    fn check<'a, F: Fn(&str) -> Option<&'a str>>(
+        &self,
+        meta: &Meta,
+        req: &LookupRequest<'a, F>,
+    ) -> Option<u64> {
+        let stored = meta.times.stored_at.as_millis();
+        if stored < self.trimmed_at_ms {
+            return Some(0);
+        }
+        if self.newest_at_ms <= stored {
+            return None;
+        }
+        let head = self
+            .head
+            .get_or_init(|| read_range(&self.found, 0, self.head_len).ok())
+            .as_deref()?;
+        BanIndex::from_head(head)
+            .and_then(|ix| ix.check(&FoundCold(&self.found), meta, req))
+            .ok()
+            .flatten()
+    }
 }
 
 /// The bans as this POP sees them: the core-cache copy of the index, re-read from the KV
@@ -239,7 +291,7 @@ fn write_index(store: &KVStore, bytes: &[u8]) -> Result<(), AdminError> {
 fn publish_local(policy: &Policy, bytes: &[u8]) {
     let Ok(h) = Header::parse(bytes) else { return };
     let ttl: Duration = policy.config().bans.sync_interval.0;
-    let meta = u32::try_from(h.head_len).unwrap_or(u32::MAX).to_le_bytes();
+    let meta = local_meta(&h);
     if let Ok(mut w) = core::insert(CacheKey::from_static(LOCAL_COPY_KEY), ttl)
         .known_length(bytes.len() as u64)
         .user_metadata(bytes::Bytes::copy_from_slice(&meta))
@@ -301,13 +353,10 @@ pub(crate) fn check<'a>(
     url: &'a str,
     header: impl Fn(&str) -> Option<&'a str>,
 ) -> Option<u64> {
-    let req = cachet_policy::admin::LookupRequest { url, header };
+    let req = LookupRequest { url, header };
     match bans {
         Bans::None => None,
-        Bans::Local { head, found } => BanIndex::from_head(head)
-            .and_then(|ix| ix.check(&FoundCold(found), meta, &req))
-            .ok()
-            .flatten(),
+        Bans::Local(local) => local.check(meta, &req),
         Bans::Whole(bytes) => BanIndex::from_head(bytes)
             .and_then(|ix| ix.check(bytes.as_slice(), meta, &req))
             .ok()
