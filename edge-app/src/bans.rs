@@ -32,7 +32,7 @@ use cachet_policy::Policy;
 use cachet_policy::admin::{AddedBan, AdminError, BanLog, LookupRequest};
 use cachet_policy::banindex::{self, BanIndex, ColdBytes, Header, IndexError};
 use cachet_policy::object::Meta;
-use fastly::cache::core::{self, CacheKey, Found};
+use fastly::cache::core::{self, CacheKey, Found, Transaction};
 use fastly::kv_store::{InsertMode, KVStore, KVStoreError};
 
 /// KV item holding the ban log (JSON, `cachet_policy::banlog::BanLog`).
@@ -49,6 +49,10 @@ pub(crate) const KV_PART_LIMIT: usize = 20 * 1024 * 1024;
 /// Core-cache key of this POP's copy of the index. Cache keys of objects always contain
 /// a `/` (host + target), this one cannot collide.
 const LOCAL_COPY_KEY: &[u8] = b"cachet:ban-index";
+
+/// How long this POP's copy may be served stale while one request refreshes it (bounds
+/// the staleness only when every refresh fails: otherwise the refresh takes one KV read).
+const LOCAL_COPY_SWR: Duration = Duration::from_secs(60);
 
 /// Attempts at a compare-and-swap write before giving up with `503`.
 const MAX_CAS_ATTEMPTS: usize = 8;
@@ -146,13 +150,9 @@ fn read_range(found: &Found, at: usize, len: usize) -> Result<Vec<u8>, IndexErro
     Ok(buf)
 }
 
-/// This POP's copy: one lookup; the head is read later, in one ranged read, only by a
-/// check that needs it. `None` when absent or its metadata unreadable.
-fn local() -> Option<Bans> {
-    let found = core::lookup(CacheKey::from_static(LOCAL_COPY_KEY))
-        .always_use_requested_range()
-        .execute()
-        .ok()??;
+/// This POP's copy from a lookup: its head is read later, in one ranged read, only by a
+/// check that needs it. `None` when its metadata is unreadable.
+fn local(found: Found) -> Option<Bans> {
     let meta = found.user_metadata();
     let word = |at: usize| -> Option<u64> {
         Some(u64::from_le_bytes(meta.get(at..at + 8)?.try_into().ok()?))
@@ -191,19 +191,34 @@ impl Local {
     }
 }
 
-/// The bans as this POP sees them: the core-cache copy of the index, re-read from the KV
-/// store when older than `[bans].sync_interval`. A missing or broken store means no bans
-/// (logged by the caller through the returned error text).
+/// The bans as this POP sees them: the core-cache copy of the index. Once it is older
+/// than `[bans].sync_interval`, one request (the core cache's obligation) re-reads the KV
+/// store and replaces it while the others keep using the previous copy (stale for at most
+/// [`LOCAL_COPY_SWR`]). A missing or broken store means no bans (logged by the caller
+/// through the returned error text).
 pub(crate) fn current(policy: &Policy) -> (Bans, Option<String>) {
-    if let Some(b) = local() {
+    let tx = match Transaction::lookup(CacheKey::from_static(LOCAL_COPY_KEY))
+        .always_use_requested_range()
+        .execute()
+    {
+        Ok(tx) => tx,
+        Err(e) => return (Bans::None, Some(e.to_string())),
+    };
+    let found = tx.found();
+    if !tx.must_insert_or_update()
+        && let Some(b) = found.and_then(local)
+    {
         return (b, None);
     }
     match open(policy).and_then(|s| sync(&s)) {
         Ok(bytes) => {
-            publish_local(policy, &bytes);
+            publish_local(policy, tx, &bytes);
             (Bans::Whole(bytes), None)
         }
-        Err(e) => (Bans::None, Some(e.to_string())),
+        Err(e) => {
+            let _ = tx.cancel_insert_or_update();
+            (Bans::None, Some(e.to_string()))
+        }
     }
 }
 
@@ -286,15 +301,41 @@ fn write_index(store: &KVStore, bytes: &[u8]) -> Result<(), AdminError> {
     ))
 }
 
-/// Replaces this POP's copy (valid for `sync_interval`); the head length rides in the
-/// entry's user metadata so a request reads the head in one ranged read.
-fn publish_local(policy: &Policy, bytes: &[u8]) {
+/// Replaces this POP's copy (fresh for `sync_interval`, then served stale for at most
+/// [`LOCAL_COPY_SWR`] while one request refreshes it); the head length, floor and newest
+/// ban time ride in the entry's user metadata ([`local_meta`]).
+fn publish_local(policy: &Policy, tx: Transaction, bytes: &[u8]) {
+    let Ok(h) = Header::parse(bytes) else {
+        let _ = tx.cancel_insert_or_update();
+        return;
+    };
+    let ttl: Duration = policy.config().bans.sync_interval.0;
+    let insert = if tx.must_insert_or_update() {
+        tx.insert(ttl)
+    } else {
+        return;
+    };
+    if let Ok(mut w) = insert
+        .stale_while_revalidate(LOCAL_COPY_SWR)
+        .known_length(bytes.len() as u64)
+        .user_metadata(bytes::Bytes::copy_from_slice(&local_meta(&h)))
+        .execute()
+    {
+        use std::io::Write;
+        if w.write_all(bytes).is_ok() {
+            let _ = w.finish();
+        }
+    }
+}
+
+/// Replaces this POP's copy outside a lookup (the admin call, after a write).
+fn replace_local(policy: &Policy, bytes: &[u8]) {
     let Ok(h) = Header::parse(bytes) else { return };
     let ttl: Duration = policy.config().bans.sync_interval.0;
-    let meta = local_meta(&h);
     if let Ok(mut w) = core::insert(CacheKey::from_static(LOCAL_COPY_KEY), ttl)
+        .stale_while_revalidate(LOCAL_COPY_SWR)
         .known_length(bytes.len() as u64)
-        .user_metadata(bytes::Bytes::copy_from_slice(&meta))
+        .user_metadata(bytes::Bytes::copy_from_slice(&local_meta(&h)))
         .execute()
     {
         use std::io::Write;
@@ -316,6 +357,8 @@ fn publish_local(policy: &Policy, bytes: &[u8]) {
 pub(crate) fn add(policy: &Policy, expr: &str, now_ms: u64) -> Result<AddedBan, AdminError> {
     let cfg = &policy.config().bans;
     let store = open(policy)?;
+    // The current index files every entry it holds: only the new ban is parsed.
+    let previous = read_index(&store).map(|(bytes, _)| bytes);
     for _ in 0..MAX_CAS_ATTEMPTS {
         let (mut log, generation) = read_kv(&store)?;
         log.retire(now_ms, cfg.retention.0);
@@ -329,9 +372,9 @@ pub(crate) fn add(policy: &Policy, expr: &str, now_ms: u64) -> Result<AddedBan, 
         };
         match insert.execute(BAN_LOG_ITEM, log.to_json()) {
             Ok(()) => {
-                let bytes = banindex::encode(&log);
+                let bytes = banindex::encode_with(&log, previous.as_deref());
                 let _ = write_index(&store, &bytes);
-                publish_local(policy, &bytes);
+                replace_local(policy, &bytes);
                 return Ok(added);
             }
             Err(KVStoreError::ItemPreconditionFailed) => {}

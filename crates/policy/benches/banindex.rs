@@ -5,7 +5,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use cachet_ban::Request;
-use cachet_policy::banindex::{BanIndex, ColdBytes, IndexError, encode};
+use cachet_policy::banindex::{BanIndex, ColdBytes, IndexError, encode, encode_with};
 use cachet_policy::banlog::{BanLog, purge_expr};
 use cachet_policy::object::Meta;
 use cachet_refresh::Timestamp;
@@ -72,9 +72,7 @@ fn bench(c: &mut Criterion) {
     for &n in &[0usize, 1_000, 10_000, 100_000] {
         let log = log_of(n, 0);
         let bytes = encode(&log);
-        let head_len = BanIndex::from_bytes(&bytes)
-            .map(|ix| ix.header().head_len)
-            .unwrap_or(0);
+        let head_len = BanIndex::from_bytes(&bytes).map_or(0, |ix| ix.header().head_len);
         eprintln!(
             "{n} bans: index {} bytes, head {head_len} bytes",
             bytes.len()
@@ -106,9 +104,7 @@ fn bench(c: &mut Criterion) {
     // Bans no index answers: each one newer than the object is parsed and compiled.
     for &u in &[10usize, 100] {
         let bytes = encode(&log_of(10_000, u));
-        let head_len = BanIndex::from_bytes(&bytes)
-            .map(|ix| ix.header().head_len)
-            .unwrap_or(0);
+        let head_len = BanIndex::from_bytes(&bytes).map_or(0, |ix| ix.header().head_len);
         g.bench_with_input(
             BenchmarkId::new("index_clean_hit_10000_plus_unanchored", u),
             &u,
@@ -122,6 +118,13 @@ fn bench(c: &mut Criterion) {
         let log = log_of(n, 0);
         g.bench_with_input(BenchmarkId::new("encode", n), &n, |b, _| {
             b.iter(|| encode(black_box(&log)));
+        });
+        // The admin call: one more ban on top of the current index.
+        let previous = encode(&log);
+        let mut next = log.clone();
+        let _ = next.add_ban("req.url == /new", 50_000_000, usize::MAX);
+        g.bench_with_input(BenchmarkId::new("encode_with_previous", n), &n, |b, _| {
+            b.iter(|| encode_with(black_box(&next), Some(&previous)));
         });
     }
     g.finish();

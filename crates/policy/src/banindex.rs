@@ -56,7 +56,7 @@ pub const BLOOM_HASHES: u64 = 6;
 const BLOOM_BITS_PER_KEY: usize = 10;
 
 const KEY_ENTRY_LEN: usize = 28;
-const RECORD_LEN: usize = 28;
+const RECORD_LEN: usize = 32;
 const SCAN_ENTRY_LEN: usize = 24;
 
 const KIND_EXACT: u8 = 1;
@@ -724,7 +724,10 @@ struct Rec {
     at_ms: u64,
     id: u64,
     complete: bool,
+    /// The expression kept for evaluation (empty when complete).
     expr: String,
+    /// [`checksum`] of the log entry's expression text (recognizes the entry later).
+    text_sum: u32,
 }
 
 /// Builds the index of `log` (its live bans and hard purges; soft purges never ban, and an
@@ -732,8 +735,109 @@ struct Rec {
 /// Deterministic: the same log gives the same bytes.
 ///
 /// Cost: one parse per entry (regexes of unanchored bans are validated, not kept), so
-/// O(entries) on the admin call, never on a lookup.
+/// O(entries) parses on the admin call, never on a lookup; [`encode_with`] skips the
+/// parses of entries an earlier index already filed.
 pub fn encode(log: &BanLog) -> Vec<u8> {
+    encode_with(log, None)
+}
+
+/// Where an entry is filed.
+#[derive(Debug, Clone)]
+enum Filed {
+    /// Under an anchor: field name, kind, key, complete, expression (empty when complete).
+    Anchored(String, u8, String, bool, String),
+    /// In the scan list.
+    Scan,
+}
+
+fn classify(text: &str) -> Option<Filed> {
+    let expr = BanExpr::parse(text).ok()?;
+    let Some(a) = cachet_ban::anchor(&expr) else {
+        return Some(Filed::Scan);
+    };
+    let kind = match a.kind {
+        AnchorKind::Exact => KIND_EXACT,
+        AnchorKind::Prefix => KIND_PREFIX,
+        AnchorKind::Token => KIND_TOKEN,
+    };
+    let kept = if a.complete {
+        String::new()
+    } else {
+        text.to_owned()
+    };
+    Some(Filed::Anchored(
+        a.field.to_string(),
+        kind,
+        a.key.to_owned(),
+        a.complete,
+        kept,
+    ))
+}
+
+/// How an earlier index filed each of its entries, by id, time and a checksum of the
+/// expression text (an entry never changes; the time and text guard against an index of
+/// another log, such as one from before the KV store was emptied). Empty when `bytes` is not an intact index.
+fn filed_by_id(bytes: &[u8]) -> std::collections::HashMap<(u64, u64, u32), Filed> {
+    let mut out = std::collections::HashMap::new();
+    let Ok(ix) = BanIndex::from_bytes(bytes) else {
+        return out;
+    };
+    for e in ix.scan.chunks_exact(SCAN_ENTRY_LEN) {
+        let text = usize_at(e, 16)
+            .zip(usize_at(e, 20))
+            .and_then(|(off, len)| ix.head.get(off..off.checked_add(len)?));
+        if let (Some(at_ms), Some(id), Some(text)) = (u64_at(e, 0), u64_at(e, 8), text) {
+            out.insert((id, at_ms, checksum(text)), Filed::Scan);
+        }
+    }
+    let Ok(l) = ix.layout() else { return out };
+    let str_at = |off: Option<usize>, len: Option<usize>| -> Option<String> {
+        let (off, len) = (off?, len?);
+        let b = bytes.get(off..off.checked_add(len)?)?;
+        String::from_utf8(b.to_vec()).ok()
+    };
+    for k in 0..ix.header.keys {
+        let e = l.keys + k * KEY_ENTRY_LEN;
+        let Some(e) = bytes.get(e..e + KEY_ENTRY_LEN) else {
+            break;
+        };
+        let field = u16_at(e, 24).and_then(|f| ix.fields.get(usize::from(f)));
+        let (Some(field), Some(&kind)) = (field, e.get(26)) else {
+            continue;
+        };
+        let Some(key) = str_at(usize_at(e, 16), usize_at(e, 20)) else {
+            continue;
+        };
+        let (start, count) = (usize_at(e, 8).unwrap_or(0), usize_at(e, 12).unwrap_or(0));
+        for r in 0..count {
+            let at = l.records + (start + r) * RECORD_LEN;
+            let Some(r) = bytes.get(at..at + RECORD_LEN) else {
+                break;
+            };
+            let (Some(at_ms), Some(id), Some(expr), Some(sum)) = (
+                u64_at(r, 0),
+                u64_at(r, 8),
+                str_at(usize_at(r, 16), usize_at(r, 20)),
+                u32_at(r, 28),
+            ) else {
+                continue;
+            };
+            let complete = r.get(24) == Some(&1);
+            out.insert(
+                (id, at_ms, sum),
+                Filed::Anchored(field.name.to_owned(), kind, key.clone(), complete, expr),
+            );
+        }
+    }
+    out
+}
+
+/// As [`encode`], reusing how `previous` (an earlier index of the same log, if intact)
+/// filed the entries it holds, so that only new entries are parsed: the admin call's cost
+/// becomes O(entries) copies plus one parse per new ban. The result is byte for byte what
+/// [`encode`] gives.
+pub fn encode_with(log: &BanLog, previous: Option<&[u8]>) -> Vec<u8> {
+    let known = previous.map(filed_by_id).unwrap_or_default();
     let mut entries: Vec<_> = log
         .entries
         .iter()
@@ -745,15 +849,18 @@ pub fn encode(log: &BanLog) -> Vec<u8> {
     let mut scan: Vec<(u64, u64, String)> = Vec::new();
     let mut newest = 0u64;
     for e in entries {
-        let Ok(expr) = BanExpr::parse(&e.expr) else {
+        let Some(filed) = known
+            .get(&(e.id, e.at_ms, checksum(e.expr.as_bytes())))
+            .cloned()
+            .or_else(|| classify(&e.expr))
+        else {
             continue;
         };
         newest = newest.max(e.at_ms);
-        let Some(a) = cachet_ban::anchor(&expr) else {
+        let Filed::Anchored(name, kind, key, complete, expr) = filed else {
             scan.push((e.at_ms, e.id, e.expr.clone()));
             continue;
         };
-        let name = a.field.to_string();
         let fi = field_names
             .iter()
             .position(|n| *n == name)
@@ -761,27 +868,15 @@ pub fn encode(log: &BanLog) -> Vec<u8> {
                 field_names.push(name);
                 field_names.len() - 1
             });
-        let kind = match a.kind {
-            AnchorKind::Exact => KIND_EXACT,
-            AnchorKind::Prefix => KIND_PREFIX,
-            AnchorKind::Token => KIND_TOKEN,
-        };
         groups
-            .entry((
-                kind,
-                u16::try_from(fi).unwrap_or(u16::MAX),
-                a.key.to_owned(),
-            ))
+            .entry((kind, u16::try_from(fi).unwrap_or(u16::MAX), key))
             .or_default()
             .push(Rec {
                 at_ms: e.at_ms,
                 id: e.id,
-                complete: a.complete,
-                expr: if a.complete {
-                    String::new()
-                } else {
-                    e.expr.clone()
-                },
+                complete,
+                expr,
+                text_sum: checksum(e.expr.as_bytes()),
             });
     }
     Encoder::default().finish(log, newest, &field_names, groups, &scan)
@@ -890,6 +985,7 @@ impl Encoder {
                 put_u32(out, strings_at + expr_strings.len());
                 put_u32(out, r.expr.len());
                 out.extend_from_slice(&[u8::from(r.complete), 0, 0, 0]);
+                out.extend_from_slice(&r.text_sum.to_le_bytes());
                 expr_strings.extend_from_slice(r.expr.as_bytes());
             }
         }

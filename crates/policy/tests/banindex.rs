@@ -291,3 +291,30 @@ fn many_bans_newer_than_the_object_read_only_what_they_need() {
         Ok(Some(2))
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn encoding_from_an_earlier_index_gives_the_same_bytes(
+        ops in proptest::collection::vec((op(), 0u64..50), 0..40),
+        more in proptest::collection::vec((op(), 0u64..50), 0..10),
+        trim in proptest::option::of(0u64..400),
+    ) {
+        let before = build_log(&ops, None);
+        let mut all = ops.clone();
+        all.extend(more);
+        let after = build_log(&all, trim);
+        let previous = encode(&before);
+        prop_assert_eq!(
+            cachet_policy::banindex::encode_with(&after, Some(&previous)),
+            encode(&after)
+        );
+        // An index of another log (same ids, other bans) is not trusted.
+        let other = build_log(&all.iter().rev().cloned().collect::<Vec<_>>(), None);
+        prop_assert_eq!(
+            cachet_policy::banindex::encode_with(&after, Some(&encode(&other))),
+            encode(&after)
+        );
+    }
+}
