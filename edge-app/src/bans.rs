@@ -204,9 +204,8 @@ pub(crate) fn current(policy: &Policy) -> (Bans, Option<String>) {
         Ok(tx) => tx,
         Err(e) => return (Bans::None, Some(e.to_string())),
     };
-    let found = tx.found();
     if !tx.must_insert_or_update()
-        && let Some(b) = found.and_then(local)
+        && let Some(b) = tx.found().and_then(local)
     {
         return (b, None);
     }
@@ -216,30 +215,59 @@ pub(crate) fn current(policy: &Policy) -> (Bans, Option<String>) {
             (Bans::Whole(bytes), None)
         }
         Err(e) => {
+            // Keep using the previous copy, if any, until a refresh succeeds.
+            let stale = tx.found().and_then(local).unwrap_or(Bans::None);
             let _ = tx.cancel_insert_or_update();
-            (Bans::None, Some(e.to_string()))
+            (stale, Some(e.to_string()))
         }
     }
+}
+
+/// The stamp of a stored log read without its entries (serde skips them): for logs written
+/// without the stamp in their KV metadata (before the index existed).
+#[derive(serde::Deserialize)]
+struct LogStamp {
+    #[serde(default)]
+    generation: u64,
+    #[serde(default)]
+    next_id: u64,
 }
 
 /// The index for this POP: the KV copy when it is intact and as new as the log; else
 /// rebuilt from the JSON log (earlier layout, crash between the two writes) and written
 /// back to the KV store.
 fn sync(store: &KVStore) -> Result<Vec<u8>, AdminError> {
-    let log_stamp = match store.lookup(BAN_LOG_ITEM) {
-        Ok(item) => item
-            .metadata()
-            .and_then(|m| String::from_utf8(m.to_vec()).ok()),
+    let mut item = match store.lookup(BAN_LOG_ITEM) {
+        Ok(item) => item,
         Err(KVStoreError::ItemNotFound) => return Ok(banindex::encode(&BanLog::default())),
         Err(e) => return Err(AdminError::Store(e.to_string())),
     };
+    let log_stamp = item
+        .metadata()
+        .and_then(|m| String::from_utf8(m.to_vec()).ok());
+    let body = if log_stamp.is_none() {
+        Some(item.take_body_bytes())
+    } else {
+        None
+    };
     if let Some((bytes, _)) = read_index(store)
         && let Ok(ix) = BanIndex::from_bytes(&bytes)
-        && log_stamp.as_deref() == Some(stamp(ix.header().generation, ix.header().next_id).as_str())
     {
-        return Ok(bytes);
+        let h = ix.header();
+        let current = match (&log_stamp, &body) {
+            (Some(s), _) => *s == stamp(h.generation, h.next_id),
+            (None, Some(b)) => serde_json::from_slice::<LogStamp>(b)
+                .is_ok_and(|l| (l.generation, l.next_id) == (h.generation, h.next_id)),
+            (None, None) => false,
+        };
+        if current {
+            return Ok(bytes);
+        }
     }
-    let (log, _) = read_kv(store)?;
+    let log = match body {
+        Some(b) => BanLog::try_from_json(&b)?,
+        None => read_kv(store)?.0,
+    };
     let bytes = banindex::encode(&log);
     let _ = write_index(store, &bytes);
     Ok(bytes)
@@ -279,8 +307,10 @@ fn write_index(store: &KVStore, bytes: &[u8]) -> Result<(), AdminError> {
         let insert = match store.lookup(BAN_INDEX_ITEM) {
             Ok(mut item) => {
                 let g = item.current_generation();
-                let head = item.take_body_bytes();
-                if let Ok(h) = Header::parse(&head)
+                let mut head = [0u8; banindex::HEADER_LEN];
+                let read = item.take_body().read_exact(&mut head);
+                if read.is_ok()
+                    && let Ok(h) = Header::parse(&head)
                     && (h.next_id, h.generation) >= (ours.next_id, ours.generation)
                 {
                     return Ok(());
