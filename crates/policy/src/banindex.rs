@@ -122,15 +122,21 @@ impl ColdBytes for Vec<u8> {
 }
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
+    Some(u16::from_le_bytes(
+        b.get(at..at.saturating_add(2))?.try_into().ok()?,
+    ))
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    Some(u32::from_le_bytes(
+        b.get(at..at.saturating_add(4))?.try_into().ok()?,
+    ))
 }
 
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+    Some(u64::from_le_bytes(
+        b.get(at..at.saturating_add(8))?.try_into().ok()?,
+    ))
 }
 
 fn usize_at(b: &[u8], at: usize) -> Option<usize> {
@@ -344,7 +350,8 @@ impl<'a> BanIndex<'a> {
             .scanned
             .checked_mul(SCAN_ENTRY_LEN)
             .ok_or(bad("scan table"))?;
-        let scan = head.get(at..at + scan_len).ok_or(bad("scan table"))?;
+        let scan_end = at.checked_add(scan_len).ok_or(bad("scan table"))?;
+        let scan = head.get(at..scan_end).ok_or(bad("scan table"))?;
         let bloom_len = header
             .bloom_words
             .checked_mul(8)
@@ -352,7 +359,7 @@ impl<'a> BanIndex<'a> {
         let bloom_at = header
             .head_len
             .checked_sub(bloom_len)
-            .filter(|&b| b >= at + scan_len)
+            .filter(|&b| b >= scan_end)
             .ok_or(bad("bloom filter"))?;
         let bloom = head.get(bloom_at..).ok_or(bad("bloom filter"))?;
         if header.keys > 0 && bloom.is_empty() {
@@ -587,7 +594,7 @@ where
         if bucket + 1 >= l.dir_len {
             return Err(IndexError::Corrupt("hash directory"));
         }
-        let dir = self.cold.read(l.dir + bucket * 4, 8)?;
+        let dir = self.cold.read(l.dir.saturating_add(bucket * 4), 8)?;
         let (from, to) = (usize_at(&dir, 0), usize_at(&dir, 4));
         let (Some(from), Some(to)) = (from, to) else {
             return Err(IndexError::Corrupt("hash directory"));
@@ -595,9 +602,10 @@ where
         if from > to || to > self.index.header.keys {
             return Err(IndexError::Corrupt("hash directory"));
         }
-        let entries = self
-            .cold
-            .read(l.keys + from * KEY_ENTRY_LEN, (to - from) * KEY_ENTRY_LEN)?;
+        let entries = self.cold.read(
+            l.keys.saturating_add(from.saturating_mul(KEY_ENTRY_LEN)),
+            (to - from).saturating_mul(KEY_ENTRY_LEN),
+        )?;
         for e in entries.chunks_exact(KEY_ENTRY_LEN) {
             let bad = || IndexError::Corrupt("key table");
             if u64_at(e, 0).ok_or_else(bad)? != h
@@ -616,7 +624,10 @@ where
             if rec_start.saturating_add(rec_count) > self.index.header.indexed {
                 return Err(bad());
             }
-            if let Some(id) = self.records(l.records + rec_start * RECORD_LEN, rec_count)? {
+            let at = l
+                .records
+                .saturating_add(rec_start.saturating_mul(RECORD_LEN));
+            if let Some(id) = self.records(at, rec_count)? {
                 return Ok(Some(id));
             }
         }
@@ -797,8 +808,8 @@ fn filed_by_id(bytes: &[u8]) -> std::collections::HashMap<(u64, u64, u32), Filed
         String::from_utf8(b.to_vec()).ok()
     };
     for k in 0..ix.header.keys {
-        let e = l.keys + k * KEY_ENTRY_LEN;
-        let Some(e) = bytes.get(e..e + KEY_ENTRY_LEN) else {
+        let e = l.keys.saturating_add(k.saturating_mul(KEY_ENTRY_LEN));
+        let Some(e) = bytes.get(e..e.saturating_add(KEY_ENTRY_LEN)) else {
             break;
         };
         let field = u16_at(e, 24).and_then(|f| ix.fields.get(usize::from(f)));
@@ -810,8 +821,10 @@ fn filed_by_id(bytes: &[u8]) -> std::collections::HashMap<(u64, u64, u32), Filed
         };
         let (start, count) = (usize_at(e, 8).unwrap_or(0), usize_at(e, 12).unwrap_or(0));
         for r in 0..count {
-            let at = l.records + (start + r) * RECORD_LEN;
-            let Some(r) = bytes.get(at..at + RECORD_LEN) else {
+            let at = l
+                .records
+                .saturating_add(start.saturating_add(r).saturating_mul(RECORD_LEN));
+            let Some(r) = bytes.get(at..at.saturating_add(RECORD_LEN)) else {
                 break;
             };
             let (Some(at_ms), Some(id), Some(expr), Some(sum)) = (
