@@ -301,6 +301,17 @@ impl Condition {
         }
     }
 
+    /// Whether [`Condition::hint`] says everything: a value that satisfies the hint
+    /// satisfies the condition (`==`, or a `~` whose regex is an exact, prefix or token
+    /// shape; not a regex merely filed under its literal prefix).
+    pub(crate) fn hint_is_complete(&self) -> bool {
+        match &self.test {
+            Test::Eq(_) => true,
+            Test::Match(m, _) => !matches!(m, Matcher::Regex { .. }),
+            _ => false,
+        }
+    }
+
     /// Evaluates the condition. `added_at_s` is the ban's time (for `obj.ttl`/`obj.age`);
     /// `req` is `None` in the lurker, where a `req.*` condition never matches.
     pub(crate) fn matches<T, R>(&self, obj: &T, req: Option<&R>, added_at_s: f64) -> bool

@@ -65,6 +65,7 @@
 //! (substring). Other bans are tested one by one, like Varnish.
 #![forbid(unsafe_code)]
 
+mod anchor;
 mod cache;
 mod duration;
 mod error;
@@ -75,6 +76,7 @@ mod matcher;
 mod scenario;
 mod target;
 
+pub use anchor::{Anchor, AnchorKind, anchor};
 pub use cache::{BanCache, DEFAULT_LURKER_AGE_S, Eviction, Lurker, LurkerProgress, ObjectId};
 pub use duration::{BanDuration, DurationUnit};
 pub use error::BanError;

@@ -75,8 +75,9 @@ pub enum AppendError {
     Conflict,
 }
 
-/// The ban log, one type for every platform: JSON in the Fastly KV store (copied into each
-/// POP's core cache) and in Envoy's shared data (replayed by every worker), served by
+/// The ban log, one type for every platform: JSON in the Fastly KV store (the authoritative
+/// record; lookups query its binary index, [`crate::banindex`], copied into each POP's core
+/// cache) and in Envoy's shared data (replayed by every worker), served by
 /// `GET /.cachet/bans` ([`crate::admin::list_body`]). Entries are in `at_ms` order.
 ///
 /// Reads the earlier edge layout too (`floor_ms`, `bans` of `{id, at_ms, expr,

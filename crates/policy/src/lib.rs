@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod banindex;
 pub mod banlog;
 pub mod config;
 pub mod glob;
