@@ -238,6 +238,35 @@ impl Cache {
         Ok(found)
     }
 
+    /// The newest object stored under `want.key`, whatever its freshness (not a vary
+    /// marker, not banned), and its insert version: what a collapsed request waits for.
+    /// A request parked behind a fetch notes the version present when it parked
+    /// ([`Self::version_of`]); an object of a newer version is the answer fetched for it,
+    /// served even when its TTL ran out during the fetch (objects are stamped when their
+    /// fill was sent, so a TTL shorter than the fetch is over on arrival).
+    pub fn fetched_for(
+        &mut self,
+        sd: &dyn SharedData,
+        want: &Wanted,
+        after_version: u64,
+    ) -> Option<Rc<StoredObject>> {
+        let obj = Rc::new(self.shared.get(sd, &want.key)?);
+        let req = Req {
+            url: &want.target,
+            headers: &want.fields,
+        };
+        let usable = obj.h.version > after_version
+            && !obj.h.meta.pass
+            && !obj.h.meta.is_vary_marker()
+            && self.bans.check(&obj, &req) != Check::Banned;
+        usable.then_some(obj)
+    }
+
+    /// The insert version held in the shared tier under `key` (0 when none).
+    pub fn version_of(&self, sd: &dyn SharedData, key: &str) -> u64 {
+        self.shared.get(sd, key).map_or(0, |o| o.h.version)
+    }
+
     /// Freshness of `obj` for this request after bans and soft purges, and the times it
     /// was decided on; `None` when the object is of no use (banned, past its keep window,
     /// an expired hit-for-pass marker).

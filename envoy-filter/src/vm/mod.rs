@@ -106,6 +106,9 @@ struct Waiter {
     client: Client,
     deadline_ms: u64,
     passed: Flag,
+    /// The shared-tier version under the key when it parked: a newer one is the answer
+    /// fetched for it (`Cache::fetched_for`).
+    seen: u64,
 }
 
 /// A background refresh (refresh-ahead, stale within grace): the job (with the request

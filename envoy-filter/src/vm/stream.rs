@@ -314,12 +314,14 @@ impl Http {
             Lock::Held => {
                 Metrics::inc(m.collapsed);
                 self.phase = Phase::Waiting;
+                let seen = vm.cache.borrow().version_of(&HostData, &job.want.key);
                 vm.waiters.borrow_mut().push(Waiter {
                     ctx: self.ctx,
                     job: job.clone(),
                     client: self.client.clone(),
                     deadline_ms: now_ms + p.config().collapse.max_wait_ms,
                     passed: Rc::clone(&self.passed),
+                    seen,
                 });
                 self.job = Some(job);
                 Action::Pause

@@ -68,6 +68,14 @@ impl Vm {
                     };
                     self.respond(&f.obj, label, &w.client, host::now());
                 }
+                _ if !held && let Some(obj) = self.fetched_for(&w) => {
+                    // The fetch it waited for stored an answer that is already past its
+                    // TTL (shorter than the fetch): it is still the answer to this request.
+                    if !host::set_effective_context(w.ctx) {
+                        continue;
+                    }
+                    self.respond(&obj, CacheStatus::Miss, &w.client, host::now());
+                }
                 _ if held && now_ms < w.deadline_ms => keep.push(w),
                 _ => {
                     if !host::set_effective_context(w.ctx) {
@@ -101,5 +109,13 @@ impl Vm {
                 locks::release(&HostData, refresh.job.want.slot, self.owner(self.root_id));
             }
         }
+    }
+
+    /// The answer the fetch `w` waited for, if one was stored (the cache's borrow ends
+    /// here, before the answer is sent).
+    fn fetched_for(&self, w: &Waiter) -> Option<Rc<StoredObject>> {
+        self.cache
+            .borrow_mut()
+            .fetched_for(&HostData, &w.job.want, w.seen)
     }
 }
