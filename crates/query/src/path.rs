@@ -15,8 +15,8 @@
 //!
 //! Both steps preserve the resource a path identifies (RFC 3986 calls them equivalent), so
 //! the origin receives the normalized path too. A `%` that does not start a valid triplet
-//! is left as it is (never decoded, never "fixed"): such a path is still keyed
-//! consistently. Case is not folded (paths are case-sensitive), and `//` is kept (empty
+//! is encoded as `%25` (what browsers send for it; the path decodes to the same bytes), so
+//! normalizing is idempotent. Case is not folded (paths are case-sensitive), and `//` is kept (empty
 //! segments are significant to many origins).
 
 use std::borrow::Cow;
@@ -87,12 +87,20 @@ fn decode_unreserved(path: &str) -> String {
             i += 3;
             continue;
         }
+        if b[i] == b'%' {
+            // A `%` that starts no valid triplet is encoded (`%25`), as browsers do: left
+            // bare, it could meet a decoded character and form a new triplet, and
+            // normalizing twice would differ (found by the `target_normalize` fuzz target).
+            out.push_str("%25");
+            i += 1;
+            continue;
+        }
         // Copy up to the next `%` (a whole UTF-8 run: `%` is ASCII, so this never splits a
         // character).
-        let end = b[i + 1..]
+        let end = b[i..]
             .iter()
             .position(|&c| c == b'%')
-            .map_or(b.len(), |p| i + 1 + p);
+            .map_or(b.len(), |p| i + p);
         out.push_str(&path[i..end]);
         i = end;
     }
@@ -153,8 +161,12 @@ mod tests {
     fn reserved_escapes_stay_encoded_with_upper_case_hex() {
         assert_eq!(normalize_path("/a%2fb%3a%20c"), "/a%2Fb%3A%20c");
         assert_eq!(normalize_path("/caf%c3%a9"), "/caf%C3%A9");
-        assert_eq!(normalize_path("/100%"), "/100%", "a lone % is kept");
-        assert_eq!(normalize_path("/a%zz/%4"), "/a%zz/%4");
+        assert_eq!(normalize_path("/100%"), "/100%25", "a lone % is encoded");
+        assert_eq!(normalize_path("/a%zz/%4"), "/a%25zz/%254");
+        // Found by fuzzing: a bare `%` before a decoded digit must not form a new triplet.
+        let once = normalize_path("/%%34blog");
+        assert_eq!(once, "/%254blog");
+        assert_eq!(normalize_path(&once), once);
     }
 
     #[test]
