@@ -22,6 +22,12 @@ pub struct Metrics {
     pub stale: u32,
     /// Requests that waited for another request's origin fetch (request collapsing).
     pub collapsed: u32,
+    /// Requests sent to the origin uncollapsed because their key's queue on the worker was
+    /// full (`collapse.max_waiters`).
+    pub collapse_key_full: u32,
+    /// Requests sent to the origin uncollapsed because `collapse.max_keys` keys already had
+    /// requests queued on the worker.
+    pub collapse_keys_full: u32,
     /// Objects evicted from the shared tier to stay within `envoy.shared_bytes`.
     pub evictions: u32,
     /// Objects evicted from in-VM tiers (LRU).
@@ -76,6 +82,8 @@ impl Metrics {
             synth: c("synth"),
             stale: c("stale"),
             collapsed: c("collapsed_waiters"),
+            collapse_key_full: c("collapse_key_full"),
+            collapse_keys_full: c("collapse_keys_full"),
             evictions: c("evictions"),
             local_evictions: c("local_evictions"),
             local_bytes: g("local_bytes"),

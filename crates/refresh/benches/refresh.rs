@@ -1,16 +1,15 @@
-//! Criterion bench: per-request decision cost per policy; collapse-table cost vs a naive `Mutex<HashMap>` lock.
+//! Criterion bench: per-request decision cost per policy; the collapsing queue vs a naive `Mutex<HashMap>` lock.
 //!
 //! * `decide/{none,threshold_0.7,xfetch_1.0}`: one [`decide`] call; each iteration takes the
 //!   next of 1,024 pre-drawn (entry, now, draw) cases spread over the entry's whole life
 //!   (fresh, early-refresh zone, grace, keep, gone), so branches are not perfectly predicted.
-//! * `collapse/*`: [`CollapseTable`] with `String` keys (1,024 distinct cache keys, cycled):
-//!   `leader_complete` = `try_acquire` on a free key + `Permit::complete` (the miss path);
-//!   `follower_serve_stale` = `try_acquire` on a held key with a stale copy;
-//!   `leader_4_waiters_complete` = leader + 4 queued waiters + complete, i.e. 5 requests.
-//! * Peer `naive_mutex_hashmap/*`: the simplest correct collapsing lock one would write by
-//!   hand (the VCL-equivalent: a `Mutex<HashMap<String, Vec<u64>>>`, first request inserts
-//!   the key, later ones push a waiter id, completion removes the key and returns the ids).
-//!   It has no lease, no queue bound, no drop-to-abandon and no timeouts; same workloads.
+//! * `collapse/park_4_take`: [`WaitQueue`] with `String` keys (1,024 distinct cache keys,
+//!   cycled): 4 requests parked behind a key's fetch, then taken when it ends (the leader
+//!   itself holds the platform's obligation or lease, outside the queue).
+//! * Peer `naive_mutex_hashmap/leader_4_waiters_complete`: the simplest correct collapsing
+//!   lock one would write by hand (a `Mutex<HashMap<String, Vec<u64>>>`, first request
+//!   inserts the key, later ones push a waiter id, completion removes the key and returns
+//!   the ids), for the same 5 requests. It has no bound and no deadlines.
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -18,7 +17,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use cachet_refresh::{
-    Acquire, CollapseConfig, CollapseTable, Draw, EarlyRefresh, EntryTimes, Timestamp, decide,
+    CollapseConfig, Draw, EarlyRefresh, EntryTimes, Timestamp, WaitQueue, decide,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -92,11 +91,6 @@ impl NaiveLock {
         }
     }
 
-    /// Whether `key` is held (the "serve stale" check).
-    fn held(&self, key: &str) -> bool {
-        self.map.lock().is_ok_and(|m| m.contains_key(key))
-    }
-
     fn complete(&self, key: &str) -> Vec<u64> {
         self.map
             .lock()
@@ -112,62 +106,22 @@ fn bench_collapse(c: &mut Criterion) {
         .collect();
     let now = Timestamp::from_millis(1_700_000_000_000);
     let mut g = c.benchmark_group("collapse");
-
-    let table = CollapseTable::new(CollapseConfig::default()).expect("default config is valid");
+    let mut queue = WaitQueue::new(CollapseConfig::default());
     let mut i = 0;
-    g.bench_function("leader_complete", |b| {
+    g.bench_function("park_4_take", |b| {
         b.iter(|| {
             let key = &keys[i % CASES];
             i += 1;
-            match table.try_acquire(black_box(key), now, false) {
-                Acquire::Leader(p) => p.complete().tickets.len(),
-                _ => usize::MAX,
+            for id in 1..=4u64 {
+                let _ = black_box(queue.park(key.clone(), id, now));
             }
-        });
-    });
-    let held = &keys[0];
-    let held_permit = table.try_acquire(held, now, false);
-    g.bench_function("follower_serve_stale", |b| {
-        b.iter(|| {
-            matches!(
-                table.try_acquire(black_box(held), now, true),
-                Acquire::ServeStale
-            )
-        });
-    });
-    drop(held_permit);
-    let mut i = 0;
-    g.bench_function("leader_4_waiters_complete", |b| {
-        b.iter(|| {
-            let key = &keys[i % CASES];
-            i += 1;
-            let Acquire::Leader(p) = table.try_acquire(black_box(key), now, false) else {
-                return usize::MAX;
-            };
-            for _ in 0..4 {
-                let _ = black_box(table.try_acquire(key, now, false));
-            }
-            p.complete().tickets.len()
+            queue.take(black_box(key)).len()
         });
     });
     g.finish();
 
     let mut g = c.benchmark_group("naive_mutex_hashmap");
     let naive = NaiveLock::default();
-    let mut i = 0;
-    g.bench_function("leader_complete", |b| {
-        b.iter(|| {
-            let key = &keys[i % CASES];
-            i += 1;
-            let leader = naive.acquire(black_box(key), 0);
-            (leader, naive.complete(key).len())
-        });
-    });
-    naive.acquire(held, 0);
-    g.bench_function("follower_serve_stale", |b| {
-        b.iter(|| naive.held(black_box(held)));
-    });
-    naive.complete(held);
     let mut i = 0;
     g.bench_function("leader_4_waiters_complete", |b| {
         b.iter(|| {

@@ -206,9 +206,8 @@ impl Draw {
 pub enum Freshness {
     /// Serve the cached object; nothing else to do.
     Fresh,
-    /// Serve the cached object and refresh it in the background (early refresh; take a
-    /// [`crate::CollapseTable`] permit with `has_usable_copy = true` so only one request
-    /// refreshes).
+    /// Serve the cached object and refresh it in the background (early refresh; only the
+    /// request that gets the platform's obligation or lease refreshes).
     RefreshAhead,
     /// Past expiry but within grace: serve stale and revalidate in the background
     /// (RFC 5861 §3 stale-while-revalidate; Varnish grace).

@@ -8,9 +8,9 @@
 //!   `Stale`, `Expired` or `Miss` for one request. Early-refresh policies: `none`, `threshold`
 //!   (LINE req-shield's `decisionForUpdate`) and `xfetch` (Vattani, Chierichetti, Lowenstein,
 //!   "Optimal Probabilistic Cache Stampede Prevention", VLDB 2015).
-//! * [`CollapseTable`]: request collapsing, one [`Permit`] per cache key; a permit dropped
-//!   without completion releases its waiters to compete again (pingora-cache `lock.rs`), and
-//!   a lease bounds how long a crashed holder can block a key.
+//! * [`WaitQueue`]: request collapsing's queue, the requests of one worker parked behind
+//!   origin fetches, bounded per key and in keys (`[collapse]`, [`CollapseConfig`]); who
+//!   fetches is the platform's obligation or lease.
 //! * [`on_origin_error`], [`should_store_over`]: stale-if-error (RFC 5861 §4) or a clean 503
 //!   with `Retry-After`; never replace a good object with a 5xx.
 //! * [`conditional_headers`], [`on_revalidation`]: conditional revalidation (RFC 9111 §4.3).
@@ -41,9 +41,8 @@ mod revalidate;
 mod time;
 
 pub use collapse::{
-    Acquire, CollapseConfig, CollapseTable, DEFAULT_LEASE_MS, DEFAULT_MAX_KEYS,
-    DEFAULT_MAX_WAIT_MS, DEFAULT_MAX_WAITERS, MAX_KEYS_LIMIT, MAX_LEASE_MS, MAX_WAIT_MS_LIMIT,
-    MAX_WAITERS_LIMIT, Permit, Ticket, Wake, WakeReason,
+    CollapseConfig, DEFAULT_LEASE_MS, DEFAULT_MAX_KEYS, DEFAULT_MAX_WAIT_MS, DEFAULT_MAX_WAITERS,
+    MAX_KEYS_LIMIT, MAX_LEASE_MS, MAX_WAIT_MS_LIMIT, MAX_WAITERS_LIMIT, Parked, Refused, WaitQueue,
 };
 pub use decide::{DEFAULT_XFETCH_BETA, Draw, EarlyRefresh, EntryTimes, Freshness, decide};
 pub use error::RefreshError;

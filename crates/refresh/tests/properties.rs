@@ -1,11 +1,11 @@
-//! Property tests: decisions never panic and respect the timeline; collapsing wakes every waiter once.
+//! Property tests: decisions never panic and respect the timeline; the collapsing queue returns every request once.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use cachet_refresh::{
-    Acquire, CollapseConfig, CollapseTable, Draw, EarlyRefresh, EntryTimes, Freshness, Permit,
-    Ticket, Timestamp, Validators, conditional_headers, decide,
+    CollapseConfig, Draw, EarlyRefresh, EntryTimes, Freshness, Refused, Timestamp, Validators,
+    WaitQueue, conditional_headers, decide,
 };
 use proptest::prelude::*;
 
@@ -96,62 +96,58 @@ proptest! {
         }
     }
 
-    /// Random interleavings of acquire / complete / abandon / drop / cancel / tick on three
-    /// keys: every queued ticket is woken (or cancelled) exactly once, and nothing stays
-    /// queued or locked once permits are gone and every lease has run out.
+    /// Random interleavings of park / take / take-all-and-requeue / time-out on three
+    /// keys: the bounds always hold, every parked request comes out exactly once, and
+    /// nothing is left once every deadline has passed.
     #[test]
-    fn collapse_wakes_each_waiter_once(ops in prop::collection::vec((0u8..6, 0usize..3, 0u64..3_000), 1..200)) {
-        let cfg = CollapseConfig { max_waiters: 4, max_wait_ms: 2_000, lease_ms: 5_000, max_keys: 3 };
-        let table = CollapseTable::<usize>::new(cfg).unwrap();
+    fn wait_queue_returns_each_request_once(ops in prop::collection::vec((0u8..4, 0usize..3, 0u64..3_000), 1..200)) {
+        let cfg = CollapseConfig { max_waiters: 4, max_wait_ms: 2_000, max_keys: 2, ..CollapseConfig::default() };
+        let mut q = WaitQueue::<usize, u64>::new(cfg);
         let mut now = 0u64;
-        let mut permits: BTreeMap<usize, Vec<Permit<usize>>> = BTreeMap::new();
-        let mut queued: BTreeMap<Ticket, usize> = BTreeMap::new();
-        let settle = |tickets: Vec<Ticket>, queued: &mut BTreeMap<Ticket, usize>| -> Result<(), TestCaseError> {
-            for t in &tickets {
-                prop_assert!(queued.remove(t).is_some(), "ticket {t:?} woken twice or never queued");
-            }
+        let mut next = 0u64;
+        let mut queued: BTreeMap<u64, usize> = BTreeMap::new();
+        let out = |id: u64, key: usize, queued: &mut BTreeMap<u64, usize>| -> Result<(), TestCaseError> {
+            prop_assert_eq!(queued.remove(&id), Some(key), "request {} out twice, or under another key", id);
             Ok(())
         };
         for (op, key, dt) in ops {
             now += dt;
             let ts = Timestamp::from_millis(now);
             match op {
-                0 | 1 => match table.try_acquire(&key, ts, op == 1) {
-                    Acquire::Leader(p) => permits.entry(key).or_default().push(p),
-                    Acquire::Wait { ticket, deadline } => {
-                        prop_assert!(deadline > ts);
-                        prop_assert!(queued.insert(ticket, key).is_none());
-                    }
-                    Acquire::ServeStale => prop_assert!(op == 1),
-                    Acquire::Busy | Acquire::Bypass => {}
-                },
-                2 => if let Some(p) = permits.get_mut(&key).and_then(Vec::pop) {
-                    settle(p.complete().tickets, &mut queued)?;
-                },
-                3 => if let Some(p) = permits.get_mut(&key).and_then(Vec::pop) {
-                    settle(p.abandon().tickets, &mut queued)?;
-                },
-                4 => { permits.get_mut(&key).and_then(Vec::pop); }
-                _ => {
-                    if let Some((&t, &k)) = queued.iter().next()
-                        && table.cancel(&k, t)
-                    {
-                        queued.remove(&t);
+                0 => {
+                    next += 1;
+                    match q.park(key, next, ts) {
+                        Ok(deadline) => {
+                            prop_assert!(deadline > ts);
+                            queued.insert(next, key);
+                        }
+                        Err((why, id)) => {
+                            prop_assert_eq!(id, next);
+                            let bound_reached = match why {
+                                Refused::KeyFull => q.waiting(&key) == 4,
+                                Refused::TooManyKeys => q.waiting(&key) == 0 && q.keys() == 2,
+                            };
+                            prop_assert!(bound_reached, "{:?} with {} queued", why, q.waiting(&key));
+                        }
                     }
                 }
+                1 => for p in q.take(&key) {
+                    out(p.waiter, key, &mut queued)?;
+                },
+                2 => for (k, p) in q.take_all() {
+                    q.requeue(k, p);
+                },
+                _ => for (k, id) in q.timed_out(ts) {
+                    out(id, k, &mut queued)?;
+                },
             }
-            for w in table.tick(ts) {
-                settle(w.tickets, &mut queued)?;
-            }
+            prop_assert_eq!(q.len(), queued.len());
+            prop_assert!(q.keys() <= 2 && (0..3).all(|k| q.waiting(&k) <= 4));
         }
-        // Settle everything: drop permits, then tick past every lease and deadline.
-        permits.clear();
-        let end = Timestamp::from_millis(now + 1_000_000);
-        for w in table.tick(end) {
-            settle(w.tickets, &mut queued)?;
+        for (k, id) in q.timed_out(Timestamp::from_millis(now + 2_000)) {
+            out(id, k, &mut queued)?;
         }
-        prop_assert!(queued.is_empty(), "never woken: {queued:?}");
-        prop_assert_eq!(table.in_flight(), 0);
-        prop_assert_eq!(table.waiting(), 0);
+        prop_assert!(queued.is_empty(), "never out: {queued:?}");
+        prop_assert!(q.is_empty());
     }
 }

@@ -4,7 +4,8 @@
 //! lease end. Acquiring and releasing are compare-and-swap writes of that one entry, so
 //! exactly one request per slot, across all workers, goes to the origin; a lock whose
 //! lease ran out (its holder vanished) is taken over (pingora-cache's lock with
-//! drop-to-abandon, `cachet-refresh`'s `CollapseTable` semantics across VMs). The entry
+//! drop-to-abandon, across VMs; the requests parked behind it wait in each worker's
+//! `cachet_refresh::WaitQueue`). The entry
 //! stays small: only in-flight fetches are listed.
 
 use crate::SharedData;

@@ -1187,4 +1187,27 @@ fn the_waiter_queue_of_a_key_is_bounded_by_collapse_max_waiters() {
         upstream, 2,
         "the rest go to the origin uncollapsed: {outcomes:?}"
     );
+    assert_eq!(host.metric("cachet.collapse_key_full"), 2);
+}
+
+#[test]
+fn the_waiter_queue_is_bounded_in_keys_by_collapse_max_keys() {
+    let host = host();
+    let mut w = host
+        .vm(&config(serde_json::json!({"collapse": {"max_keys": 1}})))
+        .expect("vm");
+    let mut outcomes = Vec::new();
+    for path in ["/blog/alice/entry/44", "/blog/alice/entry/45"] {
+        for _ in 0..2 {
+            let (_, o) = w.request(req("GET", BLOG, path, &[]), None).expect("req");
+            outcomes.push(o);
+        }
+    }
+    assert_eq!(w.callouts().len(), 2, "one leader per key: {outcomes:?}");
+    assert_eq!(host.metric("cachet.collapsed_waiters"), 1, "one key queued");
+    assert_eq!(host.metric("cachet.collapse_keys_full"), 1);
+    assert!(
+        matches!(outcomes[3], Outcome::Upstream(_)),
+        "the second key's follower goes to the origin uncollapsed: {outcomes:?}"
+    );
 }

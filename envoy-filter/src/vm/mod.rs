@@ -13,7 +13,8 @@ use cachet_http::{Answer, CacheStatus, Failure, Reply, fields};
 use cachet_policy::object;
 use cachet_policy::{Decision, Plan, Policy, PolicyError, Synth, WorkspaceMode};
 use cachet_refresh::{
-    EntryTimes, ErrorAction, Freshness, Timestamp, on_origin_error, retry_after_secs,
+    CollapseConfig, EntryTimes, ErrorAction, Freshness, Parked, Refused, Timestamp, WaitQueue,
+    on_origin_error, retry_after_secs,
 };
 use cachet_store::cache::{Cache, Counts, Revalidated, Stored, Tier, Wanted};
 use cachet_workspace::{ClearMode, Config as WsConfig, Workspace};
@@ -104,7 +105,6 @@ struct Waiter {
     ctx: u32,
     job: Job,
     client: Client,
-    deadline_ms: u64,
     passed: Flag,
     /// The shared-tier version under the key when it parked: a newer one is the answer
     /// fetched for it (`Cache::fetched_for`).
@@ -163,7 +163,8 @@ pub struct Vm {
     policy: RefCell<Option<Rc<Policy>>>,
     cache: RefCell<Cache>,
     metrics: Cell<Metrics>,
-    waiters: RefCell<Vec<Waiter>>,
+    /// Requests parked behind fetches, by slot (`[collapse]` bounds).
+    waiters: RefCell<WaitQueue<u32, Waiter>>,
     refresh_queue: RefCell<Vec<Refresh>>,
     /// Admin calls paused at their headers waiting for a body: `(context, since ms)`.
     admin_waiting: RefCell<Vec<(u32, u64)>>,
@@ -183,7 +184,7 @@ impl Vm {
             policy: RefCell::new(None),
             cache: RefCell::new(Cache::new(0, 0, 0x9e37_79b9_7f4a_7c15, [0, 0])),
             metrics: Cell::new(Metrics::default()),
-            waiters: RefCell::new(Vec::new()),
+            waiters: RefCell::new(WaitQueue::new(CollapseConfig::default())),
             refresh_queue: RefCell::new(Vec::new()),
             admin_waiting: RefCell::new(Vec::new()),
             calls: RefCell::new(HashMap::new()),
@@ -287,6 +288,7 @@ impl Vm {
             self.seed(),
             key,
         );
+        self.waiters.borrow_mut().reconfigure(cfg.collapse);
         *self.ws.borrow_mut() = Some(workspace);
         host::set_tick(cfg.envoy.tick.0);
         self.metrics.set(Metrics::define());

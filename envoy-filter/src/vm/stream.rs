@@ -285,7 +285,7 @@ impl Http {
 
     /// Nothing servable: fetch as the collapsing leader (revalidating `base` when it is
     /// set), or park behind another request's fetch of the key, or pass when this
-    /// worker's queue for the key is full (`collapse.max_waiters`).
+    /// worker's queue is full (`collapse.max_waiters`, `collapse.max_keys`).
     fn collapse(
         &mut self,
         p: &Policy,
@@ -298,31 +298,29 @@ impl Http {
         let m = vm.m();
         let lease = now_ms + p.config().collapse.lease_ms;
         match locks::acquire(&HostData, job.want.slot, vm.owner(self.ctx), now_ms, lease) {
-            Lock::Held
-                if vm
-                    .waiters
-                    .borrow()
-                    .iter()
-                    .filter(|w| w.job.want.slot == job.want.slot)
-                    .count()
-                    >= p.config().collapse.max_waiters =>
-            {
-                // The key's queue on this worker is full (`collapse.max_waiters`): go to the
-                // origin uncollapsed rather than grow the queue without bound.
-                self.pass(p)
-            }
             Lock::Held => {
-                Metrics::inc(m.collapsed);
-                self.phase = Phase::Waiting;
                 let seen = vm.cache.borrow().version_of(&HostData, &job.want.key);
-                vm.waiters.borrow_mut().push(Waiter {
+                let waiter = Waiter {
                     ctx: self.ctx,
                     job: job.clone(),
                     client: self.client.clone(),
-                    deadline_ms: now_ms + p.config().collapse.max_wait_ms,
                     passed: Rc::clone(&self.passed),
                     seen,
-                });
+                };
+                let now = Timestamp::from_millis(now_ms);
+                let parked = vm.waiters.borrow_mut().park(job.want.slot, waiter, now);
+                if let Err((why, _)) = parked {
+                    // This worker's queue is full (`collapse.max_waiters` for the key,
+                    // `collapse.max_keys` keys): to the origin uncollapsed rather than
+                    // grow it without bound.
+                    Metrics::inc(match why {
+                        Refused::KeyFull => m.collapse_key_full,
+                        Refused::TooManyKeys => m.collapse_keys_full,
+                    });
+                    return self.pass(p);
+                }
+                Metrics::inc(m.collapsed);
+                self.phase = Phase::Waiting;
                 self.job = Some(job);
                 Action::Pause
             }
@@ -545,7 +543,9 @@ impl Http {
         self.vm.admin_body_arrived(self.ctx);
         if self.phase == Phase::Waiting {
             let ctx = self.ctx;
-            self.vm.waiters.borrow_mut().retain(|w| w.ctx != ctx);
+            if let Some(job) = &self.job {
+                (self.vm.waiters.borrow_mut()).cancel(&job.want.slot, |w| w.ctx == ctx);
+            }
         }
         if let Some(job) = &self.job {
             self.vm.wake(Some(job.want.slot));

@@ -43,18 +43,21 @@ impl Vm {
         }
         let now_ms = host::now_ms();
         let now = Timestamp::from_millis(now_ms);
-        let mut list = std::mem::take(&mut *self.waiters.borrow_mut());
-        let mut keep = Vec::with_capacity(list.len());
-        for w in list.drain(..) {
-            if slot.is_some_and(|s| s != w.job.want.slot) {
-                keep.push(w);
-                continue;
-            }
+        let list: Vec<(u32, Parked<Waiter>)> = match slot {
+            Some(s) => (self.waiters.borrow_mut().take(&s))
+                .into_iter()
+                .map(|w| (s, w))
+                .collect(),
+            None => self.waiters.borrow_mut().take_all(),
+        };
+        let mut keep = Vec::new();
+        for (slot, parked) in list {
+            let w = &parked.waiter;
             let mut want = w.job.want.clone();
             let found = self.cache.borrow_mut().find(&HostData, &mut want, now);
             self.flush();
             let found = found.ok().flatten();
-            let held = locks::is_held(&HostData, w.job.want.slot, now_ms);
+            let held = locks::is_held(&HostData, slot, now_ms);
             match found {
                 Some(f) if !f.obj.h.meta.pass && f.fresh != Freshness::Expired => {
                     if !host::set_effective_context(w.ctx) {
@@ -68,7 +71,7 @@ impl Vm {
                     };
                     self.respond(&f.obj, label, &w.client, host::now());
                 }
-                _ if !held && let Some(obj) = self.fetched_for(&w) => {
+                _ if !held && let Some(obj) = self.fetched_for(w) => {
                     // The fetch it waited for stored an answer that is already past its
                     // TTL (shorter than the fetch): it is still the answer to this request.
                     if !host::set_effective_context(w.ctx) {
@@ -76,7 +79,7 @@ impl Vm {
                     }
                     self.respond(&obj, CacheStatus::Miss, &w.client, host::now());
                 }
-                _ if held && now_ms < w.deadline_ms => keep.push(w),
+                _ if held && now < parked.deadline => keep.push((slot, parked)),
                 _ => {
                     if !host::set_effective_context(w.ctx) {
                         continue;
@@ -87,7 +90,10 @@ impl Vm {
                 }
             }
         }
-        self.waiters.borrow_mut().extend(keep);
+        let mut queue = self.waiters.borrow_mut();
+        for (slot, parked) in keep {
+            queue.requeue(slot, parked);
+        }
     }
 
     pub(super) fn dispatch_refreshes(&self) {

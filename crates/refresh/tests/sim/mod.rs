@@ -10,8 +10,10 @@
 //!   exactly `origin_ms`; the response is stored when the fetch completes with
 //!   `stored_at = completion time`, TTL `ttl_ms`, the scenario's grace, and
 //!   `delta = origin_ms` (the measured recompute time).
-//! * Decisions come from `cachet_refresh::decide`; collapsing from `CollapseTable`.
-//!   Without collapsing every miss (and every stale hit) starts its own origin fetch.
+//! * Decisions come from `cachet_refresh::decide`. Collapsing: one fetch per key at a time
+//!   (the platform's obligation or lease, modelled by a set of keys being fetched) and the
+//!   others parked in `cachet_refresh::WaitQueue`, woken when it ends or timed out to the
+//!   origin. Without collapsing every miss (and every stale hit) starts its own origin fetch.
 //! * Requests issued in the first `warmup_ms` are excluded from latency / waiting / stale
 //!   counts; fetches started then are excluded from fetch counts.
 #![allow(
@@ -31,13 +33,12 @@
 )]
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap};
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use cachet_refresh::{
-    Acquire, CollapseConfig, CollapseTable, Draw, EarlyRefresh, EntryTimes, Freshness, Permit,
-    Ticket, Timestamp, WakeReason, decide,
+    CollapseConfig, Draw, EarlyRefresh, EntryTimes, Freshness, Timestamp, WaitQueue, decide,
 };
 
 /// Load-test parameters (req-shield's published setup by default).
@@ -173,7 +174,8 @@ enum Event {
 struct Fetch {
     key: usize,
     started: u64,
-    permit: Option<Permit<usize>>,
+    /// Whether this is the key's collapsed fetch (its end wakes the key's waiters).
+    leader: bool,
     /// The client whose request waits on this fetch, with its request start time.
     client: Option<(usize, u64)>,
 }
@@ -185,9 +187,11 @@ struct Sim<'a> {
     queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
     seq: u64,
     cache: Vec<Option<EntryTimes>>,
-    table: CollapseTable<usize>,
+    /// Keys with a collapsed fetch in flight.
+    fetching: BTreeSet<usize>,
+    /// Requests parked behind them: (client, request start).
+    parked: WaitQueue<usize, (usize, u64)>,
     fetches: Vec<Fetch>,
-    parked: BTreeMap<Ticket, (usize, usize, u64)>,
     cycle_fetches: Vec<u64>,
     max_cycle: u64,
     latencies: Vec<u64>,
@@ -214,18 +218,12 @@ impl Sim<'_> {
         self.at(end + self.p.think_ms, Event::Request { client });
     }
 
-    fn start_fetch(
-        &mut self,
-        now: u64,
-        key: usize,
-        permit: Option<Permit<usize>>,
-        client: Option<(usize, u64)>,
-    ) {
+    fn start_fetch(&mut self, now: u64, key: usize, leader: bool, client: Option<(usize, u64)>) {
         let id = self.fetches.len();
         self.fetches.push(Fetch {
             key,
             started: now,
-            permit,
+            leader,
             client,
         });
         if now >= self.p.warmup_ms {
@@ -250,30 +248,21 @@ impl Sim<'_> {
                 if decision == Freshness::Stale && start >= self.p.warmup_ms {
                     self.served_stale += 1;
                 }
-                if self.s.collapse {
-                    if let Acquire::Leader(permit) = self.table.try_acquire(&key, ts, true) {
-                        self.start_fetch(now, key, Some(permit), None);
-                    }
-                } else {
-                    self.start_fetch(now, key, None, None);
+                if !self.s.collapse {
+                    self.start_fetch(now, key, false, None);
+                } else if self.fetching.insert(key) {
+                    self.start_fetch(now, key, true, None);
                 }
                 self.respond(client, start, now, false);
             }
             Freshness::Expired | Freshness::Miss => {
                 if !self.s.collapse {
-                    self.start_fetch(now, key, None, Some((client, start)));
-                    return;
-                }
-                match self.table.try_acquire(&key, ts, false) {
-                    Acquire::Leader(permit) => {
-                        self.start_fetch(now, key, Some(permit), Some((client, start)));
-                    }
-                    Acquire::Wait { ticket, .. } => {
-                        self.parked.insert(ticket, (client, key, start));
-                    }
-                    Acquire::ServeStale | Acquire::Busy | Acquire::Bypass => {
-                        self.start_fetch(now, key, None, Some((client, start)));
-                    }
+                    self.start_fetch(now, key, false, Some((client, start)));
+                } else if self.fetching.insert(key) {
+                    self.start_fetch(now, key, true, Some((client, start)));
+                } else if self.parked.park(key, (client, start), ts).is_err() {
+                    // The queue is full: to the origin uncollapsed.
+                    self.start_fetch(now, key, false, Some((client, start)));
                 }
             }
         }
@@ -281,7 +270,7 @@ impl Sim<'_> {
 
     fn origin_done(&mut self, now: u64, fetch: usize) {
         let f = &mut self.fetches[fetch];
-        let (key, started, permit, client) = (f.key, f.started, f.permit.take(), f.client.take());
+        let (key, started, leader, client) = (f.key, f.started, f.leader, f.client.take());
         self.cache[key] = Some(
             EntryTimes::new(
                 Timestamp::from_millis(now),
@@ -295,31 +284,19 @@ impl Sim<'_> {
         if let Some((c, start)) = client {
             self.respond(c, start, now, true);
         }
-        if let Some(permit) = permit {
-            let wake = permit.complete();
-            for t in wake.tickets {
-                if let Some((c, _key, start)) = self.parked.remove(&t) {
-                    self.respond(c, start, now, true);
-                }
+        if leader {
+            self.fetching.remove(&key);
+            for p in self.parked.take(&key) {
+                let (c, start) = p.waiter;
+                self.respond(c, start, now, true);
             }
         }
     }
 
     fn housekeeping(&mut self, now: u64) {
-        for wake in self.table.tick(Timestamp::from_millis(now)) {
-            for t in wake.tickets {
-                let Some((c, key, start)) = self.parked.remove(&t) else {
-                    continue;
-                };
-                match wake.reason {
-                    WakeReason::Ready => self.respond(c, start, now, true),
-                    WakeReason::Abandoned | WakeReason::LeaseExpired => {
-                        self.request(now, c, key, start);
-                    }
-                    // Timed out: go to the origin uncollapsed (a real adapter may 503).
-                    WakeReason::TimedOut => self.start_fetch(now, key, None, Some((c, start))),
-                }
-            }
+        // Timed out: go to the origin uncollapsed (a real adapter may 503).
+        for (key, (c, start)) in self.parked.timed_out(Timestamp::from_millis(now)) {
+            self.start_fetch(now, key, false, Some((c, start)));
         }
     }
 }
@@ -340,9 +317,9 @@ pub fn run(p: &Params, s: &Scenario) -> Report {
         queue: BinaryHeap::new(),
         seq: 0,
         cache: vec![None; p.keys],
-        table: CollapseTable::new(config).expect("valid collapse config"),
+        fetching: BTreeSet::new(),
+        parked: WaitQueue::new(config),
         fetches: Vec::new(),
-        parked: BTreeMap::new(),
         cycle_fetches: vec![0; p.keys],
         max_cycle: 0,
         latencies: Vec::new(),
