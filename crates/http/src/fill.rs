@@ -396,6 +396,16 @@ keep = "1h"
             filled(&p, &plan, &key, origin(206, &none, b"x"), now(), false).unwrap(),
             Filled::Unstored(NoStore::Status)
         );
+        // Interim answers (103 Early Hints, RFC 8297; RFC 9110 §15.2) are never stored,
+        // even with explicit freshness; a 206 neither.
+        let fresh = f(&[("cache-control", b"public, max-age=60")]);
+        for status in [100, 103, 206] {
+            assert_eq!(
+                unstorable(&p, &plan, &key, status, &fresh, now(), false),
+                Some(Filled::Unstored(NoStore::Status)),
+                "{status}"
+            );
+        }
         let declared = f(&[("content-length", b" 65 ")]);
         assert_eq!(
             unstorable(&p, &plan, &key, 200, &declared, now(), false),
