@@ -36,7 +36,7 @@ use cachet_http::store::Origin;
 use cachet_policy::object::Meta;
 use cachet_policy::{Plan, Policy};
 use cachet_refresh::{
-    Draw, EarlyRefresh, EntryTimes, ErrorAction, Freshness, Timestamp, decide, on_origin_error,
+    Draw, EarlyRefresh, EntryTimes, ErrorAction, Timestamp, decide, on_origin_error,
     retry_after_secs,
 };
 use fastly::cache::core::{CacheKey, Transaction};
@@ -44,6 +44,7 @@ use fastly::http::{HeaderName, HeaderValue, header};
 use fastly::{Request, Response};
 
 use crate::access::{Access, millis};
+use cachet_http::lookup::{self, Found, Next, Rights};
 use cachet_http::{CacheStatus, Client};
 
 use crate::deliver::{self, RespHeaders, client_of, fields_of};
@@ -189,24 +190,8 @@ impl Lookup<'_, '_> {
         r.map(|resp| Step::Done(Box::new(resp.into())))
     }
 
-    /// Nothing usable for us: fetch under the obligation, or pass without it; `504` for a
-    /// client that asked `only-if-cached`.
-    fn fetch(&self, tx: Transaction, req: Request, f: &mut Access) -> Result<Step, EdgeError> {
-        if self.client.only_if_cached {
-            if tx.must_insert_or_update() {
-                let _ = tx.cancel_insert_or_update();
-            }
-            return Ok(Step::Done(Box::new(not_cached(f).into())));
-        }
-        if tx.must_insert_or_update() {
-            return Self::done(miss(self, tx, &req, f));
-        }
-        drop(tx);
-        Self::done(pass(self.policy, self.plan, req, f))
-    }
-
-    /// One lookup: nothing usable → fetch; a banned object → purged and looked up again;
-    /// else [`Self::on_hit`].
+    /// One lookup: what it found, classified for `cachet_http::lookup::next`, whose step
+    /// [`Self::act`] carries out.
     fn step(&self, req: Request, last: bool, f: &mut Access) -> Result<Step, EdgeError> {
         let mut lookup = Transaction::lookup(self.key.clone());
         for (n, v) in &self.vary {
@@ -214,119 +199,121 @@ impl Lookup<'_, '_> {
         }
         let tx = lookup.execute()?;
         let obligated = tx.must_insert_or_update();
-        let Some(found) = tx.found() else {
-            return self.fetch(tx, req, f);
+        let mut rights = Rights {
+            fill: obligated,
+            relookup: false,
+            only_if_cached: self.client.only_if_cached,
         };
-        // Not ours (another layout version): replace it when we may, else pass.
-        let Some(meta) = Meta::from_bytes(&found.user_metadata()) else {
-            drop(found);
-            return self.fetch(tx, req, f);
+        let found = tx.found();
+        // Not ours (another layout version) counts as nothing.
+        let meta = found
+            .as_ref()
+            .and_then(|f| Meta::from_bytes(&f.user_metadata()));
+        let (Some(found), Some(meta)) = (found, meta) else {
+            return self.act(lookup::next(Found::Nothing, rights), tx, None, req, f);
         };
-        if meta.pass {
+        rights.relookup = !last && !meta.tag.is_empty();
+        let what = if meta.pass {
             // A hit-for-pass marker; with the obligation it expired: ask the origin again.
             f.pass_reason = Some("hit-for-pass");
-            drop(found);
-            return self.fetch(tx, req, f);
-        }
+            if obligated {
+                Found::Nothing
+            } else {
+                Found::Marker
+            }
+        } else if let Some(ban) = self.banned(&meta, &req, f) {
+            f.banned_by = Some(ban);
+            Found::Banned
+        } else {
+            let draw = match self.early {
+                EarlyRefresh::Xfetch { .. } => Draw::from_bits(random_bits()),
+                _ => Draw::ONE,
+            };
+            Found::Object {
+                freshness: decide(Some(&meta.times), now(), &self.early, draw),
+                soft_purged: found.is_stale(),
+                has_grace: !meta.times.grace.is_zero(),
+            }
+        };
+        let next = lookup::next(what, rights);
+        // The body is read only when it may be sent.
+        let body = match next {
+            Next::Serve { .. } | Next::Revalidate => found.to_stream()?.into_bytes(),
+            _ => Vec::new(),
+        };
+        drop(found);
+        self.act(next, tx, Some(Hit { meta, body }), req, f)
+    }
+
+    /// The id of the ban covering `meta`, if any (`bans::check` on this POP's copy of the index).
+    fn banned(&self, meta: &Meta, req: &Request, f: &mut Access) -> Option<u64> {
         let (log, log_error) = bans::current(self.policy);
         if log_error.is_some() {
             f.error = log_error;
         }
-        if let Some(ban) = bans::check(&log, &meta, &self.plan.target, |n| req.get_header_str(n)) {
-            f.banned_by = Some(ban);
-            drop(found);
-            if obligated || last || meta.tag.is_empty() {
-                return self.fetch(tx, req, f);
-            }
-            drop(tx);
-            purge(&meta.tag, false, f);
-            return Ok(Step::Again(Box::new(req)));
-        }
-        let core_stale = found.is_stale();
-        let hit = Hit {
-            body: found.to_stream()?.into_bytes(),
-            meta,
-        };
-        drop(found);
-        self.on_hit(tx, hit, core_stale, req, last, f)
+        bans::check(&log, meta, &self.plan.target, |n| req.get_header_str(n))
     }
 
-    /// A found, unbanned object: served, served and refreshed after the response, turned
-    /// into a stale-while-revalidate object (refresh-ahead), or revalidated first, by its
-    /// freshness (`cachet_refresh::decide`; `core_stale`: soft-purged in the core cache).
-    fn on_hit(
+    /// Carries out `next` for `hit` (the found object; its body only when it may be
+    /// served) under `tx`.
+    fn act(
         &self,
+        next: Next,
         tx: Transaction,
-        hit: Hit,
-        core_stale: bool,
+        hit: Option<Hit>,
         req: Request,
-        last: bool,
         f: &mut Access,
     ) -> Result<Step, EdgeError> {
-        let obligated = tx.must_insert_or_update();
-        let draw = match self.early {
-            EarlyRefresh::Xfetch { .. } => Draw::from_bits(random_bits()),
-            _ => Draw::ONE,
-        };
-        let job = |tx: Transaction, why: &'static str, req: &Request, meta: &Meta| Job {
+        let job = |tx: Transaction, why: &'static str, meta: &Meta| Job {
             tx,
             meta: meta.clone(),
             req: req.clone_without_body(),
             why,
         };
-        let mut freshness = decide(Some(&hit.meta.times), now(), &self.early, draw);
-        if core_stale && freshness == Freshness::Fresh {
-            // Fresh by our clock but stale in the core cache: soft-purged (Fastly's soft
-            // purge, Varnish's `ttl = 0`): servable within grace, else revalidated first.
-            freshness = if hit.meta.times.grace.is_zero() {
-                Freshness::Expired
-            } else {
-                Freshness::Stale
-            };
-        }
-        match freshness {
-            Freshness::Fresh => {
-                f.cache = CacheStatus::Hit;
-                drop(tx);
-                self.serve(hit, None, f)
-            }
-            Freshness::RefreshAhead if obligated => {
-                f.cache = CacheStatus::Hit;
-                let after = Some(job(tx, "ahead", &req, &hit.meta));
+        match (next, hit) {
+            (Next::Serve { status, refresh }, Some(hit)) => {
+                f.cache = status;
+                let why = if status == CacheStatus::Stale {
+                    "stale"
+                } else {
+                    "ahead"
+                };
+                let after = if refresh {
+                    Some(job(tx, why, &hit.meta))
+                } else {
+                    drop(tx);
+                    None
+                };
                 self.serve(hit, after, f)
             }
-            Freshness::RefreshAhead if core_stale || last || hit.meta.tag.is_empty() => {
-                // Someone else is refreshing it (or we cannot ask): serve it.
-                f.cache = CacheStatus::Hit;
+            (Next::Relookup { soft }, Some(hit)) => {
                 drop(tx);
-                self.serve(hit, None, f)
-            }
-            Freshness::RefreshAhead => {
-                // Turn it into a stale-while-revalidate object so exactly one request
-                // gets the obligation, then look again.
-                drop(tx);
-                purge(&hit.meta.tag, true, f);
+                purge(&hit.meta.tag, soft, f);
                 Ok(Step::Again(Box::new(req)))
             }
-            Freshness::Stale => {
-                f.cache = CacheStatus::Stale;
-                let after = obligated.then(|| job(tx, "stale", &req, &hit.meta));
-                self.serve(hit, after, f)
+            (Next::Revalidate, Some(hit)) => Self::done(revalidate_now(self, tx, &hit, &req, f)),
+            (Next::NotCached, _) => {
+                if tx.must_insert_or_update() {
+                    let _ = tx.cancel_insert_or_update();
+                }
+                Ok(Step::Done(Box::new(not_cached(f).into())))
             }
-            Freshness::Expired | Freshness::Miss if self.client.only_if_cached => {
-                self.fetch(tx, req, f)
-            }
-            Freshness::Expired | Freshness::Miss if obligated => {
-                Self::done(revalidate_now(self, tx, &hit, &req, f))
-            }
-            Freshness::Expired | Freshness::Miss => {
-                // Past grace and another request is revalidating: fetch without storing.
+            (Next::Fill, _) => Self::done(miss(self, tx, &req, f)),
+            (Next::Pass { status }, _) | (Next::Serve { status, .. }, None) => {
                 drop(tx);
-                f.pass_reason = Some("revalidating-elsewhere");
+                if status == CacheStatus::Miss {
+                    f.pass_reason = Some("revalidating-elsewhere");
+                }
                 let mut resp = pass(self.policy, self.plan, req, f)?;
-                f.cache = CacheStatus::Miss;
-                resp.set_header("x-cache", "MISS");
+                if status != CacheStatus::Pass {
+                    f.cache = status;
+                    resp.set_header("x-cache", status.as_str());
+                }
                 Ok(Step::Done(Box::new(resp.into())))
+            }
+            (Next::Relookup { .. } | Next::Revalidate, None) => {
+                drop(tx);
+                Self::done(pass(self.policy, self.plan, req, f))
             }
         }
     }

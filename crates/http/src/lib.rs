@@ -15,6 +15,8 @@
 //!   nor forwarded; which client request fields may reach a fill.
 //! * [`invalidate`]: the URIs a non-error answer to an unsafe method invalidates
 //!   (RFC 9111 §4.4), as per-URL surrogate keys every variant carries.
+//! * [`lookup`]: what a request does with what its lookup found (serve, refresh after,
+//!   revalidate, fill, pass, purge and look again, `504` for `only-if-cached`).
 //! * [`fill`]: what an origin answer to a fill or a revalidation becomes (store, marker,
 //!   freshen, keep) and the exact fields a fill sends.
 //! * [`unstored()`]: an origin answer passed to its client: fields removed and added,
@@ -34,6 +36,7 @@ pub mod fields;
 pub mod fill;
 pub mod headers;
 pub mod invalidate;
+pub mod lookup;
 pub mod range;
 pub mod reply;
 pub mod request;

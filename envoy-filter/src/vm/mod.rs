@@ -9,6 +9,7 @@ use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
 use cachet_http::fill as engine_fill;
+use cachet_http::lookup::{self, Found, Next, Rights};
 use cachet_http::{Answer, CacheStatus, Failure, Reply, fields};
 use cachet_policy::object;
 use cachet_policy::{Decision, Plan, Policy, PolicyError, Synth, WorkspaceMode};

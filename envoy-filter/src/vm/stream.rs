@@ -233,54 +233,55 @@ impl Http {
         vm.sync_bans();
         let now = Timestamp::from_system_time(at);
         let now_ms = now.as_millis();
-        let mut base = None;
         let found = vm.cache.borrow_mut().find(&HostData, &mut job.want, now);
         vm.flush();
         let Ok(found) = found else {
             // The request's variant can't be keyed (a varying field over the bound).
             return self.pass(p);
         };
-        if let Some(found) = found {
-            if found.obj.h.meta.pass {
-                // Hit-for-pass: the key is private; go straight to the origin.
-                return self.pass(p);
-            }
-            let label = match found.fresh {
-                Freshness::Stale => {
-                    Metrics::inc(m.stale);
+        let what = match &found {
+            None => Found::Nothing,
+            Some(f) if f.obj.h.meta.pass => Found::Marker,
+            Some(f) => Found::Object {
+                freshness: f.fresh,
+                soft_purged: false,
+                has_grace: true,
+            },
+        };
+        // Collapsing elects one leader across workers after this, so every request may
+        // fill; banned copies were dropped by the lookup.
+        let rights = Rights {
+            fill: true,
+            relookup: false,
+            only_if_cached: self.client.only_if_cached,
+        };
+        match (lookup::next(what, rights), found) {
+            (Next::Serve { status, refresh }, Some(found)) => {
+                if refresh {
                     vm.schedule_refresh(&job, &found.obj, now_ms);
-                    Some(CacheStatus::Stale)
                 }
-                Freshness::RefreshAhead => {
-                    vm.schedule_refresh(&job, &found.obj, now_ms);
-                    Some(CacheStatus::Hit)
-                }
-                Freshness::Fresh => Some(CacheStatus::Hit),
-                // Past grace, within keep: not served; the collapsing leader revalidates
-                // it before answering.
-                _ => None,
-            };
-            if let Some(label) = label {
-                if label == CacheStatus::Hit {
-                    Metrics::inc(if found.tier == Tier::Local {
-                        m.hits_local
-                    } else {
-                        m.hits_shared
-                    });
-                }
-                vm.respond(&found.obj, label, &self.client, at);
-                return Action::Pause;
+                Metrics::inc(match (status, found.tier) {
+                    (CacheStatus::Stale, _) => m.stale,
+                    (_, Tier::Local) => m.hits_local,
+                    _ => m.hits_shared,
+                });
+                vm.respond(&found.obj, status, &self.client, at);
+                Action::Pause
             }
-            base = Some((found.obj, found.times));
+            (Next::NotCached, _) => {
+                // RFC 9111 §5.2.1.7: nothing servable is stored, and the origin is off limits.
+                send_reply(&cachet_http::reply::failure(Failure::NotCached));
+                Action::Pause
+            }
+            (Next::Revalidate | Next::Fill, found) => {
+                // Not answered from cache: this request may go upstream (resumed after a
+                // wait). Past grace, within keep: the leader revalidates the stored copy.
+                self.forward.apply(p);
+                let base = found.map(|f| (f.obj, f.times));
+                self.collapse(p, job, base, now_ms)
+            }
+            _ => self.pass(p),
         }
-        // Not answered from cache: this request may go upstream (resumed after a wait).
-        self.forward.apply(p);
-        if self.client.only_if_cached {
-            // RFC 9111 §5.2.1.7: nothing servable is stored, and the origin is off limits.
-            send_reply(&cachet_http::reply::failure(Failure::NotCached));
-            return Action::Pause;
-        }
-        self.collapse(p, job, base, now_ms)
     }
 
     /// Nothing servable: fetch as the collapsing leader (revalidating `base` when it is
