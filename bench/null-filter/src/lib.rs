@@ -1,0 +1,123 @@
+//! The load benchmark's floor for a proxy-wasm filter in Envoy: one local reply per request, nothing else.
+//!
+//! `scripts/bench-load`'s `wasm-null` row loads this module the way it loads Cachet (same
+//! V8 runtime, same listener) and answers every request with a body as long as the one
+//! Cachet's gzip hit sends (the plugin configuration gives its length in bytes, kept in the
+//! VM): a stream context is created, its request headers arrive, one
+//! `send_local_response` goes out, the context is deleted.
+//! Whatever a request costs here is the price of the proxy-wasm ABI in V8, which no
+//! filter can go under; Cachet's hit minus this row is what Cachet itself costs.
+
+use proxy_wasm::traits::{Context, HttpContext, RootContext};
+use proxy_wasm::types::{Action, ContextType, MetricType};
+
+/// The root context: the body every request gets (empty until configured).
+struct Root {
+    body: std::rc::Rc<Vec<u8>>,
+    calls: Calls,
+}
+
+/// Host calls each request makes besides its reply, to price them one by one (the
+/// configuration's words after the length): `headers` reads the whole request header map
+/// (as Cachet does), `shared` reads one shared-data entry (Cachet's ban epoch), `time` the
+/// clock, `metric` adds to a counter.
+#[derive(Debug, Default, Clone, Copy)]
+struct Calls {
+    headers: bool,
+    shared: bool,
+    time: bool,
+    metric: Option<u32>,
+}
+
+/// One stream.
+struct Stream {
+    body: std::rc::Rc<Vec<u8>>,
+    calls: Calls,
+}
+
+/// The module entry point (`_initialize`) the host calls once per VM.
+mod entry {
+    use super::{Root, RootContext};
+
+    proxy_wasm::main! {{
+        proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
+            Box::new(Root { body: std::rc::Rc::new(Vec::new()), calls: super::Calls::default() })
+        });
+    }}
+}
+
+impl Context for Root {}
+
+impl RootContext for Root {
+    fn on_configure(&mut self, _size: usize) -> bool {
+        // The configuration is the body's length in bytes (a StringValue), then the names
+        // of the host calls to make per request ([`Calls`]).
+        let Some(config) = self
+            .get_plugin_configuration()
+            .and_then(|c| String::from_utf8(c).ok())
+        else {
+            return false;
+        };
+        let mut words = config.split_whitespace();
+        let Some(len) = words.next().and_then(|w| w.parse::<usize>().ok()) else {
+            return false;
+        };
+        for w in words {
+            match w {
+                "headers" => self.calls.headers = true,
+                "shared" => {
+                    let _ = self.set_shared_data("null.epoch", Some(b"00000001"), None);
+                    self.calls.shared = true;
+                }
+                "time" => self.calls.time = true,
+                "metric" => {
+                    self.calls.metric =
+                        proxy_wasm::hostcalls::define_metric(MetricType::Counter, "null.hits").ok();
+                }
+                _ => return false,
+            }
+        }
+        self.body = std::rc::Rc::new(vec![b'a'; len]);
+        true
+    }
+
+    fn create_http_context(&self, _id: u32) -> Option<Box<dyn HttpContext>> {
+        Some(Box::new(Stream {
+            body: std::rc::Rc::clone(&self.body),
+            calls: self.calls,
+        }))
+    }
+
+    fn get_type(&self) -> Option<ContextType> {
+        Some(ContextType::HttpContext)
+    }
+}
+
+impl Context for Stream {}
+
+impl HttpContext for Stream {
+    fn on_http_request_headers(&mut self, _n: usize, _end_of_stream: bool) -> Action {
+        let c = self.calls;
+        if c.headers {
+            std::hint::black_box(self.get_http_request_headers_bytes());
+        }
+        if c.shared {
+            std::hint::black_box(self.get_shared_data("null.epoch"));
+        }
+        if c.time {
+            std::hint::black_box(self.get_current_time());
+        }
+        if let Some(id) = c.metric {
+            let _ = proxy_wasm::hostcalls::increment_metric(id, 1);
+        }
+        self.send_http_response(
+            200,
+            vec![
+                ("content-type", "text/css; charset=utf-8"),
+                ("x-cache", "HIT"),
+            ],
+            Some(&self.body),
+        );
+        Action::Pause
+    }
+}
