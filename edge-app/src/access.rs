@@ -41,6 +41,10 @@ pub(crate) struct Access {
     pub origin_bytes: Option<u64>,
     /// The ban that invalidated the object found (0: stored before the ban log's floor).
     pub banned_by: Option<u64>,
+    /// The bans could not be read (KV store failing, no copy left) and the object found
+    /// was stored before that began: refetched rather than served (fail closed).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub bans_unknown: bool,
     /// Refresh work: `ahead` (early refresh), `stale` (grace), `revalidated-304`,
     /// `replaced`, `kept-stored` (origin error), `private` (now uncacheable).
     pub refresh: Option<String>,

@@ -94,10 +94,30 @@ pub(crate) fn authoritative(policy: &Policy) -> Result<BanLog, AdminError> {
     read_kv(&open(policy)?).map(|(log, _)| log)
 }
 
+/// Core-cache key of this POP's failure marker: while the KV store cannot be read and no
+/// copy of the index is left, it holds (user metadata, u64 LE ms) when the failure was
+/// first seen. Cannot collide with object keys (no `/`).
+const FAILURE_KEY: &[u8] = b"cachet:ban-failure";
+
+/// Surrogate key of the failure marker, purged by the first successful sync after it.
+const FAILURE_SURROGATE: &str = "cachet-ban-failure";
+
+/// How long the failure marker lives when nothing clears it.
+const FAILURE_TTL: Duration = Duration::from_secs(24 * 3600);
+
 /// The bans as one request sees them: this POP's copy of the index.
 pub(crate) enum Bans {
-    /// No ban can apply (no index, store unavailable).
+    /// No ban can apply (an empty log).
     None,
+    /// The bans cannot be known: the KV store failed and this POP's copy is gone (older
+    /// than `sync_interval` + [`LOCAL_COPY_SWR`]). An object stored before `since_ms`
+    /// (when the failure was first seen here) may be covered by a ban this POP cannot
+    /// see: it is refetched, never served as it is (fail closed). Objects stored since
+    /// were fetched during the failure and are served.
+    Unknown {
+        /// When this POP first failed to read the bans, ms since the epoch.
+        since_ms: u64,
+    },
     /// The open core-cache entry; the head is read on the first check that needs it.
     Local(Local),
     /// A whole index in memory (just built or read from the KV store).
@@ -194,8 +214,8 @@ impl Local {
 /// The bans as this POP sees them: the core-cache copy of the index. Once it is older
 /// than `[bans].sync_interval`, one request (the core cache's obligation) re-reads the KV
 /// store and replaces it while the others keep using the previous copy (stale for at most
-/// [`LOCAL_COPY_SWR`]). A missing or broken store means no bans (logged by the caller
-/// through the returned error text).
+/// [`LOCAL_COPY_SWR`]). When the store cannot be read and no copy is left, the bans are
+/// [`Bans::Unknown`] (fail closed; the caller logs the returned error text).
 pub(crate) fn current(policy: &Policy) -> (Bans, Option<String>) {
     let tx = match Transaction::lookup(CacheKey::from_static(LOCAL_COPY_KEY))
         .always_use_requested_range()
@@ -212,14 +232,55 @@ pub(crate) fn current(policy: &Policy) -> (Bans, Option<String>) {
     match open(policy).and_then(|s| sync(&s)) {
         Ok(bytes) => {
             publish_local(policy, tx, &bytes);
+            clear_failure();
             (Bans::Whole(bytes), None)
         }
         Err(e) => {
-            // Keep using the previous copy, if any, until a refresh succeeds.
-            let stale = tx.found().and_then(local).unwrap_or(Bans::None);
+            // Keep using the previous copy, if any, until a refresh succeeds; without
+            // one, the bans are unknown.
+            let stale = tx.found().and_then(local);
             let _ = tx.cancel_insert_or_update();
-            (stale, Some(e.to_string()))
+            let bans = stale.unwrap_or_else(|| Bans::Unknown {
+                since_ms: failure_since(),
+            });
+            (bans, Some(e.to_string()))
         }
+    }
+}
+
+/// When this POP first failed to read the bans: the failure marker's time, or now (and
+/// the marker written) when there is none.
+fn failure_since() -> u64 {
+    let now_ms = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis()),
+    )
+    .unwrap_or(u64::MAX);
+    if let Ok(Some(found)) = core::lookup(CacheKey::from_static(FAILURE_KEY)).execute()
+        && let Some(since) = found
+            .user_metadata()
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+    {
+        return since;
+    }
+    if let Ok(w) = core::insert(CacheKey::from_static(FAILURE_KEY), FAILURE_TTL)
+        .surrogate_keys([FAILURE_SURROGATE])
+        .known_length(0)
+        .user_metadata(bytes::Bytes::copy_from_slice(&now_ms.to_le_bytes()))
+        .execute()
+    {
+        let _ = w.finish();
+    }
+    now_ms
+}
+
+/// Removes the failure marker after a successful sync, when there is one.
+fn clear_failure() {
+    if let Ok(Some(_)) = core::lookup(CacheKey::from_static(FAILURE_KEY)).execute() {
+        let _ = fastly::http::purge::purge_surrogate_key(FAILURE_SURROGATE);
     }
 }
 
@@ -416,6 +477,15 @@ pub(crate) fn add(policy: &Policy, expr: &str, now_ms: u64) -> Result<AddedBan, 
     ))
 }
 
+/// Why a found object may not be served as it is ([`check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Covered {
+    /// This ban (its id; 0: stored before the log's floor) covers it.
+    Ban(u64),
+    /// The bans are unknown ([`Bans::Unknown`]) and it was stored before that began.
+    Unknown,
+}
+
 /// Checks a found object against the bans newer than it. `header` reads the lookup
 /// request's headers (`req.http.*`); `url` is the normalized target (`req.url`). An index
 /// that cannot be read counts as no ban for this lookup (the copy is replaced at the
@@ -425,14 +495,18 @@ pub(crate) fn check<'a>(
     meta: &Meta,
     url: &'a str,
     header: impl Fn(&str) -> Option<&'a str>,
-) -> Option<u64> {
+) -> Option<Covered> {
     let req = LookupRequest { url, header };
     match bans {
         Bans::None => None,
-        Bans::Local(local) => local.check(meta, &req),
+        Bans::Unknown { since_ms } => {
+            (meta.times.stored_at.as_millis() < *since_ms).then_some(Covered::Unknown)
+        }
+        Bans::Local(local) => local.check(meta, &req).map(Covered::Ban),
         Bans::Whole(bytes) => BanIndex::from_head(bytes)
             .and_then(|ix| ix.check(bytes.as_slice(), meta, &req))
             .ok()
-            .flatten(),
+            .flatten()
+            .map(Covered::Ban),
     }
 }

@@ -221,8 +221,11 @@ impl Lookup<'_, '_> {
             } else {
                 Found::Marker
             }
-        } else if let Some(ban) = self.banned(&meta, &req, f) {
-            f.banned_by = Some(ban);
+        } else if let Some(covered) = self.banned(&meta, &req, f) {
+            match covered {
+                bans::Covered::Ban(id) => f.banned_by = Some(id),
+                bans::Covered::Unknown => f.bans_unknown = true,
+            }
             Found::Banned
         } else {
             let draw = match self.early {
@@ -245,8 +248,9 @@ impl Lookup<'_, '_> {
         self.act(next, tx, Some(Hit { meta, body }), req, f)
     }
 
-    /// The id of the ban covering `meta`, if any (`bans::check` on this POP's copy of the index).
-    fn banned(&self, meta: &Meta, req: &Request, f: &mut Access) -> Option<u64> {
+    /// What keeps `meta` from being served as it is, if anything (`bans::check` on this
+    /// POP's copy of the index).
+    fn banned(&self, meta: &Meta, req: &Request, f: &mut Access) -> Option<bans::Covered> {
         let (log, log_error) = bans::current(self.policy);
         if log_error.is_some() {
             f.error = log_error;

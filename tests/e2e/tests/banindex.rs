@@ -90,3 +90,55 @@ fn an_earlier_layout_log_without_an_index_still_bans() {
         "ban 7 still applies"
     );
 }
+
+/// Issue 13: a ban log that cannot be read is not "no bans". With the KV store's log
+/// corrupt and no copy of the index at this POP, an object stored before the failure was
+/// first seen is refetched, never served as it is (fail closed), and the access log says
+/// so; objects fetched since are served.
+#[test]
+fn an_unreadable_ban_log_fails_closed_for_objects_stored_before_it() {
+    let origin = cachet_demo_origin::spawn(OriginConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        ..OriginConfig::default()
+    })
+    .expect("demo origin");
+    let extra = "\n[[local_server.kv_stores.broken_bans]]\nkey = \"ban-log\"\n\
+                 data = \"{not json\"\n";
+    let config = std::fs::read_to_string(workspace_root().join("edge-app/cachet.toml"))
+        .expect("cachet.toml")
+        + "\n[bans]\nkv_store = \"broken_bans\"\n";
+    let edge = Edge::start_with_manifest(origin.addr(), Some(&config), extra);
+    let a = agent();
+    let get = |path: &str| {
+        send(
+            &a,
+            edge.addr(),
+            "GET",
+            BLOG,
+            path,
+            &[("user-agent", ua::DESKTOP)],
+            vec![],
+        )
+        .expect("edge answers")
+    };
+    let path = "/blog/bob/entry/3";
+    let first = get(path);
+    assert_eq!((first.status, first.x_cache()), (200, "MISS"));
+    let fetched = origin.stats().count(path);
+    // The next lookup finds the object but cannot read the bans: stored before the
+    // failure was seen, it is refetched (not a HIT).
+    let second = get(path);
+    assert_eq!(second.status, 200);
+    assert_ne!(second.x_cache(), "HIT", "an object older than the failure");
+    assert_eq!(origin.stats().count(path), fetched + 1, "refetched from the origin");
+    let line = edge
+        .wait_for_log(Duration::from_secs(30), |l| l["bans_unknown"] == true)
+        .expect("the access log records the unknown bans");
+    assert!(
+        line["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "with the store's error: {line}"
+    );
+    // The object fetched during the failure is newer than it: served from cache.
+    assert_eq!(get(path).x_cache(), "HIT");
+    assert_eq!(origin.stats().count(path), fetched + 1);
+}
