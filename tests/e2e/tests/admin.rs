@@ -237,3 +237,74 @@ fn a_ban_on_a_surrogate_key_invalidates_the_objects_carrying_it() {
     assert_eq!(desktop(&s, "/blog/alice/entry/8").x_cache(), "MISS");
     assert_eq!(desktop(&s, "/blog/bob/entry/8").x_cache(), "HIT");
 }
+
+/// Issue 13: concurrent ban writes (several instances at once, as several POPs would) never
+/// lose one. Each `201` names an id; every such id is in the log afterwards, once. A call
+/// that loses the compare-and-swap too often gets a `503` asking to retry (not accepted,
+/// so nothing is lost); everything else is a `201`.
+#[test]
+fn concurrent_bans_are_never_lost() {
+    let s = Stack::start();
+    let addr = s.edge.addr();
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let accepted: Vec<u64> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..6)
+            .map(|w| {
+                let auth = auth.clone();
+                scope.spawn(move || {
+                    let a = cachet_e2e::agent();
+                    let mut ids = Vec::new();
+                    for i in 0..4 {
+                        let expr = format!("obj.http.x-url ~ ^/blog/w{w}/entry/{i}$");
+                        let r = cachet_e2e::send(
+                            &a,
+                            addr,
+                            "POST",
+                            BLOG,
+                            "/.cachet/ban",
+                            &[("authorization", &auth)],
+                            expr.into_bytes(),
+                        )
+                        .expect("edge answers");
+                        match r.status {
+                            201 => ids.push(json(&r)["id"].as_u64().expect("id")),
+                            503 => assert!(r.text().contains("retry"), "{}", r.text()),
+                            other => panic!("{other}: {}", r.text()),
+                        }
+                    }
+                    ids
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|h| h.join().expect("worker"))
+            .collect()
+    });
+    assert!(
+        accepted.len() >= 6,
+        "most calls were accepted: {accepted:?}"
+    );
+    let log = json(&s.admin("GET", "/.cachet/bans", &[], ""));
+    let mut in_log: Vec<u64> = log["bans"]
+        .as_array()
+        .expect("bans")
+        .iter()
+        .map(|b| b["id"].as_u64().expect("id"))
+        .collect();
+    in_log.sort_unstable();
+    let mut unique = in_log.clone();
+    unique.dedup();
+    assert_eq!(unique, in_log, "ids are unique");
+    for id in &accepted {
+        assert!(
+            in_log.contains(id),
+            "accepted ban {id} is in the log: {in_log:?}"
+        );
+    }
+    assert_eq!(
+        in_log.len(),
+        accepted.len(),
+        "only accepted bans are in the log"
+    );
+}

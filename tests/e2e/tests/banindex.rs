@@ -130,7 +130,11 @@ fn an_unreadable_ban_log_fails_closed_for_objects_stored_before_it() {
     let second = get(path);
     assert_eq!(second.status, 200);
     assert_ne!(second.x_cache(), "HIT", "an object older than the failure");
-    assert_eq!(origin.stats().count(path), fetched + 1, "refetched from the origin");
+    assert_eq!(
+        origin.stats().count(path),
+        fetched + 1,
+        "refetched from the origin"
+    );
     let line = edge
         .wait_for_log(Duration::from_secs(30), |l| l["bans_unknown"] == true)
         .expect("the access log records the unknown bans");
