@@ -585,11 +585,11 @@ fn store(
     let status = resp.get_status().as_u16();
     let fields = fields_of(&resp);
     let key = &plan.cache_key;
+    let limit = policy.config().edge.max_object_bytes;
     let verdict =
         if let Some(v) = fill::unstorable(policy, plan, key, status, &fields, now, replacing) {
             v
-        } else {
-            let body = resp.take_body_bytes();
+        } else if let Some(body) = read_bounded(&mut resp, limit)? {
             let origin = Origin {
                 status,
                 fields: &fields,
@@ -599,6 +599,8 @@ fn store(
             let v = fill::filled(policy, plan, key, origin, now, replacing)?;
             resp.set_body(body);
             v
+        } else {
+            fill::oversized(policy, plan, key, status, &fields, now, replacing)
         };
     match &verdict {
         Filled::Stored { meta, body } => insert(policy, tx, meta, body)?,
@@ -608,6 +610,29 @@ fn store(
         }
     }
     Ok((verdict, resp))
+}
+
+/// Reads `resp`'s body when it is at most `limit` bytes (`[edge].max_object_bytes`). A
+/// longer one (a chunked body declares no length) is not held: `None`, and `resp` gets
+/// back a body that replays the `limit + 1` bytes read and streams the rest from the
+/// origin, so memory stays bounded by `limit` whatever the body's size.
+///
+/// # Errors
+/// The origin body's read error.
+pub(crate) fn read_bounded(resp: &mut Response, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut body = resp.take_body();
+    let mut head = Vec::new();
+    (&mut body)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut head)?;
+    if head.len() as u64 <= limit {
+        return Ok(Some(head));
+    }
+    let mut replay = fastly::Body::from(head);
+    replay.append(body);
+    resp.set_body(replay);
+    Ok(None)
 }
 
 /// Stores a fill's answer as the engine says ([`store`]) and answers this client: from

@@ -127,7 +127,9 @@ pub(crate) fn respond(
 /// Serves an origin response that is not stored, as the engine says
 /// (`cachet_http::unstored`): fields removed and set, gzip inflated for an identity client
 /// of a fill (`ours_encoding`: the request carried our `Accept-Encoding`), no body for
-/// `HEAD`. A body that does not inflate goes as it is, still labelled gzip.
+/// `HEAD`. A body that does not inflate (corrupt, over
+/// `cachet_policy::object::MAX_INFLATED_BYTES` in or out) goes as it is, still labelled
+/// gzip, streamed: memory stays bounded.
 pub(crate) fn unstored(
     mut resp: Response,
     client: &cachet_http::Client,
@@ -140,12 +142,18 @@ pub(crate) fn unstored(
         ours_encoding,
     );
     let inflated = if u.inflate && u.body {
-        let body = resp.take_body_bytes();
-        let inflated = crate::scratch::gunzip(&body).ok();
-        if inflated.is_none() {
-            resp.set_body(body);
+        // At most MAX_INFLATED_BYTES of input is held: a longer body could not inflate
+        // within the output bound anyway, and goes on streaming as it came.
+        match crate::cache::read_bounded(&mut resp, cachet_policy::object::MAX_INFLATED_BYTES) {
+            Ok(Some(body)) => {
+                let inflated = crate::scratch::gunzip(&body).ok();
+                if inflated.is_none() {
+                    resp.set_body(body);
+                }
+                inflated
+            }
+            _ => None,
         }
-        inflated
     } else {
         None
     };

@@ -466,6 +466,22 @@ struct TestQuery {
     /// The body is this request field's value (`none` when absent): shows which variant a
     /// `Vary` response is.
     body_from: Option<String>,
+    /// The body is this many bytes of `x`, streamed in 64 KiB chunks without a
+    /// `Content-Length` (chunked): a body whose size is known only once it is read.
+    chunked: Option<u64>,
+}
+
+/// A body of `len` bytes of `x` in 64 KiB chunks, generated as it is sent (the origin
+/// never holds it whole).
+fn chunked_body(len: u64) -> axum::body::Body {
+    const CHUNK: u64 = 64 * 1024;
+    let chunk = axum::body::Bytes::from(vec![b'x'; 64 * 1024]);
+    let chunks = len.div_ceil(CHUNK);
+    let stream = futures_util::stream::iter((0..chunks).map(move |i| {
+        let n = usize::try_from((len - i * CHUNK).min(CHUNK)).unwrap_or(0);
+        Ok::<_, std::convert::Infallible>(chunk.slice(..n))
+    }));
+    axum::body::Body::from_stream(stream)
 }
 
 /// `/t/{name}`: a resource whose answer is spelled out by its query ([`TestQuery`]) and
@@ -553,6 +569,9 @@ async fn test_resource(Query(q): Query<TestQuery>, req: Request) -> Response {
     });
     if conditional && status == StatusCode::OK {
         return (StatusCode::NOT_MODIFIED, h).into_response();
+    }
+    if let Some(len) = q.chunked {
+        return (status, h, chunked_body(len)).into_response();
     }
     let body = match &q.body_from {
         Some(name) => req.headers().get(name.as_str()).map_or_else(

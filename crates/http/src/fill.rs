@@ -65,6 +65,29 @@ pub fn unstorable(
     }
 }
 
+/// The verdict on an answer whose body turned out longer than `[edge].max_object_bytes`
+/// while it was read (a chunked body declares no length): as [`filled`] for a body one
+/// byte over the limit, decided without the body, so the adapter streams the rest to its
+/// client instead of holding it.
+pub fn oversized(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    key: &str,
+    status: u16,
+    fields: &[(String, Vec<u8>)],
+    now: Timestamp,
+    replacing: bool,
+) -> Filled {
+    let read = ResponseFields::read(status, fields);
+    let mut view = read.view();
+    view.content_length = Some(policy.config().edge.max_object_bytes.saturating_add(1));
+    let why = match policy.storability(plan, &view) {
+        Storability::Store(_) => NoStore::TooLarge,
+        Storability::DontStore(why) => why,
+    };
+    not_stored(policy, plan, key, now, replacing, why)
+}
+
 fn not_stored(
     policy: &Policy,
     plan: &Plan<'_>,
@@ -411,6 +434,24 @@ keep = "1h"
             unstorable(&p, &plan, &key, 200, &declared, now(), false),
             Some(Filled::Unstored(NoStore::TooLarge))
         );
+        let public = f(&[("cache-control", b"max-age=60")]);
+        assert_eq!(
+            oversized(&p, &plan, &key, 200, &public, now(), false),
+            Filled::Unstored(NoStore::TooLarge),
+            "a chunked body found over the limit while read"
+        );
+        assert!(matches!(
+            oversized(&p, &plan, &key, 200, &public, now(), true),
+            Filled::Marker {
+                why: NoStore::TooLarge,
+                ..
+            }
+        ));
+        let private = f(&[("cache-control", b"private")]);
+        assert!(matches!(
+            oversized(&p, &plan, &key, 200, &private, now(), false),
+            Filled::Marker { why, .. } if why.is_private()
+        ));
         let garbled = f(&[
             ("content-length", b"6\xff"),
             ("cache-control", b"max-age=9"),

@@ -500,6 +500,38 @@ impl Cache {
         }
     }
 
+    /// Applies the verdict on an origin answer whose body is over `[edge].max_object_bytes`
+    /// and was therefore never read into the VM (`cachet_http::fill::oversized`): a
+    /// hit-for-pass marker when it replaces a stored object (so the outdated copy is never
+    /// served again) or is per-user, else nothing. Always [`Stored::Pass`]: the client is
+    /// answered by the origin directly.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the fill's whole context: store, policy, plan, request, status, fields, clock, mode"
+    )]
+    pub fn store_oversized(
+        &mut self,
+        sd: &dyn SharedData,
+        p: &Policy,
+        plan: &Plan<'_>,
+        want: &Wanted,
+        status: u16,
+        fields: &[(String, Vec<u8>)],
+        now: Timestamp,
+        replacing: bool,
+    ) -> Stored {
+        if let Filled::Marker { meta, .. } =
+            fill::oversized(p, plan, &want.key, status, fields, now, replacing)
+        {
+            self.insert(
+                sd,
+                StoredObject::new(want.key.clone(), *meta, Vec::new()),
+                now,
+            );
+        }
+        Stored::Pass
+    }
+
     /// Applies the origin's answer (`None`: the callout failed) to a revalidation of
     /// `base`, found for `want` (`cachet_http::fill::revalidated`): a 304 freshens it in
     /// both tiers (new version, so other workers' in-VM copies are replaced on their next

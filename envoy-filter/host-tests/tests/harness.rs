@@ -1211,3 +1211,39 @@ fn the_waiter_queue_is_bounded_in_keys_by_collapse_max_keys() {
         "the second key's follower goes to the origin uncollapsed: {outcomes:?}"
     );
 }
+
+/// Issue 13: a fill whose answer is over `[edge].max_object_bytes` is never copied into
+/// the VM: the leader and its waiters go to the origin through the router (streamed by
+/// Envoy) and nothing is stored.
+#[test]
+fn an_answer_over_max_object_bytes_passes_through_the_router_unstored() {
+    let host = host();
+    let mut w = host
+        .vm(&config(
+            serde_json::json!({"edge": {"max_object_bytes": 1024}}),
+        ))
+        .expect("vm");
+    let path = "/blog/alice/entry/46";
+    let (leader, o) = w.request(req("GET", BLOG, path, &[]), None).expect("req");
+    assert_eq!(o, Outcome::Paused);
+    let (waiter, o) = w.request(req("GET", BLOG, path, &[]), None).expect("req");
+    assert_eq!(o, Outcome::Paused, "collapsed behind the leader");
+    let call = one_callout(&w);
+    let big = Response {
+        status: 200,
+        headers: vec![("cache-control".into(), b"public, max-age=60".to_vec())],
+        body: vec![b'x'; 4096],
+    };
+    w.answer(call.token, &big).expect("answer");
+    for id in [leader, waiter] {
+        assert!(
+            matches!(w.poll(id), Outcome::Upstream(_)),
+            "stream {id} goes to the origin through the router"
+        );
+    }
+    assert_eq!(host.metric("cachet.objects"), 0, "nothing stored");
+    // The next request is a plain miss again (no object, no marker: not per-user).
+    let (_, o) = w.request(req("GET", BLOG, path, &[]), None).expect("req");
+    assert_eq!(o, Outcome::Paused);
+    assert_eq!(w.callouts().len(), 1);
+}

@@ -63,15 +63,24 @@ impl Vm {
                 refresh,
                 started_ms,
             } => {
-                let r = OriginResponse::read(nh, body_size, started_ms);
+                let limit = p.config().edge.max_object_bytes;
+                let r = OriginResponse::read(nh, body_size, started_ms, limit);
                 let Refresh { job, base } = *refresh;
                 // Whatever the answer, the lock goes: after a kept copy (5xx, failed
                 // callout, banned meanwhile) the next request schedules a new refresh.
-                let _ = self.revalidate(&p, &job, &base, r.as_ref());
+                match &r {
+                    // Grown over the limit: a marker replaces the outdated copy.
+                    Some(r) if r.oversized => {
+                        let _ = self.store_oversized(&p, &job, r, true);
+                    }
+                    _ => {
+                        let _ = self.revalidate(&p, &job, &base, r.as_ref());
+                    }
+                }
                 locks::release(&HostData, job.want.slot, self.owner(self.root_id));
                 self.wake(Some(job.want.slot));
             }
-            RootCall::Feed => self.apply_feed(&p, OriginResponse::read(nh, body_size, 0)),
+            RootCall::Feed => self.apply_feed(&p, OriginResponse::read(nh, body_size, 0, u64::MAX)),
         }
     }
 

@@ -72,6 +72,25 @@ impl Vm {
         stored
     }
 
+    /// Applies the verdict on an answer `r` whose body is over `[edge].max_object_bytes`
+    /// (`cachet_store::cache::Cache::store_oversized`); the client goes to the origin.
+    pub(super) fn store_oversized(
+        &self,
+        p: &Policy,
+        job: &Job,
+        r: &OriginResponse,
+        replacing: bool,
+    ) -> Stored {
+        let at = host::now();
+        let plan = job.plan(p, at);
+        let now = Timestamp::from_system_time(at);
+        let stored = self.cache.borrow_mut().store_oversized(
+            &HostData, p, &plan, &job.want, r.status, &r.headers, now, replacing,
+        );
+        self.flush();
+        stored
+    }
+
     /// Applies the origin's answer `r` (`None`: the callout failed) to a revalidation of
     /// `base`, found for `job` (`cachet_store::cache::Cache::revalidate`).
     pub(super) fn revalidate(

@@ -134,23 +134,34 @@ enum RootCall {
 struct OriginResponse {
     status: u16,
     headers: Vec<(String, Vec<u8>)>,
+    /// The body; empty when [`Self::oversized`].
     body: Vec<u8>,
+    /// The body is over `[edge].max_object_bytes`: it was left in Envoy, never copied
+    /// into the VM, and can be neither stored nor sent from here.
+    oversized: bool,
     /// Round trip since the fetch was dispatched (XFetch's `delta`).
     elapsed: Duration,
 }
 
 impl OriginResponse {
-    /// Reads the callout answer being delivered (`nh` headers, `body_size` bytes).
-    fn read(nh: usize, body_size: usize, started_ms: u64) -> Option<Self> {
+    /// Reads the callout answer being delivered (`nh` headers, `body_size` bytes); a body
+    /// over `limit` bytes is not copied into the VM ([`Self::oversized`]).
+    fn read(nh: usize, body_size: usize, started_ms: u64, limit: u64) -> Option<Self> {
         let headers = if nh == 0 {
             Vec::new()
         } else {
             host::headers(MapType::HttpCallResponseHeaders)
         };
         let status = status_of(&headers)?;
+        let oversized = body_size as u64 > limit;
         Some(Self {
             status,
-            body: host::buffer(BufferType::HttpCallResponseBody, body_size),
+            body: if oversized {
+                Vec::new()
+            } else {
+                host::buffer(BufferType::HttpCallResponseBody, body_size)
+            },
+            oversized,
             headers,
             elapsed: Duration::from_millis(host::now_ms().saturating_sub(started_ms)),
         })

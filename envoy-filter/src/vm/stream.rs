@@ -400,7 +400,22 @@ impl Http {
         let (Some(p), Some(job)) = (vm.policy(), self.job.clone()) else {
             return;
         };
-        let r = OriginResponse::read(nh, body_size, self.started_ms);
+        let limit = p.config().edge.max_object_bytes;
+        let r = OriginResponse::read(nh, body_size, self.started_ms, limit);
+        if let Some(r) = r.as_ref().filter(|r| r.oversized) {
+            // Too large to store or to copy into the VM: leave a marker when it replaces a
+            // stored object, and let this request (and its waiters) through the router to
+            // the origin, streamed by Envoy.
+            let _ = vm.store_oversized(&p, &job, r, self.base.is_some());
+            self.base = None;
+            self.release();
+            self.phase = Phase::Pass;
+            self.passed.set(true);
+            Metrics::inc(vm.m().passes);
+            host::resume_request();
+            vm.wake(Some(job.want.slot));
+            return;
+        }
         let base = self.base.clone();
         let fetched = match (&r, base) {
             (None, None) => {

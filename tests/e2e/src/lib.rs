@@ -183,7 +183,27 @@ impl Edge {
         }
     }
 
-    /// Where Viceroy listens.
+    /// Viceroy's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Viceroy's peak resident memory so far (`VmHWM` of `/proc/<pid>/status`), bytes;
+    /// `None` where `/proc` is unavailable.
+    pub fn peak_rss(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))?
+            .trim()
+            .strip_suffix("kB")?
+            .trim()
+            .parse::<u64>()
+            .ok()?;
+        Some(kib * 1024)
+    }
+
+    /// The address Viceroy listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
