@@ -133,6 +133,8 @@ struct Inner {
     blogs: RwLock<Blogs>,
     stats: Mutex<Stats>,
     delay_nanos: AtomicU64,
+    /// The misbehaviour applied to counted requests ([`Fault`] as a number).
+    fault: std::sync::atomic::AtomicU8,
     /// Every `304` says `Cache-Control: private` and sets a cookie.
     private_not_modified: AtomicBool,
     app_js_gzip: Vec<u8>,
@@ -159,6 +161,7 @@ impl OriginState {
                 blogs: RwLock::new(Blogs { order, private }),
                 stats: Mutex::new(Stats::default()),
                 delay_nanos: AtomicU64::new(duration_nanos(config.delay)),
+                fault: std::sync::atomic::AtomicU8::new(Fault::None as u8),
                 private_not_modified: AtomicBool::new(false),
                 app_js_gzip: content::gzip(APP_JS.as_bytes()),
             }),
@@ -251,6 +254,20 @@ impl OriginState {
             .store(duration_nanos(delay), Ordering::Relaxed);
     }
 
+    /// The misbehaviour applied to counted requests now.
+    pub fn fault(&self) -> Fault {
+        match self.inner.fault.load(Ordering::Relaxed) {
+            1 => Fault::Error,
+            2 => Fault::Reset,
+            _ => Fault::None,
+        }
+    }
+
+    /// Sets [`OriginState::fault`] (`POST /__origin/fault?mode=none|error|reset`).
+    pub fn set_fault(&self, fault: Fault) {
+        self.inner.fault.store(fault as u8, Ordering::Relaxed);
+    }
+
     /// Whether `304 Not Modified` answers say `Cache-Control: private` and set a cookie
     /// (an origin that turned a page per-user without changing its validators).
     pub fn private_not_modified(&self) -> bool {
@@ -337,6 +354,18 @@ pub fn spawn(config: OriginConfig) -> std::io::Result<RunningOrigin> {
     })
 }
 
+/// How the origin misbehaves on counted requests (for fault and soak tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Answers as usual.
+    None = 0,
+    /// Answers `503 Service Unavailable` (`Cache-Control: no-store`), a 5xx burst.
+    Error = 1,
+    /// Sends the status and headers (with the full `Content-Length`), half the body, then
+    /// drops the connection: a reset mid-body.
+    Reset = 2,
+}
+
 /// A demo origin running in a background thread (see [`spawn`]); dropping it stops it.
 #[derive(Debug)]
 pub struct RunningOrigin {
@@ -375,6 +404,11 @@ impl RunningOrigin {
     /// Sets the delay applied before every counted response.
     pub fn set_delay(&self, delay: Duration) {
         self.state.set_delay(delay);
+    }
+
+    /// Sets the misbehaviour applied to counted requests ([`Fault`]).
+    pub fn set_fault(&self, fault: Fault) {
+        self.state.set_fault(fault);
     }
 
     /// The shared state, for anything the shortcuts above do not cover.

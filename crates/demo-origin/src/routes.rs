@@ -44,6 +44,7 @@ pub fn router(state: OriginState) -> Router {
         .route("/__origin/blogs/{name}/private", post(make_private))
         .route("/__origin/blogs/{name}/public", post(make_public))
         .route("/__origin/delay", post(set_delay))
+        .route("/__origin/fault", post(set_fault))
         .route("/__origin/not-modified", post(set_not_modified))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
@@ -84,6 +85,13 @@ async fn count_and_delay(
         tokio::time::sleep(delay).await;
         started.elapsed()
     };
+    match state.fault() {
+        crate::Fault::None => {}
+        crate::Fault::Error => {
+            return control_error(StatusCode::SERVICE_UNAVAILABLE, "origin fault: 5xx burst");
+        }
+        crate::Fault::Reset => return reset_mid_body(next.run(req).await).await,
+    }
     let mut response = next.run(req).await;
     let not_modified = response.status() == StatusCode::NOT_MODIFIED;
     let headers = response.headers_mut();
@@ -581,6 +589,57 @@ async fn test_resource(Query(q): Query<TestQuery>, req: Request) -> Response {
         None => q.body.unwrap_or_else(|| TEST_BODY.to_owned()),
     };
     (status, h, body).into_response()
+}
+
+/// `response` with its headers (and full `Content-Length`) but only half its body, then a
+/// body error, which makes the server drop the connection mid-body ([`crate::Fault::Reset`]).
+async fn reset_mid_body(response: Response) -> Response {
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let half = bytes.slice(..bytes.len() / 2);
+    // The half goes out first (with the headers); the error follows a moment later, so the
+    // client really sees the connection drop mid-body.
+    let stream = futures_util::stream::unfold((Some(half), true), |(half, fail)| async move {
+        if let Some(h) = half {
+            return Some((Ok(h), (None, fail)));
+        }
+        if !fail {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let e = std::io::Error::other("origin fault: reset mid-body");
+        Some((Err(e), (None, false)))
+    });
+    let mut out = Response::from_parts(parts, axum::body::Body::from_stream(stream));
+    if !bytes.is_empty() {
+        out.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+    }
+    out
+}
+
+/// Query of `POST /__origin/fault?mode=none|error|reset`.
+#[derive(Debug, Deserialize)]
+struct FaultQuery {
+    mode: String,
+}
+
+async fn set_fault(State(state): State<OriginState>, Query(q): Query<FaultQuery>) -> Response {
+    let fault = match q.mode.as_str() {
+        "none" => crate::Fault::None,
+        "error" => crate::Fault::Error,
+        "reset" => crate::Fault::Reset,
+        other => {
+            return control_error(
+                StatusCode::BAD_REQUEST,
+                &format!("unknown fault mode {other:?}: none, error or reset"),
+            );
+        }
+    };
+    state.set_fault(fault);
+    no_store_json(StatusCode::OK, &json!({ "fault": q.mode }))
 }
 
 fn no_store_json(status: StatusCode, body: &serde_json::Value) -> Response {

@@ -4,7 +4,7 @@ use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use cachet_demo_origin::{APP_JS, BlogSeed, OriginConfig, RunningOrigin, Stats, spawn};
+use cachet_demo_origin::{APP_JS, BlogSeed, Fault, OriginConfig, RunningOrigin, Stats, spawn};
 
 type Resp = ureq::http::Response<ureq::Body>;
 
@@ -478,4 +478,34 @@ fn custom_blogs_and_shutdown() {
     assert_eq!(keep.get(o.url("/")).call().unwrap().status(), 200);
     o.shutdown();
     assert!(TcpStream::connect(addr).is_err(), "listener closed");
+}
+
+#[test]
+fn faults_answer_503_or_drop_the_connection_mid_body_and_are_counted() {
+    let o = origin();
+    assert_eq!(
+        post(&o, "/__origin/fault?mode=bogus").status(),
+        400,
+        "an unknown mode is refused"
+    );
+    assert_eq!(post(&o, "/__origin/fault?mode=error").status(), 200);
+    let r = get(&o, "/blog/alice/entry/1");
+    assert_eq!(r.status(), 503);
+    assert_eq!(header(&r, "cache-control"), Some("no-store"));
+    o.set_fault(Fault::Reset);
+    let mut r = get(&o, "/blog/alice/entry/1");
+    assert_eq!(r.status(), 200, "headers arrive");
+    assert!(
+        r.body_mut().read_to_string().is_err(),
+        "the body stops half way"
+    );
+    assert_eq!(post(&o, "/__origin/fault?mode=none").status(), 200);
+    let mut r = get(&o, "/blog/alice/entry/1");
+    assert_eq!(r.status(), 200);
+    assert!(!body(&mut r).is_empty());
+    assert_eq!(
+        o.stats().count("/blog/alice/entry/1"),
+        3,
+        "every fault counted"
+    );
 }
