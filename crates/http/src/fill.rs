@@ -58,10 +58,27 @@ pub fn unstorable(
     now: Timestamp,
     replacing: bool,
 ) -> Option<Filled> {
+    let why = refusal(policy, plan, status, fields, None)?;
+    Some(not_stored(policy, plan, key, now, replacing, why))
+}
+
+/// Why `Policy::storability` refuses an answer of `status` with `fields` (and, when given,
+/// a body of `length` bytes); `None` when it may be stored.
+fn refusal(
+    policy: &Policy,
+    plan: &Plan<'_>,
+    status: u16,
+    fields: &[(String, Vec<u8>)],
+    length: Option<u64>,
+) -> Option<NoStore> {
     let read = ResponseFields::read(status, fields);
-    match policy.storability(plan, &read.view()) {
+    let mut view = read.view();
+    if length.is_some() {
+        view.content_length = length;
+    }
+    match policy.storability(plan, &view) {
         Storability::Store(_) => None,
-        Storability::DontStore(why) => Some(not_stored(policy, plan, key, now, replacing, why)),
+        Storability::DontStore(why) => Some(why),
     }
 }
 
@@ -78,13 +95,8 @@ pub fn oversized(
     now: Timestamp,
     replacing: bool,
 ) -> Filled {
-    let read = ResponseFields::read(status, fields);
-    let mut view = read.view();
-    view.content_length = Some(policy.config().edge.max_object_bytes.saturating_add(1));
-    let why = match policy.storability(plan, &view) {
-        Storability::Store(_) => NoStore::TooLarge,
-        Storability::DontStore(why) => why,
-    };
+    let over = policy.config().edge.max_object_bytes.saturating_add(1);
+    let why = refusal(policy, plan, status, fields, Some(over)).unwrap_or(NoStore::TooLarge);
     not_stored(policy, plan, key, now, replacing, why)
 }
 

@@ -71,7 +71,7 @@ impl Vm {
                 match &r {
                     // Grown over the limit: a marker replaces the outdated copy.
                     Some(r) if r.oversized => {
-                        let _ = self.store_oversized(&p, &job, r, true);
+                        let _ = self.store_response(&p, &job, r, true);
                     }
                     _ => {
                         let _ = self.revalidate(&p, &job, &base, r.as_ref());

@@ -48,7 +48,9 @@ impl Vm {
     }
 
     /// Applies a fill's origin answer `r` to the cache (`cachet_store::cache::Cache::store`:
-    /// the engine's verdict). With `replacing` it answers a revalidation.
+    /// the engine's verdict; `Cache::store_oversized` for a body over
+    /// `[edge].max_object_bytes`, never read into the VM). With `replacing` it answers a
+    /// revalidation.
     pub(super) fn store_response(
         &self,
         p: &Policy,
@@ -59,34 +61,17 @@ impl Vm {
         let at = host::now();
         let plan = job.plan(p, at);
         let now = Timestamp::from_system_time(at);
-        let stored = self.cache.borrow_mut().store(
-            &HostData,
-            p,
-            &plan,
-            &job.want,
-            r.origin(),
-            now,
-            replacing,
-        );
-        self.flush();
-        stored
-    }
-
-    /// Applies the verdict on an answer `r` whose body is over `[edge].max_object_bytes`
-    /// (`cachet_store::cache::Cache::store_oversized`); the client goes to the origin.
-    pub(super) fn store_oversized(
-        &self,
-        p: &Policy,
-        job: &Job,
-        r: &OriginResponse,
-        replacing: bool,
-    ) -> Stored {
-        let at = host::now();
-        let plan = job.plan(p, at);
-        let now = Timestamp::from_system_time(at);
-        let stored = self.cache.borrow_mut().store_oversized(
-            &HostData, p, &plan, &job.want, r.status, &r.headers, now, replacing,
-        );
+        let mut cache = self.cache.borrow_mut();
+        let stored = if r.oversized {
+            // Never read into the VM: the verdict from its status and fields alone.
+            let (status, fields) = (r.status, &r.headers);
+            cache.store_oversized(
+                &HostData, p, &plan, &job.want, status, fields, now, replacing,
+            )
+        } else {
+            cache.store(&HostData, p, &plan, &job.want, r.origin(), now, replacing)
+        };
+        drop(cache);
         self.flush();
         stored
     }

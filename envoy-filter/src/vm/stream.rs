@@ -406,7 +406,7 @@ impl Http {
             // Too large to store or to copy into the VM: leave a marker when it replaces a
             // stored object, and let this request (and its waiters) through the router to
             // the origin, streamed by Envoy.
-            let _ = vm.store_oversized(&p, &job, r, self.base.is_some());
+            let _ = vm.store_response(&p, &job, r, self.base.is_some());
             self.base = None;
             self.release();
             self.phase = Phase::Pass;

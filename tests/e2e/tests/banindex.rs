@@ -7,13 +7,41 @@ use cachet_e2e::{ADMIN_TOKEN, Edge, agent, send, ua, workspace_root};
 
 const BLOG: &str = "blog.example";
 
-#[test]
-fn an_earlier_layout_log_without_an_index_still_bans() {
+/// The demo origin and the edge app whose ban log lives in the KV store `store`, holding
+/// one `ban-log` item with `log` (any bytes, as text).
+fn edge_with_log(store: &str, log: &str) -> (cachet_demo_origin::RunningOrigin, Edge) {
     let origin = cachet_demo_origin::spawn(OriginConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         ..OriginConfig::default()
     })
     .expect("demo origin");
+    let extra = format!(
+        "\n[[local_server.kv_stores.{store}]]\nkey = \"ban-log\"\ndata = {}\n",
+        serde_json::to_string(log).expect("quote")
+    );
+    let config = std::fs::read_to_string(workspace_root().join("edge-app/cachet.toml"))
+        .expect("cachet.toml")
+        + &format!("\n[bans]\nkv_store = \"{store}\"\n");
+    let edge = Edge::start_with_manifest(origin.addr(), Some(&config), &extra);
+    (origin, edge)
+}
+
+/// A desktop `GET` of `path` on the blog host.
+fn get(a: &ureq::Agent, edge: &Edge, path: &str) -> cachet_e2e::Reply {
+    send(
+        a,
+        edge.addr(),
+        "GET",
+        BLOG,
+        path,
+        &[("user-agent", ua::DESKTOP)],
+        vec![],
+    )
+    .expect("edge answers")
+}
+
+#[test]
+fn an_earlier_layout_log_without_an_index_still_bans() {
     // One ban an hour ahead (so newer than any object stored now) in the earlier edge
     // layout (`floor_ms`, `bans`), and no `ban-index` item.
     let ahead_ms = SystemTime::now()
@@ -24,27 +52,9 @@ fn an_earlier_layout_log_without_an_index_still_bans() {
     let log = format!(
         r#"{{"floor_ms":0,"next_id":8,"bans":[{{"id":7,"at_ms":{ahead_ms},"expr":"req.url ~ \"^/blog/alice/\"","lurker_friendly":false}}]}}"#
     );
-    let extra = format!(
-        "\n[[local_server.kv_stores.legacy_bans]]\nkey = \"ban-log\"\ndata = {}\n",
-        serde_json::to_string(&log).expect("quote")
-    );
-    let config = std::fs::read_to_string(workspace_root().join("edge-app/cachet.toml"))
-        .expect("cachet.toml")
-        + "\n[bans]\nkv_store = \"legacy_bans\"\n";
-    let edge = Edge::start_with_manifest(origin.addr(), Some(&config), &extra);
+    let (_origin, edge) = edge_with_log("legacy_bans", &log);
     let a = agent();
-    let get = |path: &str| {
-        send(
-            &a,
-            edge.addr(),
-            "GET",
-            BLOG,
-            path,
-            &[("user-agent", ua::DESKTOP)],
-            vec![],
-        )
-        .expect("edge answers")
-    };
+    let get = |path: &str| get(&a, &edge, path);
     for _ in 0..2 {
         assert_eq!(get("/blog/bob/entry/1").status, 200);
     }
@@ -97,30 +107,9 @@ fn an_earlier_layout_log_without_an_index_still_bans() {
 /// so; objects fetched since are served.
 #[test]
 fn an_unreadable_ban_log_fails_closed_for_objects_stored_before_it() {
-    let origin = cachet_demo_origin::spawn(OriginConfig {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        ..OriginConfig::default()
-    })
-    .expect("demo origin");
-    let extra = "\n[[local_server.kv_stores.broken_bans]]\nkey = \"ban-log\"\n\
-                 data = \"{not json\"\n";
-    let config = std::fs::read_to_string(workspace_root().join("edge-app/cachet.toml"))
-        .expect("cachet.toml")
-        + "\n[bans]\nkv_store = \"broken_bans\"\n";
-    let edge = Edge::start_with_manifest(origin.addr(), Some(&config), extra);
+    let (origin, edge) = edge_with_log("broken_bans", "{not json");
     let a = agent();
-    let get = |path: &str| {
-        send(
-            &a,
-            edge.addr(),
-            "GET",
-            BLOG,
-            path,
-            &[("user-agent", ua::DESKTOP)],
-            vec![],
-        )
-        .expect("edge answers")
-    };
+    let get = |path: &str| get(&a, &edge, path);
     let path = "/blog/bob/entry/3";
     let first = get(path);
     assert_eq!((first.status, first.x_cache()), (200, "MISS"));

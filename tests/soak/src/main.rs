@@ -238,7 +238,11 @@ fn client(addr: SocketAddr, n: usize, t0: Instant, stop: &AtomicBool) -> Vec<Rec
             let blog = if i.is_multiple_of(2) { "alice" } else { "bob" };
             ("blog.example", format!("/blog/{blog}/entry/{}", 1 + i % 10))
         };
-        let device = if i.is_multiple_of(3) { ua::IPHONE } else { ua::DESKTOP };
+        let device = if i.is_multiple_of(3) {
+            ua::IPHONE
+        } else {
+            ua::DESKTOP
+        };
         let r = send(
             &a,
             addr,
