@@ -137,12 +137,12 @@ pub(crate) struct Local {
 
 /// The user metadata of the core-cache copy: head length (u32), floor and newest ban
 /// time (u64 each), little-endian.
-fn local_meta(h: &Header) -> [u8; 20] {
+fn local_meta(h: &Header) -> bytes::Bytes {
     let mut m = [0u8; 20];
     m[..4].copy_from_slice(&u32::try_from(h.head_len).unwrap_or(u32::MAX).to_le_bytes());
     m[4..12].copy_from_slice(&h.trimmed_at_ms.to_le_bytes());
     m[12..].copy_from_slice(&h.newest_at_ms.to_le_bytes());
-    m
+    bytes::Bytes::copy_from_slice(&m)
 }
 
 /// Ranged reads of the core-cache copy.
@@ -251,12 +251,8 @@ pub(crate) fn current(policy: &Policy) -> (Bans, Option<String>) {
 /// When this POP first failed to read the bans: the failure marker's time, or now (and
 /// the marker written) when there is none.
 fn failure_since() -> u64 {
-    let now_ms = u64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis()),
-    )
-    .unwrap_or(u64::MAX);
+    let now_ms =
+        cachet_refresh::Timestamp::from_system_time(std::time::SystemTime::now()).as_millis();
     if let Ok(Some(found)) = core::lookup(CacheKey::from_static(FAILURE_KEY)).execute()
         && let Some(since) = found
             .user_metadata()
@@ -406,16 +402,24 @@ fn publish_local(policy: &Policy, tx: Transaction, bytes: &[u8]) {
     } else {
         return;
     };
-    if let Ok(mut w) = insert
-        .stale_while_revalidate(LOCAL_COPY_SWR)
-        .known_length(bytes.len() as u64)
-        .user_metadata(bytes::Bytes::copy_from_slice(&local_meta(&h)))
-        .execute()
+    write_copy(
+        insert
+            .stale_while_revalidate(LOCAL_COPY_SWR)
+            .known_length(bytes.len() as u64)
+            .user_metadata(local_meta(&h))
+            .execute(),
+        bytes,
+    );
+}
+
+/// Writes the copy's bytes into an insert just begun (a failed insert is left alone: the
+/// next sync tries again).
+fn write_copy(w: Result<fastly::http::body::StreamingBody, core::CacheError>, bytes: &[u8]) {
+    use std::io::Write;
+    if let Ok(mut w) = w
+        && w.write_all(bytes).is_ok()
     {
-        use std::io::Write;
-        if w.write_all(bytes).is_ok() {
-            let _ = w.finish();
-        }
+        let _ = w.finish();
     }
 }
 
@@ -423,17 +427,14 @@ fn publish_local(policy: &Policy, tx: Transaction, bytes: &[u8]) {
 fn replace_local(policy: &Policy, bytes: &[u8]) {
     let Ok(h) = Header::parse(bytes) else { return };
     let ttl: Duration = policy.config().bans.sync_interval.0;
-    if let Ok(mut w) = core::insert(CacheKey::from_static(LOCAL_COPY_KEY), ttl)
-        .stale_while_revalidate(LOCAL_COPY_SWR)
-        .known_length(bytes.len() as u64)
-        .user_metadata(bytes::Bytes::copy_from_slice(&local_meta(&h)))
-        .execute()
-    {
-        use std::io::Write;
-        if w.write_all(bytes).is_ok() {
-            let _ = w.finish();
-        }
-    }
+    write_copy(
+        core::insert(CacheKey::from_static(LOCAL_COPY_KEY), ttl)
+            .stale_while_revalidate(LOCAL_COPY_SWR)
+            .known_length(bytes.len() as u64)
+            .user_metadata(local_meta(&h))
+            .execute(),
+        bytes,
+    );
 }
 
 /// Adds a ban at `now_ms`: read-modify-write of the KV log guarded by its generation,

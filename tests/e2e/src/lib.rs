@@ -188,13 +188,19 @@ impl Edge {
         self.child.id()
     }
 
-    /// Viceroy's peak resident memory so far (`VmHWM` of `/proc/<pid>/status`), bytes;
-    /// `None` where `/proc` is unavailable.
+    /// Viceroy's peak resident memory so far (`VmHWM`), bytes; `None` where `/proc` is
+    /// unavailable.
     pub fn peak_rss(&self) -> Option<u64> {
+        self.proc_status_bytes("VmHWM")
+    }
+
+    /// A memory line of Viceroy's `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …), bytes;
+    /// `None` where `/proc` or the line is unavailable.
+    pub fn proc_status_bytes(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
         let kib = status
             .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))?
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
             .trim()
             .strip_suffix("kB")?
             .trim()

@@ -154,12 +154,7 @@ impl Server {
     /// Memory now, bytes: Viceroy's resident set, Envoy's `server.memory_allocated`.
     fn memory(&self) -> Option<u64> {
         match self {
-            Server::Edge(e) => {
-                let status = std::fs::read_to_string(format!("/proc/{}/status", e.pid())).ok()?;
-                let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
-                let kib = kib.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()?;
-                Some(kib * 1024)
-            }
+            Server::Edge(e) => e.proc_status_bytes("VmRSS"),
             Server::Envoy(e) => e.metric("server.memory_allocated").ok(),
         }
     }
