@@ -41,6 +41,9 @@ pub(crate) struct Access {
     pub origin_bytes: Option<u64>,
     /// The ban that invalidated the object found (0: stored before the ban log's floor).
     pub banned_by: Option<u64>,
+    /// The id of the ban an admin call added (`POST /.cachet/ban`, route `admin`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ban_added: Option<u64>,
     /// The bans could not be read (KV store failing, no copy left) and the object found
     /// was stored before that began: refetched rather than served (fail closed).
     #[serde(skip_serializing_if = "std::ops::Not::not")]

@@ -69,7 +69,7 @@ pub(crate) fn handle(
             let expr = admin::ban_body(&body)?;
             let now = Timestamp::from_system_time(SystemTime::now()).as_millis();
             let added = bans::add(policy, expr, now)?;
-            f.banned_by = Some(added.id);
+            f.ban_added = Some(added.id);
             Ok(json(201, admin::added_body(&added)))
         }
         AdminCall::ListBans => {

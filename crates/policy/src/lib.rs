@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod banindex;
 pub mod banlog;
+pub mod banstore;
 pub mod config;
 pub mod glob;
 pub mod object;

@@ -82,6 +82,16 @@ fn a_ban_invalidates_matching_objects_stored_before_it_and_nothing_else() {
         .expect("the lookup that met the ban is logged");
     let banned = s.edge.access_log().into_iter().filter(met_ban).count();
     assert_eq!(banned, 1, "one lookup met the ban");
+    // The admin call's own line names the ban it added, in its own field.
+    let admin_lines: Vec<_> = (s.edge.access_log().into_iter())
+        .filter(|l| l["route"] == "admin" && l["ban_added"] == id)
+        .collect();
+    assert_eq!(
+        admin_lines.len(),
+        1,
+        "the ban-creation line carries ban_added"
+    );
+    assert!(admin_lines[0]["banned_by"].is_null());
     // The log lists it, canonical.
     let list = json(&s.admin("GET", "/.cachet/bans", &[], ""));
     assert_eq!(list["bans"][0]["id"], id);
