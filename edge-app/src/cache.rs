@@ -80,7 +80,7 @@ pub(crate) fn pass(
     plan: &Plan<'_>,
     req: Request,
     f: &mut Access,
-) -> Result<Response, EdgeError> {
+) -> Result<Outcome, EdgeError> {
     let client = client_of(&req);
     let method = req.get_method_str().to_owned();
     let fetched = origin::fetch(policy, plan, req).map_err(unreachable)?;
@@ -135,7 +135,7 @@ pub(crate) fn cached(
             Step::Again(r) => req = *r,
         }
     }
-    pass(policy, plan, req, f).map(Outcome::from)
+    pass(policy, plan, req, f)
 }
 
 /// What one lookup needs besides the request.
@@ -186,8 +186,8 @@ enum Step {
 }
 
 impl Lookup<'_, '_> {
-    fn done(r: Result<Response, EdgeError>) -> Result<Step, EdgeError> {
-        r.map(|resp| Step::Done(Box::new(resp.into())))
+    fn done(r: Result<Outcome, EdgeError>) -> Result<Step, EdgeError> {
+        r.map(|out| Step::Done(Box::new(out)))
     }
 
     /// One lookup: what it found, classified for `cachet_http::lookup::next`, whose step
@@ -308,12 +308,12 @@ impl Lookup<'_, '_> {
                 if status == CacheStatus::Miss {
                     f.pass_reason = Some("revalidating-elsewhere");
                 }
-                let mut resp = pass(self.policy, self.plan, req, f)?;
+                let mut out = pass(self.policy, self.plan, req, f)?;
                 if status != CacheStatus::Pass {
                     f.cache = status;
-                    resp.set_header("x-cache", status.as_str());
+                    out.resp.set_header("x-cache", status.as_str());
                 }
-                Ok(Step::Done(Box::new(resp.into())))
+                Ok(Step::Done(Box::new(out)))
             }
             (Next::Relookup { .. } | Next::Revalidate, None) => {
                 drop(tx);
@@ -328,6 +328,7 @@ impl Lookup<'_, '_> {
         Ok(Step::Done(Box::new(Outcome {
             resp,
             after: after.map(Box::new),
+            inflate: false,
         })))
     }
 }
@@ -504,7 +505,7 @@ fn revalidate_now(
     hit: &Hit,
     req: &Request,
     f: &mut Access,
-) -> Result<Response, EdgeError> {
+) -> Result<Outcome, EdgeError> {
     let (policy, plan, client) = (ctx.policy, ctx.plan, &ctx.client);
     let meta = &hit.meta;
     let fill_req = fill_request(policy, plan, req, Some(meta));
@@ -513,7 +514,7 @@ fn revalidate_now(
         Err(e) if stale_if_error(meta) => {
             f.error = Some(e);
             f.cache = CacheStatus::Stale;
-            return deliver::respond(meta, hit.body.clone(), f.cache, client, f);
+            return deliver::respond(meta, hit.body.clone(), f.cache, client, f).map(Outcome::from);
         }
         Err(e) => return Err(unreachable(e)),
     };
@@ -531,12 +532,12 @@ fn revalidate_now(
             for cookie in fetched.resp.get_header_all(header::SET_COOKIE) {
                 resp.append_header(header::SET_COOKIE, cookie);
             }
-            Ok(resp)
+            Ok(resp.into())
         }
         Revalidated::Freshen(fresh) => {
             update(policy, tx, &fresh)?;
             f.refresh = Some("revalidated-304".into());
-            deliver::respond(&fresh, hit.body.clone(), f.cache, client, f)
+            deliver::respond(&fresh, hit.body.clone(), f.cache, client, f).map(Outcome::from)
         }
         Revalidated::Keep => {
             // Past grace the stored copy is served only within the origin's
@@ -545,7 +546,8 @@ fn revalidate_now(
             f.refresh = Some("origin-error".into());
             if stale_if_error(meta) {
                 f.cache = CacheStatus::Stale;
-                return deliver::respond(meta, hit.body.clone(), f.cache, client, f);
+                return deliver::respond(meta, hit.body.clone(), f.cache, client, f)
+                    .map(Outcome::from);
             }
             f.cache = CacheStatus::Pass;
             Ok(deliver::unstored(fetched.resp, client, true))
@@ -561,7 +563,7 @@ fn miss(
     tx: Transaction,
     req: &Request,
     f: &mut Access,
-) -> Result<Response, EdgeError> {
+) -> Result<Outcome, EdgeError> {
     let (policy, plan) = (ctx.policy, ctx.plan);
     let fill_req = fill_request(policy, plan, req, None);
     let fetched = send_fill(policy, plan, &tx, fill_req).map_err(unreachable)?;
@@ -645,11 +647,11 @@ fn fill(
     client: &Client,
     f: &mut Access,
     replacing: bool,
-) -> Result<Response, EdgeError> {
+) -> Result<Outcome, EdgeError> {
     match store(policy, plan, tx, fetched, replacing)? {
         (Filled::Stored { meta, body }, _) => {
             f.cache = CacheStatus::Miss;
-            deliver::respond(&meta, body, f.cache, client, f)
+            deliver::respond(&meta, body, f.cache, client, f).map(Outcome::from)
         }
         (Filled::Marker { why, .. } | Filled::Unstored(why), resp) => {
             f.pass_reason = Some(why.label());

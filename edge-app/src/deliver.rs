@@ -125,51 +125,39 @@ pub(crate) fn respond(
 }
 
 /// Serves an origin response that is not stored, as the engine says
-/// (`cachet_http::unstored`): fields removed and set, gzip inflated for an identity client
-/// of a fill (`ours_encoding`: the request carried our `Accept-Encoding`), no body for
-/// `HEAD`. A body that does not inflate (corrupt, over
-/// `cachet_policy::object::MAX_INFLATED_BYTES` in or out) goes as it is, still labelled
-/// gzip, streamed: memory stays bounded.
+/// (`cachet_http::unstored`): fields removed and set, no body for `HEAD`. Gzip the client
+/// did not ask for (a fill's answer: `ours_encoding`, the request carried our
+/// `Accept-Encoding`) is inflated as it is sent ([`crate::Outcome::inflate`], `send` in
+/// main): streamed through the decoder, never held whole, so memory stays bounded whatever
+/// the body's size; a body that turns out corrupt mid-stream ends the response abandoned
+/// (the client sees an incomplete body, never a wrong one) and the access log says why.
 pub(crate) fn unstored(
     mut resp: Response,
     client: &cachet_http::Client,
     ours_encoding: bool,
-) -> Response {
+) -> crate::Outcome {
     let u = cachet_http::unstored(
         &fields_of(&resp),
         client,
         cachet_http::CacheStatus::Pass,
         ours_encoding,
     );
-    let inflated = if u.inflate && u.body {
-        // At most MAX_INFLATED_BYTES of input is held: a longer body could not inflate
-        // within the output bound anyway, and goes on streaming as it came.
-        match crate::cache::read_bounded(&mut resp, cachet_policy::object::MAX_INFLATED_BYTES) {
-            Ok(Some(body)) => {
-                let inflated = crate::scratch::gunzip(&body).ok();
-                if inflated.is_none() {
-                    resp.set_body(body);
-                }
-                inflated
-            }
-            _ => None,
-        }
-    } else {
-        None
-    };
     for n in &u.remove {
-        if n != "content-encoding" || inflated.is_some() || !u.body {
-            resp.remove_header(n.as_str());
-        }
+        resp.remove_header(n.as_str());
+    }
+    if u.inflate {
+        // The inflated length is not known before it is sent (chunked).
+        resp.remove_header(fastly::http::header::CONTENT_LENGTH);
     }
     for (n, v) in u.set {
         resp.set_header(n, v);
     }
-    if let Some(b) = inflated {
-        resp.set_body(b);
-    }
     if !u.body {
         let _ = resp.take_body();
     }
-    resp
+    crate::Outcome {
+        resp,
+        after: None,
+        inflate: u.inflate && u.body,
+    }
 }

@@ -115,11 +115,42 @@ pub(crate) struct Outcome {
     pub resp: Response,
     /// Work after the response is sent.
     pub after: Option<Box<Job>>,
+    /// The body is gzip to inflate as it is sent (`deliver::unstored`).
+    pub inflate: bool,
 }
 
 impl From<Response> for Outcome {
     fn from(resp: Response) -> Self {
-        Self { resp, after: None }
+        Self {
+            resp,
+            after: None,
+            inflate: false,
+        }
+    }
+}
+
+/// Sends the response; an [`Outcome::inflate`] body is streamed through a gzip decoder
+/// (bounded memory: the decoder's window and a copy buffer). A body that fails to inflate
+/// part-way ends the stream abandoned, and the access log records the error.
+fn send(resp: Response, inflate: bool, f: &mut Access) {
+    if !inflate {
+        resp.send_to_client();
+        return;
+    }
+    let mut resp = resp;
+    let body = resp.take_body();
+    let mut out = resp.stream_to_client();
+    match std::io::copy(&mut flate2::read::GzDecoder::new(body), &mut out) {
+        Ok(n) => {
+            f.body_bytes = Some(n);
+            let _ = out.finish();
+        }
+        Err(e) => {
+            f.error = Some(format!(
+                "inflating the origin's gzip body: {e} (response abandoned)"
+            ));
+            let _ = out.abandon();
+        }
     }
 }
 
@@ -144,7 +175,11 @@ fn main() {
         Ok(p) => dispatch(p, req, &mut access),
         Err(e) => Err(EdgeError::Config(PolicyError::Invalid(e.issues()))),
     };
-    let Outcome { mut resp, after } = outcome.unwrap_or_else(|e| {
+    let Outcome {
+        mut resp,
+        after,
+        inflate,
+    } = outcome.unwrap_or_else(|e| {
         access.error = Some(e.to_string());
         access.cache = CacheStatus::Error;
         error_response(&e).into()
@@ -154,7 +189,7 @@ fn main() {
     }
     resp.set_header("x-cache", access.cache.as_str());
     access.status = resp.get_status().as_u16();
-    resp.send_to_client();
+    send(resp, inflate, &mut access);
     if let (Some(job), Ok(p)) = (after, policy()) {
         job.run(p, &mut access);
     }
@@ -195,7 +230,7 @@ fn handle(policy: &Policy, mut req: Request, f: &mut Access) -> Result<Outcome, 
             if let PassReason::Query(e) = reason {
                 f.error = Some(format!("query not normalized, passed uncached: {e}"));
             }
-            cache::pass(policy, &plan, req, f).map(Outcome::from)
+            cache::pass(policy, &plan, req, f)
         }
         Decision::Cache => cache::cached(policy, &plan, req, f),
     }

@@ -648,6 +648,22 @@ pub fn account_token(n: u64) -> String {
     format!("secret-{:016x}", fnv1a(&n.to_le_bytes()))
 }
 
+/// Byte `i` of the demo origin's incompressible test body (`/t/…?chunked=N&gzip=1`):
+/// an xorshift64 sequence seeded with 1, eight bytes per step, little-endian. Tests
+/// regenerate it to check what a client received.
+pub fn noise(len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 8);
+    let mut x: u64 = 1;
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
 /// Gzip-compresses `bytes` (default level); used once at startup for `/static/app.js`.
 pub fn gzip(bytes: &[u8]) -> Vec<u8> {
     use std::io::Write as _;

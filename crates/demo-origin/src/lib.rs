@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use content::{APP_JS, Device, ENTRY_COUNT, account_token};
+pub use content::{APP_JS, Device, ENTRY_COUNT, account_token, noise};
 pub use routes::router;
 
 /// Request header the edge sets to the device class (`pc` or `smartphone`).

@@ -477,6 +477,42 @@ struct TestQuery {
     /// The body is this many bytes of `x`, streamed in 64 KiB chunks without a
     /// `Content-Length` (chunked): a body whose size is known only once it is read.
     chunked: Option<u64>,
+    /// With `chunked`: the body is that many bytes of [`crate::noise`] (incompressible),
+    /// gzip-encoded as it is sent, with `Content-Encoding: gzip` (`1`); `2`: the same, but
+    /// corrupt from its middle on (64 KiB of `0xff` instead of the rest and the trailer).
+    gzip: Option<u8>,
+}
+
+/// `len` bytes of [`crate::noise`] (generated up front), gzip-encoded chunk by chunk as
+/// they are sent: the compressed body never exists whole.
+fn gzip_noise_body(len: u64, corrupt: bool) -> axum::body::Body {
+    use std::io::Write as _;
+    const CHUNK: usize = 64 * 1024;
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    let noise = std::sync::Arc::new(crate::noise(len));
+    let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let stream = futures_util::stream::unfold(Some((encoder, 0usize)), move |state| {
+        let noise = std::sync::Arc::clone(&noise);
+        async move {
+            let (mut enc, at) = state?;
+            if corrupt && at >= noise.len() / 2 {
+                let garbage = axum::body::Bytes::from(vec![0xffu8; CHUNK]);
+                return Some((Ok(garbage), None));
+            }
+            if at >= noise.len() {
+                let tail = enc.finish().unwrap_or_default();
+                return Some((
+                    Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(tail)),
+                    None,
+                ));
+            }
+            let end = (at + CHUNK).min(noise.len());
+            let _ = enc.write_all(&noise[at..end]);
+            let out = std::mem::take(enc.get_mut());
+            Some((Ok(axum::body::Bytes::from(out)), Some((enc, end))))
+        }
+    });
+    axum::body::Body::from_stream(stream)
 }
 
 /// A body of `len` bytes of `x` in 64 KiB chunks, generated as it is sent (the origin
@@ -579,6 +615,10 @@ async fn test_resource(Query(q): Query<TestQuery>, req: Request) -> Response {
         return (StatusCode::NOT_MODIFIED, h).into_response();
     }
     if let Some(len) = q.chunked {
+        if let Some(g @ (1 | 2)) = q.gzip {
+            h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            return (status, h, gzip_noise_body(len, g == 2)).into_response();
+        }
         return (status, h, chunked_body(len)).into_response();
     }
     let body = match &q.body_from {

@@ -63,3 +63,88 @@ fn a_chunked_body_over_the_limit_streams_unstored_with_bounded_memory() {
         .expect("access log line");
     assert_eq!(line["pass_reason"], "too-large", "{line}");
 }
+
+/// The incompressible gzip body: 24 MiB of `cachet_demo_origin::noise`, so the compressed
+/// answer is over the limit too.
+const NOISE: usize = 24 * 1024 * 1024;
+
+#[test]
+fn an_oversized_gzip_answer_is_inflated_as_it_streams_to_an_identity_client() {
+    use std::io::Read;
+    let s = Stack::start_with(OriginConfig::ephemeral(), Some(CONFIG));
+    let path = format!("/t/noise?chunked={NOISE}&gzip=1&cc=public,max-age%3D60");
+    let small = s.get(
+        "cdn.example",
+        "/t/small?chunked=1000&gzip=1&cc=public,max-age%3D60",
+        &[("accept-encoding", "identity")],
+    );
+    assert_eq!(small.body, cachet_demo_origin::noise(1000), "a stored one");
+    let expected = cachet_demo_origin::noise(NOISE);
+    let before = s.edge.peak_rss().expect("/proc");
+    let plain = s.get("cdn.example", &path, &[("accept-encoding", "identity")]);
+    assert_eq!(plain.status, 200);
+    assert_ne!(plain.x_cache(), "HIT", "over the limit, never stored");
+    assert_eq!(
+        plain.header("content-encoding"),
+        None,
+        "inflated for identity"
+    );
+    assert_eq!(plain.body.len(), NOISE, "the whole inflated body");
+    assert!(
+        plain.body == expected,
+        "the inflated bytes are the origin's"
+    );
+    let grew = s.edge.peak_rss().expect("/proc").saturating_sub(before);
+    eprintln!("Viceroy peak RSS grew by {grew} bytes inflating a {NOISE}-byte body");
+    assert!(
+        (grew as usize) < NOISE / 3,
+        "inflated as it streams, never held whole: peak grew by {grew} bytes"
+    );
+    let zipped = s.get("cdn.example", &path, &[("accept-encoding", "gzip")]);
+    assert_eq!(zipped.header("content-encoding"), Some("gzip"));
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(zipped.body.as_slice())
+        .read_to_end(&mut out)
+        .expect("gzip as the origin sent it");
+    assert!(out == expected, "a gzip client gets the origin's gzip");
+}
+
+#[test]
+fn a_gzip_answer_corrupt_mid_stream_ends_abandoned_and_logged() {
+    let s = Stack::start_with(OriginConfig::ephemeral(), Some(CONFIG));
+    let path = format!("/t/bad?chunked={NOISE}&gzip=2&cc=public,max-age%3D60");
+    let agent = cachet_e2e::agent();
+    let r = cachet_e2e::send(
+        &agent,
+        s.edge.addr(),
+        "GET",
+        "cdn.example",
+        &path,
+        &[("accept-encoding", "identity")],
+        Vec::new(),
+    );
+    // The client sees an incomplete body (a transport error or a short read), never a
+    // complete-looking wrong one.
+    if let Ok(r) = &r {
+        assert!(
+            r.body.len() < NOISE,
+            "cut short, got {} bytes",
+            r.body.len()
+        );
+        assert!(
+            r.body.as_slice() == &cachet_demo_origin::noise(NOISE)[..r.body.len()],
+            "what was sent is the origin's bytes"
+        );
+    }
+    let line = s
+        .edge
+        .wait_for_log(std::time::Duration::from_secs(30), |l| {
+            l["url"].as_str().is_some_and(|u| u.starts_with("/t/bad"))
+        })
+        .expect("access log line");
+    let error = line["error"].as_str().unwrap_or_default();
+    assert!(error.contains("inflating"), "{line}");
+    // The edge keeps serving.
+    let ok = s.get("cdn.example", "/t/after?cc=public,max-age%3D60", &[]);
+    assert_eq!(ok.status, 200);
+}
