@@ -121,6 +121,18 @@ ensure_varnish() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq varnish >/dev/null
 }
 
+# Chromium from Debian's packages (headless): crates/cli/tests/simulate.rs renders the HTML
+# report of `cachet simulate` with `chromium --headless --dump-dom` and compares its numbers
+# with the JSON report. Installed only when missing (tested with 156.0.8078.79, bookworm).
+ensure_chromium() {
+  if command -v chromium >/dev/null; then return; fi
+  say "installing chromium (Debian package, for the HTML report test)"
+  local sudo=""
+  [[ "$(id -u)" != 0 ]] && sudo="sudo"
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+}
+
 # cargo-fuzz (pinned) and a nightly toolchain for the fuzz targets in fuzz/
 # (docs/fuzzing.md): libFuzzer's instrumentation needs `cargo +nightly fuzz ...`. Each is
 # installed only when missing (cargo-fuzz: ~2 minutes from source on 2 cores).
