@@ -8,6 +8,10 @@ ENVOY_VERSION=1.40.0
 BINARYEN_VERSION=108
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Where cargo puts its output: CARGO_TARGET_DIR when set (relative to $ROOT, where the
+# scripts run cargo), else target/.
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+[[ "$TARGET_DIR" == /* ]] || TARGET_DIR="$ROOT/$TARGET_DIR"
 export PATH="$HOME/.cargo/bin:$PATH"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
@@ -86,7 +90,7 @@ optimize_wasm() {
 build_edge() {
   say "building the edge app (wasm32-wasip1, release)"
   cargo build -p cachet-edge --release --target wasm32-wasip1 >&2
-  optimize_wasm "$ROOT/target/wasm32-wasip1/release/cachet-edge.wasm"
+  optimize_wasm "$TARGET_DIR/wasm32-wasip1/release/cachet-edge.wasm"
 }
 
 # The Fastly CLI (npm @fastly/cli, pinned) in $ROOT/.tools: `compute build`, `compute pack`,
@@ -119,6 +123,18 @@ ensure_varnish() {
   [[ "$(id -u)" != 0 ]] && sudo="sudo"
   $sudo apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq varnish >/dev/null
+}
+
+# Chromium from Debian's packages (headless): crates/cli/tests/simulate.rs renders the HTML
+# report of `cachet simulate` with `chromium --headless --dump-dom` and compares its numbers
+# with the JSON report. Installed only when missing (tested with 156.0.8078.79, bookworm).
+ensure_chromium() {
+  if command -v chromium >/dev/null; then return; fi
+  say "installing chromium (Debian package, for the HTML report test)"
+  local sudo=""
+  [[ "$(id -u)" != 0 ]] && sudo="sudo"
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
 }
 
 # cargo-fuzz (pinned) and a nightly toolchain for the fuzz targets in fuzz/

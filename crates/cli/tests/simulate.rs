@@ -764,3 +764,297 @@ fn gzip_ratio_and_sizes_match_the_demo_origin() {
     );
     origin.shutdown();
 }
+
+/// `n` with thousands separators, as the reports print counts.
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn pct(v: &Value) -> String {
+    format!("{:.1}%", f(v) * 100.0)
+}
+
+#[test]
+fn tables_fit_100_columns_unless_wide() {
+    let config = demo_config();
+    let log = generated().to_str().unwrap();
+    let args = ["simulate", "--config", config.to_str().unwrap(), "-q", log];
+    let (code, out, err) = cachet(&args, b"");
+    assert_eq!(code, 0, "{err}");
+    let table = String::from_utf8(out).unwrap();
+    // The context lines name the (long) config path; every table line fits.
+    for line in table.lines().filter(|l| !l.starts_with("config ")) {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    // Numbers are right-aligned under their headers: every row of the endpoint table
+    // ends in the same column as its header.
+    let ep: Vec<&str> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("per endpoint"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter(|l| !l.starts_with('─'))
+        .collect();
+    assert!(ep.len() >= 8, "{table}");
+    let width = ep[0].chars().count();
+    assert!(ep.iter().all(|l| l.chars().count() == width), "{table}");
+    assert!(ep[0].contains("hit ratio") && ep[1].contains("baseline"));
+    let article = ep
+        .iter()
+        .find(|l| l.trim_start().starts_with("article"))
+        .unwrap();
+    let (r, _) = replay(&[log], &[]);
+    let a = endpoint(&r, "article");
+    assert!(
+        article.contains(&pct(&a["config"]["hit_ratio"])),
+        "{article}"
+    );
+    assert!(
+        article
+            .trim_end()
+            .ends_with(&thousands(u(&a["config"]["origin_requests"])))
+    );
+    assert!(!table.contains("bytes stored\n") && table.contains("--wide adds"));
+    // Past 4,096 distinct keys the baseline count is an estimate: ≈ is explained.
+    assert!(table.contains("≈") && table.contains("≈ = estimated: past 4,096 distinct keys"));
+
+    let args = [
+        "simulate",
+        "--config",
+        config.to_str().unwrap(),
+        "-q",
+        "--wide",
+        log,
+    ];
+    let (code, out, _) = cachet(&args, b"");
+    assert_eq!(code, 0);
+    let wide = String::from_utf8(out).unwrap();
+    let header = wide.lines().find(|l| l.starts_with(" endpoint ")).unwrap();
+    assert!(header.contains("bytes stored") && header.contains("distinct obj."));
+    assert!(
+        header.chars().count() > 100,
+        "--wide shows every column: {header}"
+    );
+}
+
+#[test]
+fn generate_says_what_it_wrote() {
+    let path = tmp().join("said.log.gz");
+    let args = [
+        "simulate",
+        "--generate",
+        "3000",
+        "--seed",
+        "3",
+        "--out",
+        path.to_str().unwrap(),
+    ];
+    let (code, out, err) = cachet(&args, b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.is_empty());
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(
+        err.starts_with("cachet: simulate: wrote 3,000 lines (2 hosts, "),
+        "{err}"
+    );
+    assert!(
+        err.contains(" distinct URLs, 2025-03-01T00:00:00Z .. 2025-03-01T00:"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("to {} (", path.display())) && err.contains(", gzip)\n"));
+    // The size is the file's (KiB with one decimal).
+    #[allow(clippy::cast_precision_loss)]
+    let kib = format!("{:.1} KiB", size as f64 / 1024.0);
+    assert!(err.contains(&kib), "{err} vs {kib}");
+    // Distinct URLs: exact below 4,096, as counted from the file itself.
+    let (_, text, _) = cachet(
+        &["simulate", "--generate", "3000", "--seed", "3", "-q"],
+        b"",
+    );
+    let urls: std::collections::HashSet<(String, String)> = String::from_utf8(text)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let host = l.split(':').next().unwrap().to_owned();
+            let target = l
+                .split('"')
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .nth(1)
+                .unwrap()
+                .to_owned();
+            (host, target)
+        })
+        .collect();
+    assert!(
+        err.contains(&format!(
+            "2 hosts, {} distinct URLs",
+            thousands(urls.len() as u64)
+        )),
+        "{err}"
+    );
+    // --quiet says nothing.
+    let (_, _, err) = cachet(
+        &[
+            "simulate",
+            "--generate",
+            "10",
+            "-q",
+            "--out",
+            path.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(err.is_empty(), "{err}");
+}
+
+/// Headless Chromium: `CACHET_CHROMIUM`, else `chromium` on PATH. Missing → the test
+/// fails and says how to install it (no silent skip).
+fn chromium() -> PathBuf {
+    let bin = std::env::var_os("CACHET_CHROMIUM")
+        .map_or_else(|| PathBuf::from("chromium"), PathBuf::from);
+    let ok = std::process::Command::new(&bin)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "headless Chromium not found ({}): scripts/test installs the Debian package \
+         (ensure_chromium in scripts/lib.sh), or run `apt-get install chromium`, or set \
+         CACHET_CHROMIUM to a Chromium binary",
+        bin.display()
+    );
+    bin
+}
+
+/// The DOM Chromium builds from `html` (`--dump-dom`).
+fn rendered_dom(html: &Path) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(chromium())
+        .args([
+            "--headless",
+            "--disable-gpu",
+            "--no-sandbox",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The texts of elements whose start tag contains `marker` (in document order).
+fn texts_after<'a>(dom: &'a str, marker: &str) -> Vec<&'a str> {
+    dom.match_indices(marker)
+        .filter_map(|(i, _)| {
+            let rest = &dom[i..];
+            let start = rest.find('>')? + 1;
+            let end = rest[start..].find('<')? + start;
+            Some(&rest[start..end])
+        })
+        .collect()
+}
+
+#[test]
+fn html_report_renders_in_chromium_with_the_json_numbers() {
+    let html = tmp().join("chromium.html");
+    let (r, _) = replay(
+        &[generated().to_str().unwrap()],
+        &["--html", html.to_str().unwrap()],
+    );
+    let dom = rendered_dom(&html);
+    assert!(dom.contains("Cachet replay: baseline vs config"), "{dom}");
+
+    // Summary table: the JSON's hit ratios and origin requests.
+    let cells = |name: &str| {
+        let i = dom.find(&format!("<tr data-row=\"{name}\">")).unwrap();
+        let tr = &dom[i..i + dom[i..].find("</tr>").unwrap()];
+        texts_after(tr, "<td class=\"n ")
+    };
+    assert!(dom.contains("<tr data-row=\"hit ratio\"><td>hit ratio</td>"));
+    assert_eq!(
+        cells("hit ratio"),
+        vec![
+            pct(&r["baseline"]["hit_ratio"]),
+            pct(&r["config"]["hit_ratio"])
+        ]
+    );
+    assert_eq!(
+        cells("origin requests"),
+        vec![
+            thousands(u(&r["baseline"]["origin_requests"])),
+            thousands(u(&r["config"]["origin_requests"]))
+        ]
+    );
+
+    // The origin chart's axis says its unit; the time ticks are round.
+    assert!(texts_after(&dom, "class=\"ytitle\"").contains(&"origin requests per minute"));
+    let captions = texts_after(&dom, "class=\"xcaption\"");
+    assert_eq!(captions.len(), 2, "{captions:?}");
+    // 12 minutes of log: ticks every 2 minutes from 00:00.
+    assert!(captions[0].contains("ticks every 2 min"), "{captions:?}");
+    let ticks = texts_after(&dom, "class=\"xtick\"");
+    assert_eq!(
+        &ticks[..7],
+        [
+            "00:00", "00:02", "00:04", "00:06", "00:08", "00:10", "00:12"
+        ]
+    );
+
+    // The last bucket (00:12:00 .. the last record) is partial: drawn as a per-minute
+    // rate and marked.
+    let last = r["timeline"]["buckets"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let last_time = r["last_time"].as_str().unwrap();
+    assert_eq!(last["start"], "2025-03-01T00:12:00Z");
+    let covered: u64 = last_time[17..19].parse::<u64>().unwrap() + 1; // seconds into 00:12
+    let n = u(&last["config_origin_requests"]);
+    #[allow(clippy::cast_precision_loss)]
+    let rate = n as f64 * 60.0 / covered as f64;
+    let note = format!(
+        "config: {} origin requests = {rate:.1} per minute",
+        thousands(n)
+    );
+    assert!(dom.contains(&note), "{note}");
+    assert!(dom.contains(&format!("partial bucket: {covered}s of 1m")));
+
+    // Per-endpoint percentages are labelled hit ratios and match the JSON.
+    let hits = texts_after(&dom, "class=\"ep-hit\"");
+    let article = r["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|e| e["endpoint"] == "article")
+        .unwrap();
+    assert_eq!(
+        hits[2 * article + 1],
+        pct(&endpoint(&r, "article")["config"]["hit_ratio"])
+    );
+    assert!(dom.contains(">hit ratio</text>"));
+    // ≈ is explained.
+    assert!(dom.contains("≈ = estimated: past 4,096 distinct keys"));
+}

@@ -93,6 +93,34 @@ pub struct Options {
     pub cache_control: bool,
 }
 
+/// What [`generate`] wrote, for the closing line of `--generate`.
+#[derive(Default)]
+pub struct Summary {
+    /// Lines written.
+    pub lines: u64,
+    /// Distinct hosts, in order of first appearance.
+    pub hosts: Vec<&'static str>,
+    /// Distinct URLs (host + request target), exact up to
+    /// [`super::distinct::EXACT_LIMIT`], then estimated.
+    pub urls: super::distinct::Distinct,
+    /// Times of the first and last line, seconds since the epoch.
+    pub span: Option<(i64, i64)>,
+}
+
+impl Summary {
+    fn note(&mut self, t: i64, req: &Req) {
+        self.lines += 1;
+        if !self.hosts.contains(&req.host) {
+            self.hosts.push(req.host);
+        }
+        self.urls.insert(super::replay::hash_parts(&[
+            req.host.as_bytes(),
+            req.target.as_bytes(),
+        ]));
+        self.span = Some(self.span.map_or((t, t), |(f, _)| (f, t)));
+    }
+}
+
 /// One generated request.
 struct Req {
     host: &'static str,
@@ -760,11 +788,13 @@ fn write_line(
     }
 }
 
-/// Writes `o.lines` lines to `out`.
+/// Writes `o.lines` lines to `out`; returns what was written (lines, hosts, distinct
+/// URLs, time span).
 ///
 /// # Errors
 /// Write errors.
-pub fn generate(o: &Options, out: &mut dyn Write) -> io::Result<()> {
+pub fn generate(o: &Options, out: &mut dyn Write) -> io::Result<Summary> {
+    let mut summary = Summary::default();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(o.seed);
     let blogs = Zipf::new(BLOGS.len(), 1.0);
     let entries = Zipf::new(ENTRIES, 1.1);
@@ -799,6 +829,7 @@ pub fn generate(o: &Options, out: &mut dyn Write) -> io::Result<()> {
         let entry = entries.sample(&mut rng) + 1;
         let main = page(&mut rng, kind, blog_i, entry, &c);
         write_line(out, o, t, &ip, &c, &main)?;
+        summary.note(t, &main);
         written += 1;
         // A first-time human visit to a blog page also loads the design CSS and app.js.
         let is_page = matches!(kind, Kind::Entry | Kind::Top) && main.status == 200;
@@ -809,11 +840,13 @@ pub fn generate(o: &Options, out: &mut dyn Write) -> io::Result<()> {
                     break;
                 }
                 write_line(out, o, t, &ip, &c, &asset)?;
+                summary.note(t, &asset);
                 written += 1;
             }
         }
     }
-    out.flush()
+    out.flush()?;
+    Ok(summary)
 }
 
 #[cfg(test)]

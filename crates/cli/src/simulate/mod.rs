@@ -56,6 +56,7 @@ const PROGRESS_EVERY: u64 = 16_384;
     cachet simulate --generate 200000 --out gen.log.gz\n  \
     cachet simulate --config edge-app/cachet.toml gen.log.gz --html report.html\n  \
     cachet simulate --generate 1000000 | cachet simulate --config edge-app/cachet.toml -")]
+#[allow(clippy::struct_excessive_bools)] // reason: independent command-line flags
 pub struct SimulateArgs {
     /// The Cachet config to replay (TOML, or JSON when the name ends in `.json`).
     #[arg(long, value_name = "FILE", required_unless_present = "generate")]
@@ -88,6 +89,10 @@ pub struct SimulateArgs {
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Tables with every column (per endpoint: also bytes stored and distinct objects),
+    /// never wrapped; default: fit 100 columns.
+    #[arg(long, conflicts_with = "json")]
+    pub wide: bool,
     /// Also write a self-contained HTML report (SVG charts, no scripts) to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
@@ -96,7 +101,7 @@ pub struct SimulateArgs {
     pub quiet: bool,
 
     /// Instead of replaying, write N lines of a realistic sample blog log.
-    #[arg(long, value_name = "N", conflicts_with_all = ["config", "logs", "json", "html"])]
+    #[arg(long, value_name = "N", conflicts_with_all = ["config", "logs", "json", "html", "wide"])]
     pub generate: Option<u64>,
     /// `--generate`: PRNG seed (same seed, same log).
     #[arg(long, value_name = "S", default_value_t = 1, conflicts_with = "config")]
@@ -337,7 +342,7 @@ fn write_outputs(args: &SimulateArgs, report: &Report, html_file: Option<(PathBu
             }
         }
     } else {
-        report::text(report)
+        report::text(report, args.wide)
     };
     let mut stdout = io::stdout().lock();
     if let Err(e) = stdout
@@ -523,7 +528,12 @@ fn run_generate(args: &SimulateArgs, lines: u64) -> ExitCode {
         generate::generate(&opts, &mut w)
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(summary) => {
+            if !args.quiet {
+                eprintln!("{}", generated_line(&summary, args.out.as_deref()));
+            }
+            ExitCode::SUCCESS
+        }
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             let target = args
@@ -536,12 +546,49 @@ fn run_generate(args: &SimulateArgs, lines: u64) -> ExitCode {
     }
 }
 
-fn write_generated(path: &Path, opts: &generate::Options) -> io::Result<()> {
+/// The closing line of `--generate` (stderr): `cachet: simulate: wrote 200,000 lines
+/// (2 hosts, ≈38,102 distinct URLs, 2025-03-01T00:00:00Z .. 2025-03-01T01:59:27Z) to
+/// gen.log.gz (4.2 MiB, gzip)`; `≈` marks an estimated count, the size is the file's.
+fn generated_line(s: &generate::Summary, out: Option<&Path>) -> String {
+    let urls = if s.urls.is_exact() {
+        report::thousands(s.urls.count())
+    } else {
+        format!("≈{}", report::thousands(s.urls.count()))
+    };
+    let span = s.span.map_or_else(String::new, |(f, l)| {
+        format!(
+            ", {} .. {}",
+            logfmt::format_rfc3339(f),
+            logfmt::format_rfc3339(l)
+        )
+    });
+    let target = out.map_or_else(
+        || "stdout".to_owned(),
+        |p| {
+            let size = std::fs::metadata(p).map_or(0, |m| m.len());
+            let gzip = if p.extension().is_some_and(|e| e == "gz") {
+                ", gzip"
+            } else {
+                ""
+            };
+            format!("{} ({}{gzip})", p.display(), report::bytes(size))
+        },
+    );
+    format!(
+        "cachet: simulate: wrote {} lines ({} host{}, {urls} distinct URLs{span}) to {target}",
+        report::thousands(s.lines),
+        s.hosts.len(),
+        if s.hosts.len() == 1 { "" } else { "s" },
+    )
+}
+
+fn write_generated(path: &Path, opts: &generate::Options) -> io::Result<generate::Summary> {
     let file = BufWriter::with_capacity(256 * 1024, File::create(path)?);
     if path.extension().is_some_and(|e| e == "gz") {
         let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
-        generate::generate(opts, &mut gz)?;
-        gz.finish()?.flush()
+        let summary = generate::generate(opts, &mut gz)?;
+        gz.finish()?.flush()?;
+        Ok(summary)
     } else {
         let mut file = file;
         generate::generate(opts, &mut file)

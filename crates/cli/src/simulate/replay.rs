@@ -264,7 +264,7 @@ pub fn guess_content_type(path: &str) -> &'static str {
 
 /// A deterministic 64-bit hash (SipHash-1-3 with fixed keys) of byte parts separated by
 /// 0xFF (never valid UTF-8, so parts cannot run into each other).
-fn hash_parts(parts: &[&[u8]]) -> u64 {
+pub(crate) fn hash_parts(parts: &[&[u8]]) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
     for (i, p) in parts.iter().enumerate() {
         if i > 0 {

@@ -96,7 +96,8 @@ pub struct SideReport {
     pub bytes_written: u64,
     /// Distinct cache keys looked up.
     pub distinct_objects: u64,
-    /// Whether `distinct_objects` is exact (else a HyperLogLog estimate, ±1–2%).
+    /// Whether `distinct_objects` is exact (else a HyperLogLog estimate, ~0.8% standard
+    /// error; see [`super::distinct`]).
     pub distinct_exact: bool,
     /// Objects evicted by the LRU to make room.
     pub evictions: u64,
@@ -467,13 +468,58 @@ pub fn duration(secs: u64) -> String {
     .join(" ")
 }
 
-/// The terminal table.
-pub fn text(r: &Report) -> String {
+/// Width of the terminal tables without `--wide`, in columns (display cells).
+pub const TABLE_WIDTH: u16 = 100;
+
+/// The explanation of `≈` (no final period), printed under the tables and in the HTML
+/// report: a distinct-object count past [`super::distinct::EXACT_LIMIT`] is a
+/// HyperLogLog estimate ([`super::distinct`]).
+pub fn approx_note() -> String {
+    format!(
+        "≈ = estimated: past {} distinct keys, a counter is a HyperLogLog \
+         (~0.8% standard error)",
+        thousands(super::distinct::EXACT_LIMIT as u64)
+    )
+}
+
+/// A table in the report's style: header row, right-aligned numbers after the first
+/// column. Without `wide`, content wraps so that every line fits [`TABLE_WIDTH`] columns;
+/// with `wide`, nothing wraps.
+fn table(header: &[&str], wide: bool) -> comfy_table::Table {
+    use comfy_table::{CellAlignment, ContentArrangement, LineStyle, Table, TableStyle};
+    // A rule above and below the table and under the header; no row rules, no vertical
+    // lines (comfy-table's UTF8_HORIZONTAL_ONLY without its row separators).
+    const STYLE: TableStyle = TableStyle::new()
+        .top_border(LineStyle::none().fill('─').junction('─'))
+        .header_separator(LineStyle::none().fill('─').junction('─'))
+        .bottom_border(LineStyle::none().fill('─').junction('─'));
+    let mut t = Table::new();
+    t.load_style(STYLE);
+    if wide {
+        t.set_content_arrangement(ContentArrangement::Disabled);
+    } else {
+        t.set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(TABLE_WIDTH);
+    }
+    t.set_header(header.iter().copied());
+    for i in 1..header.len() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+/// The terminal report: a few lines of context, then the overall, per-endpoint and
+/// per-template tables (comfy-table, aligned under their headers). Every line fits
+/// [`TABLE_WIDTH`] columns unless `wide`, which adds the per-endpoint bytes stored and
+/// distinct objects; `≈` is explained under the tables when it appears.
+pub fn text(r: &Report, wide: bool) -> String {
     let mut o = String::new();
     let names: Vec<&str> = r.inputs.iter().map(|i| i.name.as_str()).collect();
     let _ = writeln!(
         o,
-        "cachet simulate: {} requests from {} ({} lines, {} bad), config {}",
+        "cachet simulate: {} requests from {} ({} lines, {} bad)\nconfig {}",
         thousands(r.records),
         names.join(", "),
         thousands(r.lines),
@@ -485,7 +531,8 @@ pub fn text(r: &Report) -> String {
     }
     let _ = writeln!(
         o,
-        "cache {} per side, LRU by bytes (+{} B per object); gzip ratio {:.3}; baseline TTL {}, grace {}",
+        "cache {} per side, LRU by bytes (+{} B per object); gzip ratio {:.3}\n\
+         baseline TTL {}, grace {}",
         bytes(r.settings.memory_bytes),
         r.settings.object_overhead_bytes,
         r.settings.gzip_ratio,
@@ -496,48 +543,47 @@ pub fn text(r: &Report) -> String {
             .baseline_grace_seconds
             .map_or_else(|| "= config's".to_owned(), |s| format!("{s}s")),
     );
-    let _ = writeln!(o);
-    let _ = writeln!(o, "{:<26}{:>16}{:>16}", "", "baseline", "config");
+    let mut t = table(&["", "baseline", "config"], wide);
     for (label, bv, cv) in summary_rows(r) {
-        let _ = writeln!(o, "{label:<26}{bv:>16}{cv:>16}");
+        t.add_row([label.to_owned(), bv, cv]);
     }
-    let _ = writeln!(o);
+    let _ = writeln!(o, "\n{t}");
+    endpoint_text(&mut o, r, wide);
     let _ = writeln!(
         o,
-        "per endpoint (config route)      requests   hit ratio base → config   origin requests base → config   bytes stored base → config   distinct objects base → config"
-    );
-    for e in &r.endpoints {
-        let [req, hb, hc, ob, oc, bb, bc, db, dc] = endpoint_cells(e);
-        let _ = writeln!(
-            o,
-            "{:<30}{req:>12}   {hb:>9} → {hc:<8}   {ob:>13} → {oc:<13}   {bb:>11} → {bc:<12}   {db:>14} → {dc}",
-            e.endpoint,
-        );
-    }
-    let _ = writeln!(o);
-    let _ = writeln!(
-        o,
-        "top {} path templates of {}        requests   hit ratio base → config   origin requests base → config",
+        "\ntop {} path templates of {} (hit ratio = (fresh + stale hits) / requests)",
         r.templates.len(),
         r.templates_seen
     );
-    for t in &r.templates {
-        let _ = writeln!(
-            o,
-            "{:<40}{:>10}   {:>9} → {:<8}   {:>13} → {}",
-            t.template,
-            thousands(t.requests),
-            percent(t.baseline.hit_ratio),
-            template_config_label(t),
-            thousands(t.baseline.origin_requests),
-            thousands(t.config.origin_requests),
-        );
+    let mut t = table(
+        &[
+            "path template",
+            "requests",
+            "hit ratio\nbaseline",
+            "hit ratio\nconfig",
+            "origin req.\nbaseline",
+            "origin req.\nconfig",
+        ],
+        wide,
+    );
+    for tp in &r.templates {
+        t.add_row([
+            tp.template.clone(),
+            thousands(tp.requests),
+            percent(tp.baseline.hit_ratio),
+            template_config_label(tp),
+            thousands(tp.baseline.origin_requests),
+            thousands(tp.config.origin_requests),
+        ]);
+    }
+    let _ = writeln!(o, "{t}");
+    if !(r.baseline.distinct_exact && r.config.distinct_exact) {
+        let _ = writeln!(o, "{}.", approx_note());
     }
     if r.bad_lines > 0 {
-        let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "bad lines: {} (first {} below)",
+            "\nbad lines: {} (first {} below)",
             thousands(r.bad_lines),
             r.bad_line_examples.len()
         );
@@ -546,6 +592,43 @@ pub fn text(r: &Report) -> String {
         }
     }
     o
+}
+
+/// The per-endpoint table of [`text`]: hit ratio and origin requests, plus bytes stored
+/// and distinct objects when `wide`.
+fn endpoint_text(o: &mut String, r: &Report, wide: bool) {
+    let _ = writeln!(
+        o,
+        "\nper endpoint (config route){}",
+        if wide {
+            ""
+        } else {
+            "; --wide adds bytes stored and distinct objects"
+        }
+    );
+    let mut header = vec![
+        "endpoint",
+        "requests",
+        "hit ratio\nbaseline",
+        "hit ratio\nconfig",
+        "origin req.\nbaseline",
+        "origin req.\nconfig",
+    ];
+    if wide {
+        header.extend([
+            "bytes stored\nbaseline",
+            "bytes stored\nconfig",
+            "distinct obj.\nbaseline",
+            "distinct obj.\nconfig",
+        ]);
+    }
+    let mut t = table(&header, wide);
+    for e in &r.endpoints {
+        let cells = endpoint_cells(e);
+        let shown = if wide { cells.len() } else { 5 };
+        t.add_row(std::iter::once(e.endpoint.clone()).chain(cells.into_iter().take(shown)));
+    }
+    let _ = writeln!(o, "{t}");
 }
 
 /// The overall table's rows (text and HTML): label (sub-rows indented by two spaces),
