@@ -175,3 +175,57 @@ fn stat_once_json_sums_a_log_file_and_stdin_ends_with_a_final_reading() {
         text(&out.stderr)
     );
 }
+
+/// Lines the edge app wrote in Viceroy (`cachet_log :: {…}`) for: a miss, a hit, a hit
+/// through a tracking parameter, a pass (`Authorization`), robots.txt, a ban and a purge
+/// through the admin API. Recorded with the edge wasm of this tree's scripts; the ban's
+/// line carries its id as `ban_added`, as the edge writes it since it logs that field.
+const VICEROY: &str = include_str!("fixtures/stat/viceroy.log");
+
+#[test]
+fn stat_and_log_read_the_edges_own_lines() {
+    let out = cachet(&["stat", "--once", "--json"], VICEROY);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let j: serde_json::Value = serde_json::from_str(&text(&out.stdout)).expect("json");
+    for (name, want) in [
+        ("requests", 7),
+        ("hits", 2),
+        ("hits_single", 2),
+        ("misses", 1),
+        ("passes", 1),
+        ("synth", 3),
+        ("origin_fetches", 2),
+        ("bans_added", 1),
+        ("purges", 1),
+        ("banned", 0),
+        ("bad_lines", 0),
+    ] {
+        assert_eq!(j["totals"][name], want, "{name}: {j}");
+    }
+    assert_eq!(j["gauges"]["workspace_watermark"], 21254);
+    let out = cachet(
+        &[
+            "log",
+            "-q",
+            "route == article and not cache == PASS",
+            "-F",
+            "%{Varnish:handling}x %U %b",
+        ],
+        VICEROY,
+    );
+    assert_eq!(
+        text(&out.stdout),
+        "miss /blog/alice/entry/1 4870\nhit /blog/alice/entry/1 4870\nhit /blog/alice/entry/1 4870\n"
+    );
+    let out = cachet(&["log", "-q", "ban_added", "--ncsa"], VICEROY);
+    assert!(
+        text(&out.stdout).starts_with("- - - ["),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stdout).ends_with("] \"POST -\" 201 -\n"),
+        "{}",
+        text(&out.stdout)
+    );
+}

@@ -16,7 +16,7 @@
 //! | `%{FIELD}j` | any access-log field by name (strings as they are, other values as JSON) |
 //! | `%%`, `\t`, `\n`, `\\` | `%`, tab, newline, backslash |
 //!
-//! An absent or `null` field prints `-`, as varnishncsa does.
+//! An absent, `null` or empty field prints `-`, as varnishncsa does.
 
 use serde_json::{Map, Value};
 
@@ -170,7 +170,10 @@ impl Format {
     /// Formats one access-log object; `now` (seconds since the epoch) is what `%t` shows.
     pub fn render(&self, line: &Map<String, Value>, now: i64) -> String {
         let mut o = String::new();
-        let get = |f: &str| line.get(f).filter(|v| !v.is_null());
+        let get = |f: &str| {
+            line.get(f)
+                .filter(|v| !v.is_null() && v.as_str() != Some(""))
+        };
         for p in &self.0 {
             match p {
                 Piece::Lit(s) => o.push_str(s),
@@ -232,6 +235,7 @@ mod tests {
             "- 0 /x"
         );
         assert_eq!(render("%h %{Varnish:hitmiss}x", "{}"), "- miss");
+        assert_eq!(render("%h %U", r#"{"host":"","url":""}"#), "- -");
         assert_eq!(
             render("%{invalidated}j", r#"{"invalidated":["a","b"]}"#),
             r#"["a","b"]"#

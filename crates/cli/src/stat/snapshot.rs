@@ -146,9 +146,9 @@ impl LogTotals {
     /// picks `hits` (and `hits_<tier>`), `misses`, `passes`, `stale`, `synth` or `errors`;
     /// `origin_fetches` = lines with `origin_ms` plus lines with `refresh`;
     /// `origin_errors` = `ERROR` lines plus refreshes that kept the stored object
-    /// (`kept-stored`); `banned` = objects found banned (`banned_by`); admin lines with
-    /// `ban_added` count as `bans_added` (URL under `/.cachet/ban`) or `purges` (under
-    /// `/.cachet/purge`); `workspace_watermark` is the highest `ws_watermark` seen.
+    /// (`kept-stored`); `banned` = objects found banned (`banned_by` on a non-admin line);
+    /// admin lines: see [`Self::record_admin`]; `workspace_watermark` is the highest
+    /// `ws_watermark` seen.
     pub fn record(&mut self, a: &Access) {
         self.add("requests");
         match a.cache.as_deref() {
@@ -178,16 +178,12 @@ impl LogTotals {
                 _ => {}
             }
         }
-        if a.banned_by.is_some() {
+        let admin = a.route.as_deref() == Some("admin");
+        if a.banned_by.is_some() && !admin {
             self.add("banned");
         }
-        if a.ban_added.is_some() && a.route.as_deref() == Some("admin") {
-            let url = a.url.as_deref().unwrap_or("");
-            if url.starts_with("/.cachet/purge") {
-                self.add("purges");
-            } else {
-                self.add("bans_added");
-            }
+        if admin {
+            self.record_admin(a);
         }
         if a.ws_overflow == Some(true) {
             self.add("workspace_overflows");
@@ -202,6 +198,21 @@ impl LogTotals {
                 .entry("workspace_watermark".into())
                 .or_default();
             *g = (*g).max(w);
+        }
+    }
+
+    /// An admin call: a ban added (`ban_added`), or a purge call. The edge logs admin
+    /// calls without their URL, so a purge is an admin `POST` answered 2xx without
+    /// `ban_added` (the only other admin `POST`, a ban, always has it when it succeeds); a
+    /// URL under `/.cachet/purge`, when a line has one, also says purge.
+    fn record_admin(&mut self, a: &Access) {
+        let url = a.url.as_deref().unwrap_or("");
+        let purge_url = url.starts_with("/.cachet/purge");
+        let ok = a.status.is_some_and(|s| (200..300).contains(&s));
+        if a.ban_added.is_some() && !purge_url {
+            self.add("bans_added");
+        } else if ok && (purge_url || (a.method.as_deref() == Some("POST") && url.is_empty())) {
+            self.add("purges");
         }
     }
 
@@ -251,9 +262,10 @@ mod tests {
             r#"{"cache":"STALE","refresh":"kept-stored"}"#,
             r#"{"cache":"HIT","refresh":"revalidated-304"}"#,
             r#"{"cache":"ERROR","error":"origin down"}"#,
-            r#"{"cache":"SYNTH","route":"admin","url":"/.cachet/ban","ban_added":7}"#,
-            r#"{"cache":"SYNTH","route":"admin","url":"/.cachet/purge","ban_added":8}"#,
-            r#"{"cache":"SYNTH","route":"admin","url":"/.cachet/bans"}"#,
+            r#"{"cache":"SYNTH","route":"admin","method":"POST","url":"","status":201,"ban_added":7}"#,
+            r#"{"cache":"SYNTH","route":"admin","method":"POST","url":"","status":200}"#,
+            r#"{"cache":"SYNTH","route":"admin","method":"POST","url":"","status":401}"#,
+            r#"{"cache":"SYNTH","route":"admin","method":"GET","url":"","status":200}"#,
             r#"{"cache":"PASS","ws_overflow":true,"ws_verified":"violation"}"#,
         ];
         let mut t = LogTotals::new();
@@ -263,14 +275,14 @@ mod tests {
         t.bad_line();
         let s = t.snapshot();
         let want = [
-            ("requests", 11),
+            ("requests", 12),
             ("hits", 3),
             ("hits_edge", 2),
             ("hits_unknown", 1),
             ("misses", 1),
             ("passes", 2),
             ("stale", 1),
-            ("synth", 3),
+            ("synth", 4),
             ("errors", 1),
             ("origin_fetches", 4),
             ("origin_errors", 2),
