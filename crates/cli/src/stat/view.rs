@@ -214,17 +214,25 @@ pub fn draw(f: &mut Frame<'_>, v: &View<'_>) {
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(body);
     let bold = Style::new().add_modifier(Modifier::BOLD);
+    let aligned = |t: String| Cell::from(Line::from(t).right_aligned());
     let counters = Table::new(
         counter_rows(v)
             .into_iter()
-            .map(|r| Row::new(r.map(Cell::from))),
+            .map(|[n, t, r]| Row::new([Cell::from(n), aligned(t), aligned(r)])),
         [
             Constraint::Length(22),
             Constraint::Length(14),
             Constraint::Length(12),
         ],
     )
-    .header(Row::new(["counter", "total", "per s"]).style(bold))
+    .header(
+        Row::new([
+            Cell::from("counter"),
+            aligned("total".into()),
+            aligned("per s".into()),
+        ])
+        .style(bold),
+    )
     .block(Block::default().borders(Borders::ALL).title("counters"));
     f.render_widget(counters, left);
     let gauges = Table::new(
