@@ -10,11 +10,15 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::time::Duration;
 
 /// Longest line kept, bytes; the rest of a longer line is dropped and the line reported.
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+
+/// Lines in flight between the reader thread and the consumer (back-pressure: memory stays
+/// bounded however far ahead the reader is).
+const CHANNEL_LINES: usize = 8192;
 
 /// How often a followed file is checked for growth.
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
@@ -59,7 +63,7 @@ impl Input {
 /// # Errors
 /// The file cannot be opened.
 pub fn spawn(input: &Input) -> io::Result<Receiver<Msg>> {
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = mpsc::sync_channel(CHANNEL_LINES);
     match input.clone() {
         Input::Stdin => {
             std::thread::spawn(move || read_all(io::stdin().lock(), "-", &tx));
@@ -115,7 +119,7 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<Option<bool>
     Ok(Some(cut))
 }
 
-fn read_all(mut r: impl BufRead, name: &str, tx: &Sender<Msg>) {
+fn read_all(mut r: impl BufRead, name: &str, tx: &SyncSender<Msg>) {
     let mut buf = Vec::with_capacity(1024);
     let mut line_no = 0u64;
     loop {
@@ -328,7 +332,7 @@ mod tests {
 
     #[test]
     fn read_all_numbers_over_long_lines_and_ends_with_eof() {
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(16);
         let long = "x".repeat(MAX_LINE_BYTES + 10);
         let text = format!("a\n{long}\nb");
         read_all(io::Cursor::new(text.into_bytes()), "in", &tx);

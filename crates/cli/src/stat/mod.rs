@@ -363,6 +363,9 @@ impl Ui<'_> {
                     break Ok(());
                 }
             }
+            if let Source::Log(l) = source {
+                l.pump();
+            }
             let wait = next
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_millis(50));

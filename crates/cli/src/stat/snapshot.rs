@@ -134,7 +134,11 @@ impl LogTotals {
     }
 
     fn add(&mut self, name: &str) {
-        *self.snapshot.counters.entry(name.to_owned()).or_default() += 1;
+        if let Some(v) = self.snapshot.counters.get_mut(name) {
+            *v += 1;
+        } else {
+            self.snapshot.counters.insert(name.to_owned(), 1);
+        }
     }
 
     /// Counts a line that is not an access-log line or does not parse.
@@ -154,7 +158,13 @@ impl LogTotals {
         match a.cache.as_deref() {
             Some("HIT") => {
                 self.add("hits");
-                self.add(&format!("hits_{}", a.tier.as_deref().unwrap_or("unknown")));
+                match a.tier.as_deref() {
+                    Some("single") => self.add("hits_single"),
+                    Some("edge") => self.add("hits_edge"),
+                    Some("shield") => self.add("hits_shield"),
+                    Some(other) => self.add(&format!("hits_{other}")),
+                    None => self.add("hits_unknown"),
+                }
             }
             Some("MISS") => self.add("misses"),
             Some("PASS") => self.add("passes"),
