@@ -68,7 +68,11 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
 
 /// Where readings come from.
 enum Source {
-    Envoy { url: String, agent: ureq::Agent },
+    Envoy {
+        url: String,
+        agent: ureq::Agent,
+        note: Option<String>,
+    },
     Log(LogSource),
 }
 
@@ -106,7 +110,7 @@ impl Source {
     /// Takes a reading. A log source first consumes every line received so far.
     fn read(&mut self) -> Result<Snapshot, String> {
         match self {
-            Self::Envoy { url, agent } => {
+            Self::Envoy { url, agent, note } => {
                 let mut r = agent
                     .get(url.as_str())
                     .call()
@@ -118,6 +122,12 @@ impl Source {
                     .body_mut()
                     .read_to_string()
                     .map_err(|e| format!("{url}: {e}"))?;
+                *note = (!body.contains(snapshot::ENVOY_PREFIX)).then(|| {
+                    format!(
+                        "no {}* metric at {url}: is the Cachet filter loaded in this Envoy?",
+                        snapshot::ENVOY_PREFIX
+                    )
+                });
                 Ok(snapshot::from_envoy_stats(&body))
             }
             Self::Log(l) => {
@@ -148,7 +158,7 @@ impl Source {
     fn note(&self) -> Option<&str> {
         match self {
             Self::Log(l) => l.note.as_deref(),
-            Self::Envoy { .. } => None,
+            Self::Envoy { note, .. } => note.as_deref(),
         }
     }
 }
@@ -212,6 +222,7 @@ fn open(args: &StatArgs) -> Result<(Source, &'static str, String), String> {
             Source::Envoy {
                 url: url.clone(),
                 agent,
+                note: None,
             },
             "envoy",
             url,
