@@ -229,3 +229,47 @@ fn stat_and_log_read_the_edges_own_lines() {
         text(&out.stdout)
     );
 }
+
+#[test]
+fn log_follow_prints_lines_appended_to_the_file() {
+    use std::io::{BufRead as _, BufReader};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("access.log");
+    std::fs::write(&file, VICEROY.lines().next().unwrap().to_owned() + "\n").expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cachet"))
+        .args(["log", "-f", "-F", "%{X-Cache}o %U", "-q", "cache != SYNTH"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cachet");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let next = || {
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("a line within 10 s")
+    };
+    assert_eq!(next(), "MISS /blog/alice/entry/1");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .expect("append");
+    // Every other recorded line, written in two pieces: a line is printed once complete.
+    for l in VICEROY.lines().skip(1) {
+        let (a, b) = l.split_at(l.len() / 2);
+        f.write_all(a.as_bytes()).expect("write");
+        f.flush().expect("flush");
+        f.write_all(format!("{b}\n").as_bytes()).expect("write");
+    }
+    assert_eq!(next(), "HIT /blog/alice/entry/1");
+    assert_eq!(next(), "HIT /blog/alice/entry/1");
+    assert_eq!(next(), "PASS /blog/alice/entry/2");
+    child.kill().expect("kill");
+    let _ = child.wait();
+}
