@@ -343,7 +343,16 @@ impl Ui<'_> {
     /// The terminal view (ratatui), until `q`, Esc or Ctrl-C, or the input ends; then the
     /// final reading is printed as text.
     fn live(&mut self, source: &mut Source) -> ExitCode {
-        let mut term = ratatui::init();
+        let mut term = match ratatui::try_init() {
+            Ok(t) => t,
+            Err(e) => {
+                ratatui::restore();
+                return fail(
+                    &format!("the terminal view could not start ({e}); use --plain"),
+                    2,
+                );
+            }
+        };
         let mut prev: Option<(Snapshot, Instant)> = None;
         let mut shown: Option<(Snapshot, Option<Rates>)> = None;
         let mut error: Option<String>;
