@@ -137,6 +137,17 @@ ensure_chromium() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
 }
 
+# tmux from Debian's packages: the terminal `cachet stat`'s live-view test drives
+# (crates/cli/tests/stat_tmux.rs: detached session, capture-pane). Installed only when missing.
+ensure_tmux() {
+  if command -v tmux >/dev/null; then return; fi
+  say "installing tmux (Debian package)"
+  local sudo=""
+  [[ "$(id -u)" != 0 ]] && sudo="sudo"
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq tmux >/dev/null
+}
+
 # cargo-fuzz (pinned) and a nightly toolchain for the fuzz targets in fuzz/
 # (docs/fuzzing.md): libFuzzer's instrumentation needs `cargo +nightly fuzz ...`. Each is
 # installed only when missing (cargo-fuzz: ~2 minutes from source on 2 cores).

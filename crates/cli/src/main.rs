@@ -1,9 +1,13 @@
 //! The `cachet` command: classify user agents, normalize queries, check configurations, check bans, purge through the Fastly API, simulate on access logs.
 
+mod access;
 mod ban;
 mod fastly;
+mod follow;
+mod log;
 mod purge;
 mod simulate;
+mod stat;
 
 use std::io::{BufRead, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -61,6 +65,19 @@ enum Command {
     /// stderr. Exit 0 replayed (bad lines never fatal), 1 an input could not be read to
     /// its end, 2 usage, config or unreadable-input errors.
     Simulate(Box<simulate::SimulateArgs>),
+    /// Live counters, like varnishstat: from an Envoy admin endpoint (`--envoy`) or the
+    /// edge's access-log lines (`--file`, stdin).
+    ///
+    /// A terminal view (q quits), plain text when stdout is not a terminal, `--json` one
+    /// object per reading, `--once` one reading. Exit 0 quit or input ended, 1 the source
+    /// failed after it had worked, 2 usage, `--config` or a first reading that failed.
+    Stat(Box<stat::StatArgs>),
+    /// Filters and formats access-log lines, like varnishlog -q / varnishncsa -F.
+    ///
+    /// JSON lines as they are (default), `--ncsa` or `-F FORMAT`. Exit 0 done (skipped lines
+    /// reported on stderr), 1 an input failed mid-way, 2 usage, query, format or
+    /// unopenable-file errors.
+    Log(Box<log::LogArgs>),
 }
 
 #[derive(Subcommand)]
@@ -160,6 +177,8 @@ fn main() -> ExitCode {
         } => return ban::parse(&expr, json),
         Command::Purge(args) => return purge::run(&args),
         Command::Simulate(args) => return simulate::run(&args),
+        Command::Stat(args) => return stat::run(&args),
+        Command::Log(args) => return log::run(&args),
     };
     match result {
         Ok(code) => code,

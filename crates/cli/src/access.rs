@@ -1,0 +1,101 @@
+//! The edge's JSON access-log lines (`edge-app/src/access.rs`), as `cachet stat` and
+//! `cachet log` read them.
+//!
+//! A line is one JSON object, optionally prefixed by the log endpoint's name as Viceroy
+//! prints it (`cachet_log :: {…}`). Other lines (Viceroy's own messages, blank lines) are
+//! not access-log lines: [`split`] returns `None` for them and the callers count them.
+
+use serde::Deserialize;
+
+/// The separator Viceroy prints between a log endpoint's name and its line.
+const ENDPOINT_SEPARATOR: &str = " :: ";
+
+/// The JSON text of an access-log line: the line itself when it starts with `{` (after
+/// whitespace), or what follows the first `<endpoint> :: ` when that starts with `{`;
+/// `None` otherwise. Trailing whitespace (`\r`) is removed.
+pub fn split(line: &str) -> Option<&str> {
+    let t = line.trim();
+    if t.starts_with('{') {
+        return Some(t);
+    }
+    let (_, rest) = t.split_once(ENDPOINT_SEPARATOR)?;
+    let rest = rest.trim_start();
+    rest.starts_with('{').then_some(rest)
+}
+
+/// The fields `cachet stat` counts, from one access-log line. Unknown fields are ignored
+/// and every field is optional, so lines of older and newer edges both read.
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct Access {
+    /// Request method.
+    pub method: Option<String>,
+    /// Normalized target (path + query).
+    pub url: Option<String>,
+    /// Matched route (`admin` for the admin API, `-` for none).
+    pub route: Option<String>,
+    /// `HIT`, `MISS`, `PASS`, `STALE`, `SYNTH` or `ERROR` (the `X-Cache` label).
+    pub cache: Option<String>,
+    /// Status sent to the client.
+    pub status: Option<u16>,
+    /// Milliseconds waited for the origin in the foreground (present when it was asked).
+    pub origin_ms: Option<u64>,
+    /// Background refresh outcome (`ahead`, `stale`, `revalidated-304`, `replaced`,
+    /// `kept-stored`, `private`).
+    pub refresh: Option<String>,
+    /// The ban that invalidated the object found.
+    pub banned_by: Option<u64>,
+    /// Workspace high watermark of this request, bytes.
+    pub ws_watermark: Option<u64>,
+    /// Whether the workspace overflowed.
+    pub ws_overflow: Option<bool>,
+    /// Sampled workspace verification: `ok` or `violation`.
+    pub ws_verified: Option<String>,
+    /// Fastly shielding tier: `single`, `edge` or `shield`.
+    pub tier: Option<String>,
+    /// Error text.
+    pub error: Option<String>,
+    /// Id of the ban or purge an admin call created (admin lines only).
+    pub ban_added: Option<u64>,
+}
+
+/// Parses the JSON text of an access-log line (see [`split`]).
+///
+/// # Errors
+/// serde_json's message (with its column) when the text is not a JSON object of this shape.
+pub fn parse(json: &str) -> Result<Access, serde_json::Error> {
+    serde_json::from_str(json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_accepts_bare_and_viceroy_prefixed_lines_only() {
+        assert_eq!(split("{\"a\":1}\r"), Some("{\"a\":1}"));
+        assert_eq!(split("cachet_log :: {\"a\":1}"), Some("{\"a\":1}"));
+        assert_eq!(split("  other_ep ::   {}"), Some("{}"));
+        assert_eq!(
+            split("2026-01-01T00:00:00 INFO Listening on http://127.0.0.1:7676"),
+            None
+        );
+        assert_eq!(split("cachet_log :: not json"), None);
+        assert_eq!(split(""), None);
+    }
+
+    #[test]
+    fn parse_reads_known_fields_and_ignores_others() {
+        let a = parse(
+            r#"{"method":"GET","host":"h","url":"/a","route":"blog","cache":"HIT","status":200,
+                "device":"pc","key":"k","ws_watermark":512,"tier":"single","new_field":[1]}"#,
+        )
+        .unwrap();
+        assert_eq!(a.cache.as_deref(), Some("HIT"));
+        assert_eq!(a.status, Some(200));
+        assert_eq!(a.ws_watermark, Some(512));
+        assert_eq!(a.tier.as_deref(), Some("single"));
+        assert!(parse(r#"{"status":"x"}"#).is_err());
+        assert!(parse("[1]").is_err());
+    }
+}
