@@ -35,6 +35,8 @@ pub trait Host {
     /// Sets or removes one header (`proxy_replace_header_map_value` /
     /// `proxy_remove_header_map_value`).
     fn set_header(&self, map: MapType, name: &str, value: Option<&str>);
+    /// Replaces a whole header map (`proxy_set_header_map_pairs`).
+    fn set_headers(&self, map: MapType, pairs: &[(&str, &[u8])]);
     /// A local reply on the current stream (`proxy_send_local_response`).
     fn send(&self, status: u16, headers: &[(&str, &str)], body: Option<&[u8]>);
     /// Makes later stream calls act on `context_id` (`proxy_set_effective_context`).
@@ -92,6 +94,9 @@ impl Host for ProxyWasm {
     }
     fn set_header(&self, map: MapType, name: &str, value: Option<&str>) {
         let _ = proxy_wasm::hostcalls::set_map_value(map, name, value);
+    }
+    fn set_headers(&self, map: MapType, pairs: &[(&str, &[u8])]) {
+        let _ = proxy_wasm::hostcalls::set_map_bytes(map, pairs.to_vec());
     }
     fn send(&self, status: u16, headers: &[(&str, &str)], body: Option<&[u8]>) {
         let _ =
@@ -162,6 +167,7 @@ impl Host for Detached {
         Vec::new()
     }
     fn set_header(&self, _: MapType, _: &str, _: Option<&str>) {}
+    fn set_headers(&self, _: MapType, _: &[(&str, &[u8])]) {}
     fn send(&self, _: u16, _: &[(&str, &str)], _: Option<&[u8]>) {}
     fn set_effective_context(&self, _: u32) -> bool {
         false
@@ -282,6 +288,11 @@ pub fn headers(map: MapType) -> Vec<(String, Vec<u8>)> {
 /// Sets (`Some`) or removes (`None`) one header.
 pub fn set_header(map: MapType, name: &str, value: Option<&str>) {
     with(|h| h.set_header(map, name, value));
+}
+
+/// Replaces a whole header map of the current stream.
+pub fn set_headers(map: MapType, pairs: &[(&str, &[u8])]) {
+    with(|h| h.set_headers(map, pairs));
 }
 
 /// Answers the current stream with a local reply.

@@ -94,8 +94,12 @@ impl HttpContext for Http {
         self.on_request_body(size, end_of_stream)
     }
 
-    fn on_http_response_headers(&mut self, _n: usize, _end_of_stream: bool) -> Action {
-        self.on_response_headers()
+    fn on_http_response_headers(&mut self, _n: usize, end_of_stream: bool) -> Action {
+        self.on_response_headers(end_of_stream)
+    }
+
+    fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+        self.on_response_body(size, end_of_stream)
     }
 }
 

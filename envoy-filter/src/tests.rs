@@ -92,6 +92,10 @@ impl Host for Fake {
             m.push((name.to_owned(), v.as_bytes().to_vec()));
         }
     }
+    fn set_headers(&self, map: MapType, pairs: &[(&str, &[u8])]) {
+        let m = pairs.iter().map(|(n, v)| ((*n).to_owned(), v.to_vec()));
+        self.maps.borrow_mut().insert(map as u32, m.collect());
+    }
     fn send(&self, status: u16, headers: &[(&str, &str)], body: Option<&[u8]>) {
         self.sent.borrow_mut().push((
             status,

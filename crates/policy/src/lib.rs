@@ -34,7 +34,7 @@ pub use response::{
     CacheControl, NoStore, ResponseView, Storability, Store, VaryRewrite, accepts_encoding,
 };
 pub use settings::{
-    AdminConfig, BansConfig, EnvoyConfig, OriginConfig, WorkspaceMode, WorkspaceSettings,
+    AdminConfig, BansConfig, EnvoyConfig, FillPath, OriginConfig, WorkspaceMode, WorkspaceSettings,
 };
 
 use glob::Glob;

@@ -253,6 +253,21 @@ impl WorkspaceSettings {
     }
 }
 
+/// How the Envoy filter sends a client's cache fill to the origin (`[envoy].fill`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FillPath {
+    /// `dispatch_http_call` to `envoy.cluster`: the body is buffered whole in Envoy and
+    /// copied into the VM (docs/envoy.md, "Fills").
+    #[default]
+    Callout,
+    /// The client's own request, rewritten to the fill's fields, through Envoy's router
+    /// and the route's cluster: the answer is buffered up to `[edge].max_object_bytes`
+    /// and stored, or streamed on unstored once it is larger (docs/envoy.md, "Fills").
+    /// Revalidations, background refreshes and `HEAD` fills still use the callout.
+    Router,
+}
+
 /// The `[envoy]` table: settings only the Envoy proxy-wasm filter reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -271,6 +286,8 @@ pub struct EnvoyConfig {
     pub ban_feed_path: String,
     /// Poll period of the ban feed.
     pub ban_feed_interval: HumanDuration,
+    /// How a client's miss is fetched: `callout` (default) or `router` ([`FillPath`]).
+    pub fill: FillPath,
 }
 
 impl Default for EnvoyConfig {
@@ -283,6 +300,7 @@ impl Default for EnvoyConfig {
             ban_feed_cluster: String::new(),
             ban_feed_path: "/.cachet/bans".to_owned(),
             ban_feed_interval: HumanDuration::from_secs(5),
+            fill: FillPath::Callout,
         }
     }
 }

@@ -56,9 +56,26 @@ impl Envoy {
         origin: SocketAddr,
         rewrite: &dyn Fn(&mut serde_json::Value),
     ) -> Result<Self> {
+        Self::start_edited(envoy, wasm, origin, rewrite, &|y| y)
+    }
+
+    /// [`Self::start`], with `edit` applied to the whole YAML after the ports and the
+    /// plugin configuration are set (e.g. a longer route timeout).
+    ///
+    /// # Errors
+    /// As [`Self::start`].
+    pub fn start_edited(
+        envoy: &Path,
+        wasm: &Path,
+        origin: SocketAddr,
+        rewrite: &dyn Fn(&mut serde_json::Value),
+        edit: &dyn Fn(String) -> String,
+    ) -> Result<Self> {
         let yaml = std::fs::read_to_string(example_yaml()).context("reading envoy.yaml")?;
         let (listen, admin) = (free_port()?, free_port()?);
-        let yaml = Self::configure(&yaml, listen, admin, origin, wasm, rewrite)?;
+        let yaml = edit(Self::configure(
+            &yaml, listen, admin, origin, wasm, rewrite,
+        )?);
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("envoy.yaml");
         std::fs::write(&path, yaml)?;

@@ -1247,3 +1247,142 @@ fn an_answer_over_max_object_bytes_passes_through_the_router_unstored() {
     assert_eq!(o, Outcome::Paused);
     assert_eq!(w.callouts().len(), 1);
 }
+
+/// The configuration with `[envoy].fill = "router"` and `extra` merged in.
+fn router_config(extra: serde_json::Value) -> String {
+    let mut v =
+        serde_json::json!({"envoy": {"cluster": "origin", "tick": "100ms", "fill": "router"}});
+    merge(&mut v, extra);
+    config(v)
+}
+
+fn upstream_headers(o: &Outcome) -> cachet_envoy_host_tests::Headers {
+    match o {
+        Outcome::Upstream(h) => h.clone(),
+        other => panic!("expected the request to go upstream, got {other:?}"),
+    }
+}
+
+fn field<'a>(h: &'a cachet_envoy_host_tests::Headers, name: &str) -> Option<&'a str> {
+    h.iter()
+        .find(|(n, _)| n == name)
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+}
+
+#[test]
+fn a_router_fill_goes_upstream_as_the_fill_and_is_stored_and_answered_miss() {
+    let (host, mut w1, mut w2) = workers(&router_config(serde_json::json!({})));
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/61";
+    let client = [
+        ("user-agent", DESKTOP),
+        ("cookie", "session=mine"),
+        ("range", "bytes=0-9"),
+        ("if-none-match", "\"theirs\""),
+        ("accept-encoding", "gzip"),
+    ];
+    let (id, o) = w1
+        .request(req("GET", "BLOG.example.", path, &client), None)
+        .expect("req");
+    let h = upstream_headers(&o);
+    assert_eq!(w1.callouts().len(), 0, "no callout: the router fetches");
+    assert_eq!(
+        field(&h, ":authority"),
+        Some(BLOG),
+        "normalized host: {h:?}"
+    );
+    assert_eq!(field(&h, ":method"), Some("GET"));
+    assert_eq!(field(&h, "x-cachet-device"), Some("pc"));
+    for absent in ["range", "if-none-match"] {
+        assert_eq!(
+            field(&h, absent),
+            None,
+            "{absent} never reaches a fill: {h:?}"
+        );
+    }
+    // The rest of the client's fields go as on a callout fill (cachet_http::fill).
+    assert_eq!(field(&h, "cookie"), Some("session=mine"));
+    let resp = origin.serve(&h);
+    let r = w1.upstream_response(id, &resp).expect("response");
+    w1.finish(id).expect("finish");
+    // The client's own range is answered from what was stored.
+    assert_eq!((r.status, r.x_cache()), (206, "MISS"), "{:?}", w1.logs());
+    assert_eq!(r.body.len(), 10);
+    let again = get(&mut w2, &mut origin, path, &[("user-agent", DESKTOP)]);
+    assert_eq!(again.x_cache(), "HIT");
+    assert_eq!(origin.count(path), 1);
+    assert_eq!(host.metric("cachet.misses"), 1);
+}
+
+#[test]
+fn a_router_fill_collapses_waiters_and_an_identity_client_asks_for_identity() {
+    let (_host, mut w1, mut w2) = workers(&router_config(serde_json::json!({})));
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/62";
+    let (leader, o) = w1.request(req("GET", BLOG, path, &[]), None).expect("req");
+    let h = upstream_headers(&o);
+    assert_eq!(
+        field(&h, "accept-encoding"),
+        None,
+        "an identity client's fill"
+    );
+    let (waiter, o) = w2.request(req("GET", BLOG, path, &[]), None).expect("req");
+    assert_eq!(o, Outcome::Paused, "collapsed behind the router fill");
+    let r = w1
+        .upstream_response(leader, &origin.serve(&h))
+        .expect("response");
+    w1.finish(leader).expect("finish");
+    assert_eq!(r.x_cache(), "MISS");
+    assert_eq!(r.header("content-encoding"), None);
+    w2.host().advance_ms(100);
+    w2.tick().expect("tick");
+    let Outcome::Reply(w) = w2.poll(waiter) else {
+        panic!("the waiter is answered from the stored object")
+    };
+    assert_eq!((w.x_cache(), w.text()), ("HIT", r.text()));
+    assert_eq!(origin.count(path), 1);
+}
+
+#[test]
+fn a_router_fill_answered_private_passes_and_leaves_a_marker() {
+    let (_host, mut w1, _w2) = workers(&router_config(serde_json::json!({})));
+    let mut origin = Origin::new();
+    let path = "/blog/alice/private/63";
+    let first = get(&mut w1, &mut origin, path, &[]);
+    assert_eq!(
+        (first.x_cache(), first.header("set-cookie")),
+        ("PASS", Some("session=1"))
+    );
+    let second = get(&mut w1, &mut origin, path, &[]);
+    assert_eq!(second.x_cache(), "PASS");
+    assert_ne!(first.text(), second.text(), "never served from cache");
+    assert_eq!(origin.count(path), 2);
+}
+
+#[test]
+fn a_router_fill_over_max_object_bytes_streams_on_unstored() {
+    let host = host();
+    let mut w = host
+        .vm(&router_config(
+            serde_json::json!({"edge": {"max_object_bytes": 1024}}),
+        ))
+        .expect("vm");
+    let path = "/blog/alice/entry/64";
+    let (id, o) = w.request(req("GET", BLOG, path, &[]), None).expect("req");
+    upstream_headers(&o);
+    let big = Response {
+        status: 200,
+        headers: vec![
+            ("cache-control".into(), b"public, max-age=60".to_vec()),
+            ("surrogate-key".into(), b"big".to_vec()),
+        ],
+        body: vec![b'x'; 4096],
+    };
+    let r = w.upstream_response(id, &big).expect("response");
+    w.finish(id).expect("finish");
+    assert_eq!((r.status, r.x_cache(), r.body.len()), (200, "PASS", 4096));
+    assert_eq!(r.header("surrogate-key"), None, "edge-only fields removed");
+    assert_eq!(host.metric("cachet.objects"), 0, "nothing stored");
+    let (_, o) = w.request(req("GET", BLOG, path, &[]), None).expect("req");
+    upstream_headers(&o);
+}

@@ -6,6 +6,8 @@
 )]
 use super::*;
 
+mod router;
+
 /// Where one HTTP stream is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -19,6 +21,9 @@ enum Phase {
     Fetching,
     /// Parked behind another request's fetch.
     Waiting,
+    /// Our fill is going through Envoy's router (`[envoy].fill = "router"`, collapsing
+    /// leader): its answer is read in the response callbacks.
+    RouterFill,
 }
 
 /// A request's own edits for the upstream: our device header (replacing the client's,
@@ -66,6 +71,8 @@ pub struct Http {
     /// A passed unsafe request (`POST`, `PUT`, `DELETE`, `PATCH`): method, normalized host
     /// and target, to invalidate after a non-error answer (RFC 9111 §4.4).
     unsafe_target: Option<(String, String, String)>,
+    /// A router fill's answer headers, held while its body is read.
+    fill_head: Option<Vec<(String, Vec<u8>)>>,
 }
 
 impl Http {
@@ -85,6 +92,7 @@ impl Http {
             lock_held: false,
             base: None,
             unsafe_target: None,
+            fill_head: None,
         }
     }
 
@@ -327,6 +335,9 @@ impl Http {
             }
             l => {
                 self.lock_held = l == Lock::Acquired;
+                if self.fills_through_router(p, base.is_some()) {
+                    return self.fill_through_router(p, job);
+                }
                 self.base = base;
                 self.fetch(p, job)
             }
@@ -524,7 +535,10 @@ impl Http {
 
     /// `on_http_response_headers`: responses from the origin through Envoy's router
     /// (passes) get the edge's headers.
-    pub fn on_response_headers(&mut self) -> proxy_wasm::types::Action {
+    pub fn on_response_headers(&mut self, end_of_stream: bool) -> proxy_wasm::types::Action {
+        if self.phase == Phase::RouterFill {
+            return self.router_fill_headers(end_of_stream);
+        }
         if self.phase == Phase::Pass || self.passed.get() {
             let hs = host::headers(MapType::HttpResponseHeaders);
             // A pass forwarded the client's own Accept-Encoding: nothing to inflate.
@@ -548,6 +562,18 @@ impl Http {
                     self.vm.sync_bans();
                 }
             }
+        }
+        proxy_wasm::types::Action::Continue
+    }
+
+    /// `on_http_response_body`: only a router fill reads the answer's body.
+    pub fn on_response_body(
+        &mut self,
+        size: usize,
+        end_of_stream: bool,
+    ) -> proxy_wasm::types::Action {
+        if self.phase == Phase::RouterFill {
+            return self.router_fill_body(size, end_of_stream);
         }
         proxy_wasm::types::Action::Continue
     }

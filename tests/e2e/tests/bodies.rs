@@ -148,3 +148,54 @@ fn a_gzip_answer_corrupt_mid_stream_ends_abandoned_and_logged() {
     let ok = s.get("cdn.example", "/t/after?cc=public,max-age%3D60", &[]);
     assert_eq!(ok.status, 200);
 }
+
+/// The multi-GiB body: 2 GiB, read by the client as it streams (never held whole).
+const HUGE: u64 = 2 * 1024 * 1024 * 1024;
+
+#[test]
+fn a_multi_gib_chunked_body_streams_unstored_with_bounded_viceroy_memory() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let s = Stack::start_with(OriginConfig::ephemeral(), Some(CONFIG));
+    let rss = || s.edge.proc_status_bytes("VmRSS").expect("/proc");
+    let before = rss();
+    let url = format!(
+        "http://{}/t/huge?chunked={HUGE}&cc=public,max-age%3D60",
+        s.edge.addr()
+    );
+    let done = AtomicBool::new(false);
+    let (fetched, peak) = std::thread::scope(|scope| {
+        // Viceroy's resident memory sampled while the body streams (its VmHWM is set by
+        // the wasm compile at start-up, above what streaming needs).
+        let sampler = scope.spawn(|| {
+            let mut peak = 0;
+            while !done.load(Ordering::Relaxed) {
+                peak = peak.max(rss());
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            peak
+        });
+        let fetched = (|| {
+            let mut resp = ureq::get(&url)
+                .header("host", "cdn.example")
+                .header("accept-encoding", "gzip")
+                .call()
+                .map_err(|e| e.to_string())?;
+            let x_cache = resp.headers().get("x-cache").cloned();
+            let n = std::io::copy(&mut resp.body_mut().as_reader(), &mut std::io::sink())
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>((resp.status(), x_cache, n))
+        })();
+        done.store(true, Ordering::Relaxed);
+        (fetched, sampler.join().expect("sampler"))
+    });
+    let (status, x_cache, n) = fetched.expect("the whole response");
+    assert_eq!(status, 200);
+    assert_eq!(x_cache.as_ref().and_then(|v| v.to_str().ok()), Some("PASS"));
+    assert_eq!(n, HUGE, "every byte, streamed");
+    let grew = peak.saturating_sub(before);
+    eprintln!("Viceroy RSS {before} before, peak {peak} (+{grew}) while streaming {HUGE} bytes");
+    assert!(
+        grew < 64 * 1024 * 1024,
+        "memory bounded by the limit, not the body: RSS grew by {grew} bytes"
+    );
+}
