@@ -1,5 +1,7 @@
-//! Per-request filter cost inside the wasmtime host: a hit from each tier, and robots.txt
-//! synthesis (the filter's floor: plan + local reply, no cache) as the peer.
+//! Per-request filter cost inside the wasmtime host: a hit from each tier, a miss (a new
+//! URL each time: callout answered, stored in both tiers, answered; with and without gzip
+//! storage), and robots.txt synthesis (the filter's floor: plan + local reply, no cache) as
+//! the peer.
 //!
 //! `cargo bench -p cachet-envoy-host-tests --bench hit` (builds the release wasm first, or
 //! set `CACHET_ENVOY_WASM`). Each iteration is one whole stream: context create, request
@@ -13,11 +15,45 @@ use criterion::{Criterion, criterion_group, criterion_main};
 const PATH: &str = "/blog/alice/entry/1";
 
 fn config(local_bytes: u64) -> String {
+    config_json(local_bytes).to_string()
+}
+
+fn config_json(local_bytes: u64) -> serde_json::Value {
     let text = include_str!("../../../edge-app/cachet.toml");
     let v: toml::Value = toml::from_str(text).expect("cachet.toml");
     let mut json = serde_json::to_value(v).expect("json");
     json["envoy"] = serde_json::json!({"cluster": "origin", "local_bytes": local_bytes});
+    json
+}
+
+/// The configuration with every route's `compress` set to `compress`.
+fn config_compress(compress: bool) -> String {
+    let mut json = config_json(4 * 1024 * 1024);
+    for r in json["routes"].as_array_mut().expect("routes") {
+        r["compress"] = serde_json::json!(compress);
+    }
     json.to_string()
+}
+
+/// One miss on a URL never asked before: the callout answered with `resp`, the answer
+/// stored and sent. Returns the body length sent.
+fn miss(vm: &mut Vm, n: &mut u64, resp: &Response) -> usize {
+    *n += 1;
+    let path = format!("{PATH}?bench={n}");
+    let (id, o) = vm
+        .request(
+            req("GET", "blog.example", &path, &[("accept-encoding", "gzip")]),
+            None,
+        )
+        .expect("req");
+    assert_eq!(o, Outcome::Paused, "a miss");
+    let c = vm.callouts().remove(0);
+    vm.answer(c.token, resp).expect("answer");
+    let Outcome::Reply(r) = vm.poll(id) else {
+        panic!("the miss is answered")
+    };
+    vm.finish(id).expect("finish");
+    r.body.len()
 }
 
 fn origin() -> Response {
@@ -96,6 +132,18 @@ fn bench(c: &mut Criterion) {
     g.bench_function("peer_robots_txt_synth", |b| {
         b.iter(|| black_box(one(&mut local, "/robots.txt", &[])));
     });
+    let resp = origin();
+    for (name, compress) in [("miss_gzip_stored", true), ("miss_identity_stored", false)] {
+        let mut vm = host.fresh().vm(&config_compress(compress)).expect("vm");
+        let mut n = 0;
+        miss(&mut vm, &mut n, &resp);
+        let before = vm.host_calls();
+        miss(&mut vm, &mut n, &resp);
+        eprintln!("{name}: {} host calls", vm.host_calls() - before);
+        g.bench_function(name, |b| {
+            b.iter(|| black_box(miss(&mut vm, &mut n, &resp)));
+        });
+    }
     g.finish();
 }
 
