@@ -144,7 +144,9 @@ fn config() -> String {
         toml::from_str(include_str!("../../edge-app/cachet.toml")).expect("cachet.toml");
     let mut json = serde_json::to_value(v).expect("json");
     json["admin"] = serde_json::json!({"token": "a-test-token-of-32-bytes-length!"});
-    json["envoy"] = serde_json::json!({"cluster": "origin", "tick": "100ms"});
+    // The callout path: these tests drive misses through callouts; the router path has
+    // its own tests (`router_config`).
+    json["envoy"] = serde_json::json!({"cluster": "origin", "tick": "100ms", "fill": "callout"});
     json.to_string()
 }
 

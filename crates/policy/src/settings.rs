@@ -259,12 +259,13 @@ impl WorkspaceSettings {
 pub enum FillPath {
     /// `dispatch_http_call` to `envoy.cluster`: the body is buffered whole in Envoy and
     /// copied into the VM (docs/envoy.md, "Fills").
-    #[default]
     Callout,
     /// The client's own request, rewritten to the fill's fields, through Envoy's router
     /// and the route's cluster: the answer is buffered up to `[edge].max_object_bytes`
     /// and stored, or streamed on unstored once it is larger (docs/envoy.md, "Fills").
-    /// Revalidations, background refreshes and `HEAD` fills still use the callout.
+    /// Revalidations, background refreshes and `HEAD` fills still use the callout. The
+    /// default: no answer is ever held whole past the limit.
+    #[default]
     Router,
 }
 
@@ -286,7 +287,7 @@ pub struct EnvoyConfig {
     pub ban_feed_path: String,
     /// Poll period of the ban feed.
     pub ban_feed_interval: HumanDuration,
-    /// How a client's miss is fetched: `callout` (default) or `router` ([`FillPath`]).
+    /// How a client's miss is fetched: `router` (default) or `callout` ([`FillPath`]).
     pub fill: FillPath,
 }
 
@@ -300,7 +301,7 @@ impl Default for EnvoyConfig {
             ban_feed_cluster: String::new(),
             ban_feed_path: "/.cachet/bans".to_owned(),
             ban_feed_interval: HumanDuration::from_secs(5),
-            fill: FillPath::Callout,
+            fill: FillPath::Router,
         }
     }
 }

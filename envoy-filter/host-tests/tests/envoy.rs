@@ -68,8 +68,8 @@ fn ten_concurrent_misses_make_one_origin_request_and_stats_show_it() {
 }
 
 #[test]
-fn with_router_fills_the_conformance_cases_pass_and_misses_collapse() {
-    let Some((origin, e)) = stack_with(&|cfg| cfg["envoy"]["fill"] = serde_json::json!("router"))
+fn with_callout_fills_the_conformance_cases_pass_and_misses_collapse() {
+    let Some((origin, e)) = stack_with(&|cfg| cfg["envoy"]["fill"] = serde_json::json!("callout"))
     else {
         return;
     };

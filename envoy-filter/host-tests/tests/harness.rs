@@ -24,7 +24,9 @@ fn config(extra: serde_json::Value) -> String {
     let v: toml::Value = toml::from_str(text).expect("cachet.toml");
     let mut json = serde_json::to_value(v).expect("to json");
     json["admin"] = serde_json::json!({"token": TOKEN});
-    json["envoy"] = serde_json::json!({"cluster": "origin", "tick": "100ms"});
+    // The callout path: these tests drive misses through callouts; the router path has
+    // its own tests (`router_config`).
+    json["envoy"] = serde_json::json!({"cluster": "origin", "tick": "100ms", "fill": "callout"});
     merge(&mut json, extra);
     json.to_string()
 }
