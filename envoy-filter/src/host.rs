@@ -64,6 +64,12 @@ pub trait Host {
     fn set_tick(&self, period: Duration);
     /// Whether the downstream connection uses TLS (property `connection.tls_version`).
     fn downstream_tls(&self) -> bool;
+    /// Whether the current stream's response came from its upstream: Envoy's property
+    /// `response.code_details` is `via_upstream` (a local reply, e.g. `route_not_found`,
+    /// has another); `true` when the host does not say.
+    fn via_upstream(&self) -> bool {
+        true
+    }
 }
 
 /// The real host: proxy-wasm hostcalls (only inside a proxy-wasm VM).
@@ -140,6 +146,12 @@ impl Host for ProxyWasm {
             .ok()
             .flatten()
             .is_some_and(|v| !v.is_empty())
+    }
+    fn via_upstream(&self) -> bool {
+        proxy_wasm::hostcalls::get_property(vec!["response", "code_details"])
+            .ok()
+            .flatten()
+            .is_none_or(|v| v == b"via_upstream")
     }
 }
 
@@ -288,6 +300,11 @@ pub fn headers(map: MapType) -> Vec<(String, Vec<u8>)> {
 /// Sets (`Some`) or removes (`None`) one header.
 pub fn set_header(map: MapType, name: &str, value: Option<&str>) {
     with(|h| h.set_header(map, name, value));
+}
+
+/// Whether the current stream's response came from its upstream ([`Host::via_upstream`]).
+pub fn via_upstream() -> bool {
+    with(|h| h.via_upstream())
 }
 
 /// Replaces a whole header map of the current stream.

@@ -79,10 +79,12 @@ pub fn reserved(name: &str) -> bool {
 }
 
 /// Whether a client request field goes onto a fill (an origin fetch whose answer will be
-/// stored): not hop-by-hop, not `Connection`-listed, not in [`NOT_ON_FILL`], not a
+/// stored): named in `allow` (`[origin].fill_fields`, plus a stored object's `Vary`
+/// fields), and not hop-by-hop, not `Connection`-listed, not in [`NOT_ON_FILL`], not a
 /// pseudo-header, not Cachet's reserved `x-cachet-*` (the adapter sets the device header).
-pub fn on_fill(name: &str, listed: &[String]) -> bool {
-    !name.starts_with(':')
+pub fn on_fill(name: &str, listed: &[String], allow: &[&str]) -> bool {
+    allow.iter().any(|a| a.eq_ignore_ascii_case(name))
+        && !name.starts_with(':')
         && !hop_by_hop(name, listed)
         && !NOT_ON_FILL.iter().any(|n| n.eq_ignore_ascii_case(name))
         && !reserved(name)
@@ -150,10 +152,11 @@ mod tests {
             ":path",
             "X-Cachet-Device",
         ] {
-            assert!(!on_fill(n, &[]), "{n}");
+            assert!(!on_fill(n, &[], &[n]), "{n}");
         }
-        assert!(on_fill("Cookie", &[]));
-        assert!(!on_fill("X-Hop", &["x-hop".to_owned()]));
-        assert!(on_fill("Accept-Language", &[]));
+        let allow = ["accept-language", "x-hop"];
+        assert!(!on_fill("Cookie", &[], &allow), "not allowlisted");
+        assert!(!on_fill("X-Hop", &["x-hop".to_owned()], &allow));
+        assert!(on_fill("Accept-Language", &[], &allow));
     }
 }

@@ -258,8 +258,9 @@ pub fn revalidated(
 /// platform's pseudo-headers): `Host` = the plan's normalized host (or
 /// `[origin].override_host`), `Accept-Encoding: gzip` (the edge stores gzip), the device
 /// header with the plan's class, the client's fields a fill may carry
-/// ([`on_fill`]: no preconditions, range, hop-by-hop or reserved fields, no client copy of
-/// the device header), and, when `stored` has usable validators, `If-None-Match` /
+/// ([`on_fill`]: those in `[origin].fill_fields` and `stored`'s `Vary` fields; never
+/// preconditions, range, hop-by-hop or reserved fields, nor a client copy of the device
+/// header), and, when `stored` has usable validators, `If-None-Match` /
 /// `If-Modified-Since` (RFC 9111 §4.3.1). Values are bytes, passed through as received.
 pub fn request_fields(
     policy: &Policy,
@@ -282,10 +283,22 @@ pub fn request_fields(
         ),
     ];
     let listed = connection_listed(client);
+    // The allowlist, plus the fields a stored object's `Vary` names (its revalidation asks
+    // for the same variant).
+    let mut allow: Vec<&str> = (policy.config().origin.fill_fields.iter())
+        .map(String::as_str)
+        .collect();
+    allow.extend(
+        stored
+            .iter()
+            .flat_map(|m| m.vary_fields.iter().map(String::as_str)),
+    );
     out.extend(
         client
             .iter()
-            .filter(|(n, _)| on_fill(n, &listed) && !n.eq_ignore_ascii_case(plan.device_header))
+            .filter(|(n, _)| {
+                on_fill(n, &listed, &allow) && !n.eq_ignore_ascii_case(plan.device_header)
+            })
             .cloned(),
     );
     // Unusable validators (not an entity-tag, control bytes, too long): unconditional.
@@ -552,6 +565,8 @@ keep = "1h"
             ("If-Match", b"\"x\""),
             ("X-Cachet-Device", b"pc"),
             ("x-device", b"kept"),
+            ("Cookie", b"session=theirs"),
+            ("X-Forwarded-Host", b"evil.example"),
             ("Accept-Language", b"ja"),
             ("Connection", b"x-hop"),
             ("x-hop", b"1"),
@@ -562,6 +577,8 @@ keep = "1h"
                 etag: Some("\"v1\"".into()),
                 last_modified: None,
             },
+            // The stored object varies on x-device: its revalidation sends it.
+            vary_fields: vec!["x-device".into()],
             ..Meta::marker("blog", now(), Duration::ZERO)
         };
         let out = request_fields(&p, &plan, &client, Some(&stored));

@@ -90,7 +90,8 @@ pub enum NoStore {
     Status,
     /// Zero freshness and zero grace.
     ZeroTtl,
-    /// `Vary` names a header the cache key does not carry (e.g. `Cookie`, `*`).
+    /// `Vary` names a header the cache key does not carry (e.g. `Cookie`, `*`), or one a
+    /// fill does not send (not in `[origin].fill_fields`).
     Vary,
     /// Body larger than `[edge].max_object_bytes`.
     TooLarge,
@@ -570,6 +571,12 @@ impl crate::Policy {
         else {
             return Storability::DontStore(NoStore::Vary);
         };
+        // A variant is stored only if its fill carried the fields it varies on
+        // (`[origin].fill_fields`): else its content came from a request without them.
+        let fill_fields = &self.config().origin.fill_fields;
+        if !(vary_fields.iter()).all(|v| fill_fields.iter().any(|f| f.eq_ignore_ascii_case(v))) {
+            return Storability::DontStore(NoStore::Vary);
+        }
         let initial_age = initial_age(plan, resp);
         let swr = Duration::from_secs(
             d.sc.stale_while_revalidate

@@ -58,7 +58,18 @@ pub struct OriginConfig {
     pub first_byte_timeout: HumanDuration,
     /// Longest gap between two body bytes (default 10 s).
     pub between_bytes_timeout: HumanDuration,
+    /// The client request fields a fill (an origin fetch whose answer will be stored) may
+    /// carry, case-insensitive: an allowlist, so nothing the cache key does not account for
+    /// (a client's `Cookie`, `X-Forwarded-Host`, …) can shape a shared object. Fields a
+    /// stored object's `Vary` names are added on its revalidations and refreshes. Default:
+    /// `accept`, `accept-language`, `origin`, `user-agent` (content negotiation, CORS, and
+    /// what origins log). Passes forward the client's request as it is. Source: issue 13
+    /// ("Poisoning"), RFC 9111 §4.1.
+    pub fill_fields: Vec<String>,
 }
+
+/// [`OriginConfig::fill_fields`]' default.
+pub const DEFAULT_FILL_FIELDS: &[&str] = &["accept", "accept-language", "origin", "user-agent"];
 
 impl Default for OriginConfig {
     fn default() -> Self {
@@ -71,12 +82,27 @@ impl Default for OriginConfig {
             connect_timeout: HumanDuration::from_secs(1),
             first_byte_timeout: HumanDuration::from_secs(15),
             between_bytes_timeout: HumanDuration::from_secs(10),
+            fill_fields: DEFAULT_FILL_FIELDS
+                .iter()
+                .map(|f| (*f).to_owned())
+                .collect(),
         }
     }
 }
 
 impl OriginConfig {
     fn validate(&self, push: &mut dyn FnMut(String, String)) {
+        for (i, f) in self.fill_fields.iter().enumerate() {
+            let token = !f.is_empty()
+                && f.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !token {
+                push(
+                    format!("origin.fill_fields[{i}]"),
+                    format!("{f:?} is not a header field name"),
+                );
+            }
+        }
         let scheme_ok = self.url.starts_with("http://") || self.url.starts_with("https://");
         if !self.url.is_empty() && !scheme_ok {
             push(

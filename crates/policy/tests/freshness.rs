@@ -221,3 +221,41 @@ fn heuristic_freshness_is_a_capped_fraction_of_the_last_modified_age() {
     r.last_modified = Some("Tue, 14 Nov 2023 21:13:20 GMT");
     assert_eq!(stored("/x", &r).ttl, Duration::ZERO);
 }
+
+#[test]
+fn a_variant_is_stored_only_when_its_fill_sends_the_fields_it_varies_on() {
+    // Accept-Language is in the default [origin].fill_fields: its variants are stored.
+    let lang = ResponseView {
+        vary: Some("Accept-Language"),
+        ..view(Some("max-age=60"))
+    };
+    assert_eq!(stored("/a", &lang).vary_fields, ["accept-language"]);
+    // X-Theme is not sent on a fill, so the answer cannot be the variant a client with it
+    // would get: never stored.
+    let theme = ResponseView {
+        vary: Some("Accept-Language, X-Theme"),
+        ..view(Some("max-age=60"))
+    };
+    assert_eq!(store("/a", &theme), Storability::DontStore(NoStore::Vary));
+    // Listed in fill_fields, it is stored.
+    let p = Policy::from_toml(&format!(
+        "{TOML}\n[origin]\nfill_fields = [\"accept-language\", \"X-Theme\"]\n"
+    ))
+    .expect("valid");
+    let req = RequestView {
+        method: "GET",
+        scheme: "http",
+        host: Some("a.example"),
+        path_and_query: "/a",
+        ..RequestView::default()
+    };
+    let plan = p.plan(&req, now());
+    assert!(matches!(
+        p.storability(&plan, &theme),
+        Storability::Store(_)
+    ));
+    // A name that is not a field name is a configuration error with its path.
+    let err = Policy::from_toml(&format!("{TOML}\n[origin]\nfill_fields = [\"bad name\"]\n"))
+        .expect_err("refused");
+    assert!(err.to_string().contains("origin.fill_fields[0]"), "{err}");
+}

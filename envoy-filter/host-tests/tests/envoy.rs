@@ -39,6 +39,7 @@ fn stack_with(
     let wasm = filter_wasm().expect("filter wasm");
     let e = Envoy::start(&bin, &wasm, origin.addr(), &|cfg| {
         cfg["admin"]["token"] = serde_json::json!(TOKEN);
+        cfg["origin"]["fill_fields"] = serde_json::json!(cachet_conformance::SUITE_FILL_FIELDS);
         rewrite(cfg);
     })
     .expect("envoy");
@@ -435,4 +436,55 @@ fn bad_plugin_configuration_is_refused_with_a_clear_log_line() {
         "{err}"
     );
     assert!(err.contains("routes[0].ttl"), "{err}");
+}
+
+#[test]
+fn envoys_own_reply_to_a_router_fill_is_never_stored() {
+    let Some(bin) = envoy::binary() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CACHET_ENVOY is unset under CI"
+        );
+        eprintln!("\n*** SKIPPED: CACHET_ENVOY is unset ***\n");
+        return;
+    };
+    let origin = cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral())
+        .expect("demo origin");
+    // Only /blog/ is routed: a fill for anything else gets Envoy's own 404
+    // (route_not_found), which is heuristically cacheable but not the origin's answer.
+    let e = Envoy::start_edited(
+        &bin,
+        &filter_wasm().expect("filter wasm"),
+        origin.addr(),
+        &|_| {},
+        &|y| {
+            y.replacen(
+                "match: { prefix: \"/\" }",
+                "match: { prefix: \"/blog/\" }",
+                1,
+            )
+        },
+    )
+    .expect("envoy");
+    let t = Target::new(&format!("http://{}", e.addr), &origin.url(""));
+    for _ in 0..2 {
+        let r = t
+            .send(
+                "GET",
+                "cdn.example",
+                "/t/unrouted?cc=max-age%3D600",
+                &[],
+                None,
+            )
+            .expect("response");
+        assert_eq!(r.status, 404);
+        assert_ne!(
+            r.headers.get("x-cache").map(String::as_str),
+            Some("HIT"),
+            "Envoy's reply was stored:\n{}",
+            e.output()
+        );
+    }
+    assert_eq!(e.metric("cachet.objects").expect("stats"), 0);
+    assert!(e.metric("cachet.origin_errors").expect("stats") >= 2);
 }

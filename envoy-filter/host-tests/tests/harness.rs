@@ -1302,8 +1302,13 @@ fn a_router_fill_goes_upstream_as_the_fill_and_is_stored_and_answered_miss() {
             "{absent} never reaches a fill: {h:?}"
         );
     }
-    // The rest of the client's fields go as on a callout fill (cachet_http::fill).
-    assert_eq!(field(&h, "cookie"), Some("session=mine"));
+    // Only [origin].fill_fields of the client's: never its cookie (cachet_http::fill).
+    assert_eq!(field(&h, "cookie"), None);
+    assert_eq!(
+        field(&h, "x-forwarded-proto"),
+        Some("http"),
+        "Envoy routes on it"
+    );
     let resp = origin.serve(&h);
     let r = w1.upstream_response(id, &resp).expect("response");
     w1.finish(id).expect("finish");

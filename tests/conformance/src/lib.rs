@@ -13,6 +13,17 @@
 //! assert!(report.failures.is_empty(), "{report}");
 //! ```
 
+/// `[origin].fill_fields` for a platform running the suite: the default allowlist plus
+/// `X-Test-Status`, the demo origin's test-control field that a few cases send to make
+/// one URL's fill fail (it must reach the origin on a fill to do so).
+pub const SUITE_FILL_FIELDS: &[&str] = &[
+    "accept",
+    "accept-language",
+    "origin",
+    "user-agent",
+    "x-test-status",
+];
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;

@@ -45,11 +45,15 @@ impl Http {
             .iter()
             .find(|(n, _)| n == "host")
             .map_or(&[], |(_, v)| v.as_slice());
+        // Envoy routes only a request with `x-forwarded-proto` (it set one at decode): ours
+        // is the scheme the plan used (the connection's, never a client's claim).
+        let proto = job.inputs.scheme.clone();
         let mut h: Vec<(&str, &[u8])> = vec![
             (":method", b"GET"),
             (":path", job.want.target.as_bytes()),
             (":authority", authority),
             (":scheme", b"http"),
+            ("x-forwarded-proto", proto.as_bytes()),
         ];
         h.extend(
             (fields.iter())
@@ -67,6 +71,11 @@ impl Http {
     /// The fill's answer headers: held while its body is read (a declared length over
     /// the limit is streamed on at once).
     pub(super) fn router_fill_headers(&mut self, end_of_stream: bool) -> proxy_wasm::types::Action {
+        if !host::via_upstream() {
+            // Envoy's own reply (no route, no healthy upstream, timeout): not the origin's
+            // answer, never stored; the waiters go on without it.
+            return self.router_fill_local_reply();
+        }
         let hs = host::headers(MapType::HttpResponseHeaders);
         let limit = self
             .vm
@@ -127,6 +136,18 @@ impl Http {
         self.phase = Phase::Local;
         vm.wake(Some(job.want.slot));
         proxy_wasm::types::Action::Pause
+    }
+
+    /// Envoy answered the fill itself: nothing stored, the lock released, the waiters
+    /// woken (they fetch again or pass), and the reply goes to this client as it is.
+    fn router_fill_local_reply(&mut self) -> proxy_wasm::types::Action {
+        Metrics::inc(self.vm.m().origin_errors);
+        self.release();
+        if let Some(job) = &self.job {
+            self.vm.wake(Some(job.want.slot));
+        }
+        self.phase = Phase::Local;
+        proxy_wasm::types::Action::Continue
     }
 
     /// The answer is over `[edge].max_object_bytes`: the engine's verdict from its status
