@@ -22,6 +22,14 @@ fn stack() -> Option<(cachet_demo_origin::RunningOrigin, Envoy)> {
 fn stack_with(
     rewrite: &dyn Fn(&mut serde_json::Value),
 ) -> Option<(cachet_demo_origin::RunningOrigin, Envoy)> {
+    stack_edited(rewrite, &|y| y)
+}
+
+/// [`stack_with`], with `edit` applied to Envoy's whole YAML (routes, timeouts).
+fn stack_edited(
+    rewrite: &dyn Fn(&mut serde_json::Value),
+    edit: &dyn Fn(String) -> String,
+) -> Option<(cachet_demo_origin::RunningOrigin, Envoy)> {
     let Some(bin) = envoy::binary() else {
         // Under CI a missing Envoy is a failure, never a silent skip.
         assert!(
@@ -37,11 +45,17 @@ fn stack_with(
     let origin = cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral())
         .expect("demo origin");
     let wasm = filter_wasm().expect("filter wasm");
-    let e = Envoy::start(&bin, &wasm, origin.addr(), &|cfg| {
-        cfg["admin"]["token"] = serde_json::json!(TOKEN);
-        cfg["origin"]["fill_fields"] = serde_json::json!(cachet_conformance::SUITE_FILL_FIELDS);
-        rewrite(cfg);
-    })
+    let e = Envoy::start_edited(
+        &bin,
+        &wasm,
+        origin.addr(),
+        &|cfg| {
+            cfg["admin"]["token"] = serde_json::json!(TOKEN);
+            cfg["origin"]["fill_fields"] = serde_json::json!(cachet_conformance::SUITE_FILL_FIELDS);
+            rewrite(cfg);
+        },
+        edit,
+    )
     .expect("envoy");
     Some((origin, e))
 }
@@ -91,29 +105,17 @@ const HUGE: u64 = 2 * 1024 * 1024 * 1024;
 
 #[test]
 fn a_multi_gib_answer_streams_through_a_router_fill_with_bounded_envoy_memory() {
-    let Some(bin) = envoy::binary() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CACHET_ENVOY is unset under CI"
-        );
-        eprintln!("\n*** SKIPPED: CACHET_ENVOY is unset ***\n");
-        return;
-    };
-    let origin = cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral())
-        .expect("demo origin");
     // The route's timeout covers the whole transfer: 2 GiB on a loaded 2-core machine
     // needs more than the example's 15 s.
-    let e = Envoy::start_edited(
-        &bin,
-        &filter_wasm().expect("filter wasm"),
-        origin.addr(),
+    let Some((_origin, e)) = stack_edited(
         &|cfg| {
             cfg["envoy"]["fill"] = serde_json::json!("router");
             cfg["edge"]["max_object_bytes"] = serde_json::json!(1_048_576);
         },
         &|y| y.replacen("timeout: 15s", "timeout: 300s", 1),
-    )
-    .expect("envoy");
+    ) else {
+        return;
+    };
     let allocated = |e: &Envoy| e.metric("server.memory_allocated").expect("stats");
     let before = allocated(&e);
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -440,32 +442,17 @@ fn bad_plugin_configuration_is_refused_with_a_clear_log_line() {
 
 #[test]
 fn envoys_own_reply_to_a_router_fill_is_never_stored() {
-    let Some(bin) = envoy::binary() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CACHET_ENVOY is unset under CI"
-        );
-        eprintln!("\n*** SKIPPED: CACHET_ENVOY is unset ***\n");
-        return;
-    };
-    let origin = cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral())
-        .expect("demo origin");
     // Only /blog/ is routed: a fill for anything else gets Envoy's own 404
     // (route_not_found), which is heuristically cacheable but not the origin's answer.
-    let e = Envoy::start_edited(
-        &bin,
-        &filter_wasm().expect("filter wasm"),
-        origin.addr(),
-        &|_| {},
-        &|y| {
-            y.replacen(
-                "match: { prefix: \"/\" }",
-                "match: { prefix: \"/blog/\" }",
-                1,
-            )
-        },
-    )
-    .expect("envoy");
+    let Some((origin, e)) = stack_edited(&|_| {}, &|y| {
+        y.replacen(
+            "match: { prefix: \"/\" }",
+            "match: { prefix: \"/blog/\" }",
+            1,
+        )
+    }) else {
+        return;
+    };
     let t = Target::new(&format!("http://{}", e.addr), &origin.url(""));
     for _ in 0..2 {
         let r = t
