@@ -59,8 +59,8 @@ ensure_nextest() {
 }
 
 # wasm-opt (binaryen, Debian package, pinned major version): the release wasm is run through
-# `wasm-opt -O3` (docs/performance.md: 11-13% smaller, no slower). Installed with apt-get
-# only when missing.
+# `wasm-opt -O3` (docs/performance.md: 11-13% smaller, no slower), the Envoy filter through
+# `-Oz` (docs/performance.md, "Size"). Installed with apt-get only when missing.
 ensure_wasm_opt() {
   if wasm-opt --version 2>/dev/null | grep -q "version $BINARYEN_VERSION\b"; then return; fi
   if command -v apt-get >/dev/null && [[ $(id -u) == 0 ]]; then
@@ -72,14 +72,14 @@ ensure_wasm_opt() {
   fi
 }
 
-# Optimizes a cargo-built wasm into NAME.opt.wasm next to it (redone only when cargo wrote a
-# newer one); prints the optimized path.
+# Optimizes a cargo-built wasm into NAME.opt.wasm next to it with wasm-opt LEVEL (default -O3;
+# redone only when cargo wrote a newer one); prints the optimized path.
 optimize_wasm() {
-  local wasm=$1 out=${1%.wasm}.opt.wasm
+  local wasm=$1 level=${2:--O3} out=${1%.wasm}.opt.wasm
   ensure_wasm_opt
   if [[ ! -f "$out" || "$wasm" -nt "$out" ]]; then
-    say "wasm-opt -O3 $(basename "$wasm")"
-    wasm-opt -O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+    say "wasm-opt $level $(basename "$wasm")"
+    wasm-opt "$level" --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
       --enable-mutable-globals "$wasm" -o "$out.tmp" >&2
     mv "$out.tmp" "$out"
   fi

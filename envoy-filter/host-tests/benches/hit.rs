@@ -6,6 +6,9 @@
 //! `cargo bench -p cachet-envoy-host-tests --bench hit` (builds the release wasm first, or
 //! set `CACHET_ENVOY_WASM`). Each iteration is one whole stream: context create, request
 //! headers, lookup, local reply, done/log/delete — every hostcall crossing included.
+//! `envoy_filter_module/compile_cranelift` times what a wasmtime host pays once per module
+//! before any worker starts: validating and compiling the wasm with cranelift (no on-disk
+//! cache); `vm_start_instantiate_and_configure` is then the per-worker cost.
 
 use std::hint::black_box;
 
@@ -147,9 +150,26 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
+/// Module compile (cranelift, default settings, no cache): bytes in, `Module` out.
+fn compile(c: &mut Criterion) {
+    let wasm = filter_wasm().expect("filter wasm");
+    let bytes = std::fs::read(&wasm).expect("read filter wasm");
+    eprintln!("{}: {} bytes", wasm.display(), bytes.len());
+    let engine = wasmtime::Engine::default();
+    c.benchmark_group("envoy_filter_module")
+        .bench_function("compile_cranelift", |b| {
+            b.iter(|| black_box(wasmtime::Module::new(&engine, &bytes).expect("compile")));
+        });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30);
     targets = bench
 }
-criterion_main!(benches);
+criterion_group! {
+    name = module;
+    config = Criterion::default().sample_size(10);
+    targets = compile
+}
+criterion_main!(benches, module);
