@@ -465,9 +465,9 @@ fn envoys_own_reply_to_a_router_fill_is_never_stored() {
             )
             .expect("response");
         assert_eq!(r.status, 404);
-        assert_ne!(
+        assert_eq!(
             r.headers.get("x-cache").map(String::as_str),
-            Some("HIT"),
+            Some("ERROR"),
             "Envoy's reply was stored:\n{}",
             e.output()
         );

@@ -139,9 +139,16 @@ impl Http {
     }
 
     /// Envoy answered the fill itself: nothing stored, the lock released, the waiters
-    /// woken (they fetch again or pass), and the reply goes to this client as it is.
+    /// woken (they fetch again or pass), and the reply goes to this client as it is,
+    /// labelled `X-Cache: ERROR`.
     fn router_fill_local_reply(&mut self) -> proxy_wasm::types::Action {
         Metrics::inc(self.vm.m().origin_errors);
+        // Labelled as the edge labels its own failures.
+        host::set_header(
+            MapType::HttpResponseHeaders,
+            "x-cache",
+            Some(CacheStatus::Error.as_str()),
+        );
         self.release();
         if let Some(job) = &self.job {
             self.vm.wake(Some(job.want.slot));
