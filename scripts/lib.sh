@@ -115,37 +115,38 @@ ensure_fastly_cli() {
   echo "$bin"
 }
 
-# Varnish 7.1 from Debian's packages: the oracle of scripts/varnish-diff (ban semantics).
+# One Debian package, installed only when its command is missing (not pinned: Debian's
+# stable release fixes the version). Usage: ensure_debian_package COMMAND PACKAGE WHY.
+ensure_debian_package() {
+  local cmd=$1 pkg=$2 why=$3
+  if command -v "$cmd" >/dev/null; then return; fi
+  say "installing $pkg (Debian package, $why)"
+  local sudo=""
+  [[ "$(id -u)" != 0 ]] && sudo="sudo"
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$pkg" >/dev/null
+}
+
+# Varnish 7.1: the oracle of scripts/varnish-diff (ban semantics).
 ensure_varnish() {
-  if command -v varnishd >/dev/null && command -v varnishadm >/dev/null; then return; fi
-  say "installing varnish (Debian package)"
-  local sudo=""
-  [[ "$(id -u)" != 0 ]] && sudo="sudo"
-  $sudo apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq varnish >/dev/null
+  ensure_debian_package varnishadm varnish "the ban oracle"
+  ensure_debian_package varnishd varnish "the ban oracle"
 }
 
-# Chromium from Debian's packages (headless): crates/cli/tests/simulate.rs renders the HTML
-# report of `cachet simulate` with `chromium --headless --dump-dom` and compares its numbers
-# with the JSON report. Installed only when missing (tested with 156.0.8078.79, bookworm).
-ensure_chromium() {
-  if command -v chromium >/dev/null; then return; fi
-  say "installing chromium (Debian package, for the HTML report test)"
-  local sudo=""
-  [[ "$(id -u)" != 0 ]] && sudo="sudo"
-  $sudo apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
-}
+# Chromium (headless): crates/cli/tests/simulate.rs renders the HTML report of
+# `cachet simulate` with `chromium --headless --dump-dom` and compares its numbers with the
+# JSON report (tested with 156.0.8078.79, bookworm).
+ensure_chromium() { ensure_debian_package chromium chromium "for the HTML report test"; }
 
-# tmux from Debian's packages: the terminal `cachet stat`'s live-view test drives
-# (crates/cli/tests/stat_tmux.rs: detached session, capture-pane). Installed only when missing.
-ensure_tmux() {
-  if command -v tmux >/dev/null; then return; fi
-  say "installing tmux (Debian package)"
-  local sudo=""
-  [[ "$(id -u)" != 0 ]] && sudo="sudo"
-  $sudo apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq tmux >/dev/null
+# tmux: the terminal `cachet stat`'s live-view test drives (crates/cli/tests/stat_tmux.rs:
+# detached session, capture-pane).
+ensure_tmux() { ensure_debian_package tmux tmux "for the live-view test"; }
+
+# etcd (Debian's etcd-server, 3.4): the fleet's ban log (docs/fleet.md). Prints its path,
+# which scripts/test passes to the tests as CACHET_ETCD.
+ensure_etcd() {
+  ensure_debian_package etcd etcd-server "the fleet ban log" >&2
+  command -v etcd
 }
 
 # cargo-fuzz (pinned) and a nightly toolchain for the fuzz targets in fuzz/

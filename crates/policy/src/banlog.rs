@@ -311,6 +311,20 @@ impl BanLog {
         self.entries.iter().any(|e| !e.lurker_friendly)
     }
 
+    /// Raises the floor to `at_ms` even when no live entry is that old: a fleet node that
+    /// never saw the entries another node retired (etcd's floor, `cachet_store::etcd`)
+    /// must still count objects stored before them as banned. Entries at or before
+    /// `at_ms` go. Returns whether the floor moved (a new generation).
+    pub fn raise_floor(&mut self, at_ms: u64) -> bool {
+        if at_ms <= self.trimmed_at_ms {
+            return false;
+        }
+        self.entries.retain(|e| e.at_ms > at_ms);
+        self.trimmed_at_ms = at_ms;
+        self.generation += 1;
+        true
+    }
+
     /// Retires entries added at or before `at_ms` (no object stored after them can
     /// match); returns how many went. A retirement starts a new generation.
     pub fn trim_not_after(&mut self, at_ms: u64) -> usize {
@@ -499,6 +513,19 @@ impl BanRequest for HeaderRequest<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raising_the_floor_moves_it_only_upwards_even_without_entries() {
+        let mut log = BanLog::default();
+        assert!(log.raise_floor(100));
+        assert_eq!((log.trimmed_at_ms, log.generation), (100, 1));
+        assert!(!log.raise_floor(50));
+        log.add_ban("obj.status == 404", 150, 10).unwrap();
+        log.add_ban("obj.status == 410", 250, 10).unwrap();
+        assert!(log.raise_floor(200));
+        assert_eq!(log.entries.len(), 1);
+        assert_eq!((log.trimmed_at_ms, log.generation), (200, 2));
+    }
     use crate::object::Meta;
 
     fn entry(kind: Kind, expr: &str, key: Option<&str>) -> NewEntry {

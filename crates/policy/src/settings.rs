@@ -279,6 +279,10 @@ impl WorkspaceSettings {
     }
 }
 
+/// Longest `[envoy].etcd_prefix`, bytes (etcd keys are at most 1.5 MiB; the prefix is
+/// repeated in every key of the fleet's ban log).
+pub const MAX_ETCD_PREFIX_BYTES: usize = 256;
+
 /// How the Envoy filter sends a client's cache fill to the origin (`[envoy].fill`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -315,6 +319,15 @@ pub struct EnvoyConfig {
     pub ban_feed_interval: HumanDuration,
     /// How a client's miss is fetched: `router` (default) or `callout` ([`FillPath`]).
     pub fill: FillPath,
+    /// Cluster of etcd's v3 JSON gateway holding the fleet's ban log (fleet mode,
+    /// docs/fleet.md): bans and purges on any node are written there and every node polls
+    /// them. Empty (the default) keeps the log per Envoy process.
+    pub etcd_cluster: String,
+    /// Key prefix of the fleet's ban log in etcd; starts and ends with `/`.
+    pub etcd_prefix: String,
+    /// Poll period of the fleet's ban log: a ban accepted by one node applies on every
+    /// other node within this plus one `tick` (docs/fleet.md, "Ban convergence").
+    pub etcd_interval: HumanDuration,
 }
 
 impl Default for EnvoyConfig {
@@ -328,6 +341,9 @@ impl Default for EnvoyConfig {
             ban_feed_path: "/.cachet/bans".to_owned(),
             ban_feed_interval: HumanDuration::from_secs(5),
             fill: FillPath::Router,
+            etcd_cluster: String::new(),
+            etcd_prefix: "/cachet/bans/".to_owned(),
+            etcd_interval: HumanDuration::from_secs(1),
         }
     }
 }
@@ -357,6 +373,27 @@ impl EnvoyConfig {
         }
         if self.ban_feed_interval.0 < MIN_BAN_SYNC_INTERVAL {
             push("envoy.ban_feed_interval".into(), "at least 1s".into());
+        }
+        if !self.etcd_cluster.is_empty() && !self.ban_feed_cluster.is_empty() {
+            push(
+                "envoy.etcd_cluster".into(),
+                "set either etcd_cluster (fleet mode) or ban_feed_cluster, not both".into(),
+            );
+        }
+        let p = &self.etcd_prefix;
+        if !p.starts_with('/') || !p.ends_with('/') || p.len() > MAX_ETCD_PREFIX_BYTES {
+            push(
+                "envoy.etcd_prefix".into(),
+                format!("must start and end with '/', at most {MAX_ETCD_PREFIX_BYTES} bytes"),
+            );
+        }
+        if self.etcd_interval.0 < Duration::from_millis(100)
+            || self.etcd_interval.0 > Duration::from_secs(60)
+        {
+            push(
+                "envoy.etcd_interval".into(),
+                "must be in 100ms..=60s".into(),
+            );
         }
     }
 }

@@ -121,13 +121,16 @@ fn append_error(e: AppendError, max: usize) -> AdminError {
     }
 }
 
-fn purge(
-    sd: &dyn SharedData,
-    req: &AdminRequest,
-    max: usize,
-    now_ms: u64,
-    fx: &mut Effects,
-) -> Result<Reply, AdminError> {
+/// A purge call's entries, the keys they purge, and the answer's object so far (the
+/// refusal of each key that is not a valid surrogate key).
+type PurgeEntries = (
+    Vec<NewEntry>,
+    Vec<String>,
+    serde_json::Map<String, serde_json::Value>,
+);
+
+/// A purge's entries ([`PurgeEntries`]).
+fn purge_entries(req: &AdminRequest) -> Result<PurgeEntries, AdminError> {
     let keys = admin::purge_keys(req.surrogate_key.as_deref())?;
     let mut out = serde_json::Map::new();
     let mut new = Vec::new();
@@ -160,15 +163,196 @@ fn purge(
             }
         }
     }
+    Ok((new, names.into_iter().map(str::to_owned).collect(), out))
+}
+
+fn purge(
+    sd: &dyn SharedData,
+    req: &AdminRequest,
+    max: usize,
+    now_ms: u64,
+    fx: &mut Effects,
+) -> Result<Reply, AdminError> {
+    let (new, names, mut out) = purge_entries(req)?;
     if !new.is_empty() {
         let added = bans::append(sd, &new, max, now_ms, None).map_err(|e| append_error(e, max))?;
         fx.purges += added.len() as u64;
         for (k, e) in names.iter().zip(added) {
-            out.insert(
-                (*k).to_owned(),
-                json!({"ok": true, "soft": req.soft, "id": e.id}),
-            );
+            out.insert(k.clone(), json!({"ok": true, "soft": req.soft, "id": e.id}));
         }
     }
     Ok(answer(200, &serde_json::Value::Object(out)))
+}
+
+/// An admin write in fleet mode (`[envoy].etcd_cluster`), waiting for etcd: the
+/// transaction to send (`crate::etcd::TXN_PATH`) and what answers the client once etcd
+/// answered ([`fleet_answer`]). Nothing is accepted before etcd accepted it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetWrite {
+    /// The transaction body (`crate::etcd::put_entries`).
+    pub txn: Vec<u8>,
+    pending: Pending,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Pending {
+    Ban {
+        expr: String,
+        lurker_friendly: bool,
+    },
+    Purge {
+        names: Vec<String>,
+        soft: bool,
+        out: serde_json::Map<String, serde_json::Value>,
+    },
+}
+
+/// What an admin call does in fleet mode: answered now ([`Fleet::Reply`]: routing,
+/// authorization, refusals and `GET /.cachet/bans`, which lists this node's copy of the
+/// fleet log), or a write for etcd ([`Fleet::Write`]).
+#[derive(Debug)]
+pub enum Fleet {
+    /// The answer, now.
+    Reply(Reply, Effects),
+    /// Send [`FleetWrite::txn`] to etcd, then answer with [`fleet_answer`].
+    Write(FleetWrite),
+}
+
+/// Handles one admin call in fleet mode at `now_ms`: the same contract as [`handle`]
+/// (routing, then the token, then the call's limits; `max_bans` counted on this node's
+/// copy of the fleet log), but bans and purges become one etcd transaction under
+/// `prefix` (`crate::etcd::put_entries`, keys made unique by the random `suffix`).
+pub fn handle_fleet(
+    sd: &dyn SharedData,
+    policy: &Policy,
+    req: &AdminRequest,
+    body: &[u8],
+    now_ms: u64,
+    prefix: &str,
+    suffix: u64,
+) -> Fleet {
+    let refused = |e: AdminError| {
+        let fx = Effects {
+            denied: matches!(e, AdminError::Unauthorized | AdminError::Forbidden(_)),
+            ..Effects::default()
+        };
+        Fleet::Reply(cachet_http::reply::admin_error(&e), fx)
+    };
+    let cfg = policy.config();
+    if !cfg.admin.enabled {
+        return refused(AdminError::NotFound("admin API disabled".into()));
+    }
+    let call = match admin::route(&req.method, &req.path).and_then(|c| {
+        admin::authorize(
+            req.authorization.as_deref().map(str::as_bytes),
+            Some(cfg.admin.token.as_bytes()),
+        )
+        .map(|()| c)
+    }) {
+        Ok(c) => c,
+        Err(e) => return refused(e),
+    };
+    let (log, _) = bans::read_log(sd);
+    let max = cfg.bans.max_bans;
+    let (new, pending) = match call {
+        AdminCall::ListBans => {
+            let r = cachet_http::reply::admin(200, admin::list_body(&log));
+            return Fleet::Reply(r, Effects::default());
+        }
+        AdminCall::AddBan => {
+            let parsed = admin::ban_body(body)
+                .and_then(|b| bans::parse_ban(b).map_err(AdminError::BadRequest));
+            let (expr, lurker_friendly) = match parsed {
+                Ok(p) => p,
+                Err(e) => return refused(e),
+            };
+            let entry = NewEntry {
+                kind: Kind::Ban,
+                expr: expr.clone(),
+                key: None,
+                lurker_friendly,
+                at_ms: None,
+            };
+            let pending = Pending::Ban {
+                expr,
+                lurker_friendly,
+            };
+            (vec![entry], pending)
+        }
+        AdminCall::Purge => match purge_entries(req) {
+            Ok((new, _, out)) if new.is_empty() => {
+                let r = answer(200, &serde_json::Value::Object(out));
+                return Fleet::Reply(r, Effects::default());
+            }
+            Ok((new, names, out)) => (
+                new,
+                Pending::Purge {
+                    names,
+                    soft: req.soft,
+                    out,
+                },
+            ),
+            Err(e) => return refused(e),
+        },
+    };
+    if log.entries.len() + new.len() > max {
+        return refused(AdminError::TooManyBans {
+            live: log.entries.len(),
+            limit: max,
+        });
+    }
+    Fleet::Write(FleetWrite {
+        txn: crate::etcd::put_entries(prefix, &new, now_ms, suffix),
+        pending,
+    })
+}
+
+/// The client's answer once etcd answered a [`FleetWrite`] with `status` and `body`
+/// (`None`: no answer at all): `201` with the ban (its id is the etcd revision, the same
+/// on every node) or `200` with each purged key, after etcd accepted it; `503` with the
+/// reason and `Retry-After` when etcd did not, and then nothing was written.
+pub fn fleet_answer(w: &FleetWrite, answer_of_etcd: Option<(u16, &[u8])>) -> (Reply, Effects) {
+    let revision = match answer_of_etcd {
+        None => Err(crate::etcd::EtcdError::Unavailable("no answer".into())),
+        Some((status, body)) => crate::etcd::txn_answer(status, body),
+    };
+    let revision = match revision {
+        Ok(r) => r,
+        Err(e) => {
+            let e = AdminError::Store(e.to_string());
+            return (cachet_http::reply::admin_error(&e), Effects::default());
+        }
+    };
+    match &w.pending {
+        Pending::Ban {
+            expr,
+            lurker_friendly,
+        } => {
+            let added = cachet_policy::banlog::AddedBan {
+                id: revision,
+                lurker_friendly: *lurker_friendly,
+                expr: expr.clone(),
+                replaced: None,
+            };
+            let fx = Effects {
+                bans_added: 1,
+                ..Effects::default()
+            };
+            (
+                cachet_http::reply::admin(201, admin::added_body(&added)),
+                fx,
+            )
+        }
+        Pending::Purge { names, soft, out } => {
+            let mut out = out.clone();
+            for k in names {
+                out.insert(k.clone(), json!({"ok": true, "soft": soft, "id": revision}));
+            }
+            let fx = Effects {
+                purges: names.len() as u64,
+                ..Effects::default()
+            };
+            (answer(200, &serde_json::Value::Object(out)), fx)
+        }
+    }
 }

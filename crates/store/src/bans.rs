@@ -320,3 +320,69 @@ pub fn apply_feed(
         .map(|a| a.len())
         .map_err(|e| FeedError::Append(format!("{e:?}")))
 }
+
+/// Shared-data key holding the time (ms) an admin call last asked for an immediate etcd
+/// poll ([`poll_due`]): an accepted fleet ban applies on the accepting node on its next
+/// tick, not after a whole poll interval.
+pub const POLL_NOW_KEY: &str = "cachet.etcd.poll";
+
+/// Asks the node's etcd poller to poll on its next tick (an admin call's write was
+/// accepted).
+pub fn request_poll(sd: &dyn SharedData, now_ms: u64) {
+    sd.set(POLL_NOW_KEY, &now_ms.to_le_bytes(), None);
+}
+
+/// Whether the poller, which last polled at `last_poll_ms` and is next due at
+/// `next_due_ms`, polls at `now_ms`: when due, or when [`request_poll`] asked since.
+pub fn poll_due(sd: &dyn SharedData, now_ms: u64, last_poll_ms: u64, next_due_ms: u64) -> bool {
+    now_ms >= next_due_ms || read_u64(sd.get(POLL_NOW_KEY).0.as_deref()) > last_poll_ms
+}
+
+/// Applies one etcd poll (`crate::etcd::poll_answer`) to the local log: entries newer than
+/// the last revision applied (`BanLog::feed_through`), valid ones only, keeping their
+/// times and recording the revision the poll is complete through; then the fleet's floor
+/// when it rose (`BanLog::raise_floor`: objects stored before it count as banned, so a node
+/// that missed retired entries loses no ban). Returns how many entries were added.
+///
+/// # Errors
+/// [`FeedError::Append`] when the log refused them (`max` entries, or busy after repeated
+/// CAS conflicts); nothing is recorded then, the next poll brings them again.
+pub fn apply_polled(
+    sd: &dyn SharedData,
+    polled: &crate::etcd::Polled,
+    max: usize,
+    now_ms: u64,
+) -> Result<usize, FeedError> {
+    let mut added = 0;
+    let (log, _) = read_log(sd);
+    if polled.through > log.feed_through {
+        let new: Vec<NewEntry> = polled
+            .entries
+            .iter()
+            .filter(|e| e.id > log.feed_through)
+            .filter(|e| match e.kind {
+                Kind::SoftPurge => e.key.is_some(),
+                _ => parse_ban(&e.expr).is_ok(),
+            })
+            .map(|e| NewEntry {
+                kind: e.kind,
+                expr: e.expr.clone(),
+                key: e.key.clone(),
+                lurker_friendly: e.lurker_friendly,
+                at_ms: Some(e.at_ms),
+            })
+            .collect();
+        added = append(sd, &new, max, now_ms, Some(polled.through))
+            .map_err(|e| FeedError::Append(format!("{e:?}")))?
+            .len();
+    }
+    if let Some(floor) = polled.floor_ms {
+        for _ in 0..LOG_CAS_RETRIES {
+            let (mut log, cas) = read_log(sd);
+            if !log.raise_floor(floor) || write_log(sd, &log, cas) {
+                break;
+            }
+        }
+    }
+    Ok(added)
+}

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 pub mod admin;
 pub mod bans;
 pub mod cache;
+pub mod etcd;
 pub mod locks;
 pub mod tier;
 

@@ -1,0 +1,523 @@
+//! The fleet's ban log in etcd: request bodies for etcd's v3 JSON gateway and the reading of its answers.
+//!
+//! A fleet of Envoys (docs/fleet.md) keeps one ban log in etcd. Every ban, hard purge and
+//! soft purge accepted by **any** node's admin API is one etcd key, written by a
+//! transaction that only creates it (`create_revision == 0`), and answered `201`/`200`
+//! only after etcd accepted it. Every node polls the keys modified after the last etcd
+//! revision it applied and appends the new entries to its own shared-data log
+//! ([`crate::bans`]), which every worker replays into both tiers. The etcd revision is the
+//! entry's fleet-wide id (`BanLog::feed_through` records the last one applied).
+//!
+//! Keys under the configured prefix `P` (`[envoy].etcd_prefix`, default `/cachet/bans/`):
+//!
+//! | key | value |
+//! |---|---|
+//! | `P e/<at_ms, 16 digits>/<16 hex digits>` | one entry as JSON ([`Entry`]) |
+//! | `P floor` | the fleet's floor, ms since the epoch, 16 digits |
+//!
+//! Entry keys sort by time, so retiring every entry older than the retention is one
+//! `DeleteRange`, in the same transaction that raises the floor. A node that missed the
+//! retired entries (it was down or partitioned longer than the retention) sees the floor
+//! move and counts every object it stored before the floor as banned, as a single node
+//! does after retiring entries (`BanLog::retire`). Polls read the current revision
+//! (a range with `min_mod_revision`), never an old one, so etcd's compaction cannot fail
+//! them: a node that fell behind a compaction just reads what is live.
+//!
+//! Pure: bodies in, bodies out; the adapter sends them (`dispatch_http_call` in Envoy, an
+//! HTTP client in the CLI) and passes the clock and a random suffix. The gateway's JSON
+//! carries keys and values as base64 and 64-bit integers as strings (etcd 3.4,
+//! `api/etcdserverpb/rpc.proto`; gateway paths `/v3/kv/range`, `/v3/kv/txn`).
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use cachet_policy::banlog::{Kind, LogEntry, NewEntry};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Gateway path of a range request (a poll).
+pub const RANGE_PATH: &str = "/v3/kv/range";
+
+/// Gateway path of a transaction (a write, a retirement).
+pub const TXN_PATH: &str = "/v3/kv/txn";
+
+/// Default key prefix (`[envoy].etcd_prefix`).
+pub const DEFAULT_PREFIX: &str = "/cachet/bans/";
+
+/// Most entries one poll answer may bring (etcd's `limit`); the rest come with the next
+/// poll, which starts after the last revision applied.
+pub const POLL_LIMIT: u64 = 1000;
+
+/// One entry as stored in etcd (the value of a `P e/…` key): a [`LogEntry`] without its id,
+/// which is the key's etcd `create_revision`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// What it does.
+    pub kind: Kind,
+    /// Canonical ban expression (empty for a soft purge).
+    pub expr: String,
+    /// The purged surrogate key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Whether the lurker can apply it (only `obj.*` fields).
+    pub lurker_friendly: bool,
+    /// When the accepting node added it, ms since the epoch (its clock).
+    pub at_ms: u64,
+}
+
+/// Why an etcd answer is not what was asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EtcdError {
+    /// No answer (connection refused, timeout, no cluster), or a status other than 200.
+    #[error("etcd unavailable: {0}")]
+    Unavailable(String),
+    /// The answer is not the gateway's JSON (its reason).
+    #[error("etcd answer unreadable: {0}")]
+    Unreadable(String),
+    /// The transaction's compare failed: a key to create existed already (a random
+    /// suffix collided; retry with another).
+    #[error("etcd transaction refused: a key to create exists")]
+    Conflict,
+}
+
+/// The end of the range of keys starting with `prefix` (etcd's "prefix end": the last
+/// byte incremented; `\0` = every key, for a prefix of only `0xff` bytes).
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+fn b64(bytes: &[u8]) -> String {
+    B64.encode(bytes)
+}
+
+/// The key of an entry added at `at_ms` with the random `suffix`.
+pub fn entry_key(prefix: &str, at_ms: u64, suffix: u64) -> String {
+    format!("{prefix}e/{at_ms:016}/{suffix:016x}")
+}
+
+/// The key of the floor.
+pub fn floor_key(prefix: &str) -> String {
+    format!("{prefix}floor")
+}
+
+/// The transaction body that creates one key per entry (all or none: each compare asks
+/// the key not to exist), the entries added at `at_ms`; `suffix` makes the keys unique
+/// (a random draw of the caller's; entry `i` uses `suffix + i`).
+pub fn put_entries(prefix: &str, entries: &[NewEntry], at_ms: u64, suffix: u64) -> Vec<u8> {
+    let mut compare = Vec::with_capacity(entries.len());
+    let mut success = Vec::with_capacity(entries.len());
+    for (i, n) in entries.iter().enumerate() {
+        let key = b64(entry_key(prefix, at_ms, suffix.wrapping_add(i as u64)).as_bytes());
+        let value = Entry {
+            kind: n.kind,
+            expr: n.expr.clone(),
+            key: n.key.clone(),
+            lurker_friendly: n.lurker_friendly,
+            at_ms,
+        };
+        let value = serde_json::to_vec(&value).unwrap_or_default();
+        compare.push(json!({
+            "key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"
+        }));
+        success.push(json!({"request_put": {"key": key, "value": b64(&value)}}));
+    }
+    json!({"compare": compare, "success": success})
+        .to_string()
+        .into_bytes()
+}
+
+/// The range body of a poll: every key under `prefix` modified after revision `after`
+/// (all of them for `after == 0`), oldest first, at most [`POLL_LIMIT`].
+pub fn poll(prefix: &str, after: u64) -> Vec<u8> {
+    let mut body = json!({
+        "key": b64(prefix.as_bytes()),
+        "range_end": b64(&prefix_end(prefix.as_bytes())),
+        "sort_order": "ASCEND",
+        "sort_target": "MOD",
+        "limit": POLL_LIMIT.to_string(),
+    });
+    if after > 0 {
+        body["min_mod_revision"] = json!(after.saturating_add(1).to_string());
+    }
+    body.to_string().into_bytes()
+}
+
+/// The range body that finds the newest entry added at or before `cutoff_ms` (the
+/// retention's cutoff): the entry whose time becomes the floor when the fleet retires
+/// ([`retirable_answer`], then [`retire`]), as `BanLog::retire` chooses it.
+pub fn retirable(prefix: &str, cutoff_ms: u64) -> Vec<u8> {
+    let start = format!("{prefix}e/");
+    let end = format!("{prefix}e/{:016}", cutoff_ms.saturating_add(1));
+    json!({
+        "key": b64(start.as_bytes()), "range_end": b64(end.as_bytes()),
+        "sort_order": "DESCEND", "sort_target": "KEY", "limit": "1", "keys_only": true
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Reads a [`retirable`] answer: the time of the newest entry that may retire, if any.
+///
+/// # Errors
+/// As [`poll_answer`].
+pub fn retirable_answer(prefix: &str, status: u16, body: &[u8]) -> Result<Option<u64>, EtcdError> {
+    let v = answer(status, body)?;
+    let at = format!("{prefix}e/");
+    let kvs = v
+        .get("kvs")
+        .and_then(Value::as_array)
+        .map_or(&[][..], |a| a);
+    Ok(kvs.iter().find_map(|kv| {
+        let key = B64.decode(kv.get("key")?.as_str()?).ok()?;
+        let rest = key.strip_prefix(at.as_bytes())?;
+        std::str::from_utf8(rest.get(..16)?).ok()?.parse().ok()
+    }))
+}
+
+/// The transaction body that retires every entry added at or before `cutoff_ms` (the
+/// newest retirable entry's time, [`retirable_answer`]) and raises the floor to it: when
+/// the floor key is absent it is created; otherwise only when it is below `cutoff_ms`
+/// (a nested transaction), so concurrent retirements by several nodes never lower it.
+pub fn retire(prefix: &str, cutoff_ms: u64) -> Vec<u8> {
+    let floor = b64(floor_key(prefix).as_bytes());
+    let value = b64(format!("{cutoff_ms:016}").as_bytes());
+    let start = format!("{prefix}e/");
+    let end = format!("{prefix}e/{:016}", cutoff_ms.saturating_add(1));
+    let ops = json!([
+        {"request_delete_range": {"key": b64(start.as_bytes()), "range_end": b64(end.as_bytes())}},
+        {"request_put": {"key": floor, "value": value}}
+    ]);
+    json!({
+        "compare": [{"key": floor, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
+        "success": ops,
+        "failure": [{"request_txn": {
+            "compare": [{"key": floor, "target": "VALUE", "result": "LESS", "value": value}],
+            "success": ops
+        }}]
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Reads a gateway answer's JSON (status 200 only); the gateway's own error body
+/// (`{"error": …, "message": …}`) becomes [`EtcdError::Unavailable`] with its message.
+fn answer(status: u16, body: &[u8]) -> Result<Value, EtcdError> {
+    let v: Option<Value> = serde_json::from_slice(body).ok();
+    if status != 200 {
+        let why = v
+            .as_ref()
+            .and_then(|v| v.get("message").or_else(|| v.get("error")))
+            .and_then(Value::as_str)
+            .map_or_else(
+                || format!("status {status}"),
+                |m| format!("status {status}: {m}"),
+            );
+        return Err(EtcdError::Unavailable(why));
+    }
+    v.ok_or_else(|| EtcdError::Unreadable("not JSON".into()))
+}
+
+/// A 64-bit integer the gateway writes as a string (or, leniently, a number); absent = 0
+/// (proto3 omits zero values).
+fn int(v: Option<&Value>) -> Result<u64, EtcdError> {
+    match v {
+        None | Some(Value::Null) => Ok(0),
+        Some(Value::String(s)) => s
+            .parse()
+            .map_err(|_| EtcdError::Unreadable(format!("not an integer: {s:?}"))),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .ok_or_else(|| EtcdError::Unreadable(format!("not an integer: {n}"))),
+        Some(other) => Err(EtcdError::Unreadable(format!("not an integer: {other}"))),
+    }
+}
+
+fn revision(v: &Value) -> Result<u64, EtcdError> {
+    int(v.get("header").and_then(|h| h.get("revision")))
+}
+
+/// Reads a transaction's answer: the revision it committed at.
+///
+/// # Errors
+/// [`EtcdError::Unavailable`] for a status other than 200; [`EtcdError::Conflict`] when
+/// the compare failed; [`EtcdError::Unreadable`] for another shape.
+pub fn txn_answer(status: u16, body: &[u8]) -> Result<u64, EtcdError> {
+    let v = answer(status, body)?;
+    if v.get("succeeded").and_then(Value::as_bool) != Some(true) {
+        return Err(EtcdError::Conflict);
+    }
+    revision(&v)
+}
+
+/// Reads a [`retire`] answer: whether the floor moved (created, or raised by the nested
+/// transaction). A floor already at or above the cutoff is not an error: another node
+/// retired first.
+///
+/// # Errors
+/// As [`poll_answer`].
+pub fn retire_answer(status: u16, body: &[u8]) -> Result<bool, EtcdError> {
+    let v = answer(status, body)?;
+    if v.get("succeeded").and_then(Value::as_bool) == Some(true) {
+        return Ok(true);
+    }
+    let nested = v
+        .get("responses")
+        .and_then(|r| r.get(0))
+        .and_then(|r| r.get("response_txn"))
+        .ok_or_else(|| EtcdError::Unreadable("no nested transaction answer".into()))?;
+    Ok(nested.get("succeeded").and_then(Value::as_bool) == Some(true))
+}
+
+/// What one poll brought.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Polled {
+    /// New entries, each with its `create_revision` as id, oldest revision first.
+    pub entries: Vec<LogEntry>,
+    /// The fleet's floor when the poll saw it change, ms.
+    pub floor_ms: Option<u64>,
+    /// The revision the poll is complete through: the next poll starts after it.
+    pub through: u64,
+    /// Keys under the prefix that are neither an entry nor the floor, or whose value does
+    /// not read (skipped; the adapter logs them).
+    pub skipped: usize,
+}
+
+/// Reads a poll's answer for `prefix`. When the answer was cut at [`POLL_LIMIT`]
+/// (`more`), it is complete through the last key's `mod_revision`; otherwise through the
+/// answer's revision.
+///
+/// # Errors
+/// [`EtcdError::Unavailable`] for a status other than 200; [`EtcdError::Unreadable`] for
+/// another shape.
+pub fn poll_answer(prefix: &str, status: u16, body: &[u8]) -> Result<Polled, EtcdError> {
+    let v = answer(status, body)?;
+    let header_rev = revision(&v)?;
+    let mut out = Polled::default();
+    let mut last_mod = 0;
+    let floor = floor_key(prefix);
+    let entries_at = format!("{prefix}e/");
+    let kvs = v
+        .get("kvs")
+        .and_then(Value::as_array)
+        .map_or(&[][..], |a| a);
+    for kv in kvs {
+        let key = kv
+            .get("key")
+            .and_then(Value::as_str)
+            .and_then(|k| B64.decode(k).ok())
+            .unwrap_or_default();
+        let value = kv
+            .get("value")
+            .and_then(Value::as_str)
+            .and_then(|k| B64.decode(k).ok())
+            .unwrap_or_default();
+        let created = int(kv.get("create_revision"))?;
+        last_mod = last_mod.max(int(kv.get("mod_revision"))?);
+        if key == floor.as_bytes() {
+            let ms = std::str::from_utf8(&value)
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok());
+            match ms {
+                Some(ms) => out.floor_ms = Some(out.floor_ms.map_or(ms, |f| f.max(ms))),
+                None => out.skipped += 1,
+            }
+            continue;
+        }
+        let parsed = key
+            .starts_with(entries_at.as_bytes())
+            .then(|| serde_json::from_slice::<Entry>(&value).ok())
+            .flatten();
+        match parsed {
+            Some(e) => out.entries.push(LogEntry {
+                id: created,
+                at_ms: e.at_ms,
+                kind: e.kind,
+                expr: e.expr,
+                key: e.key,
+                lurker_friendly: e.lurker_friendly,
+            }),
+            None => out.skipped += 1,
+        }
+    }
+    out.entries.sort_by_key(|e| e.id);
+    let more = v.get("more").and_then(Value::as_bool) == Some(true);
+    out.through = if more { last_mod } else { header_rev };
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ban(expr: &str) -> NewEntry {
+        NewEntry {
+            kind: Kind::Ban,
+            expr: expr.into(),
+            key: None,
+            lurker_friendly: true,
+            at_ms: None,
+        }
+    }
+
+    fn dec(s: &Value) -> String {
+        String::from_utf8(B64.decode(s.as_str().unwrap()).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn prefix_end_increments_the_last_byte_that_can_be() {
+        assert_eq!(prefix_end(b"/cachet/bans/"), b"/cachet/bans0");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+        assert_eq!(prefix_end(b"\xff\xff"), vec![0]);
+    }
+
+    #[test]
+    fn entry_keys_sort_by_time() {
+        let a = entry_key(DEFAULT_PREFIX, 999, u64::MAX);
+        let b = entry_key(DEFAULT_PREFIX, 1000, 0);
+        assert!(a < b, "{a} < {b}");
+        assert_eq!(b, "/cachet/bans/e/0000000000001000/0000000000000000");
+    }
+
+    #[test]
+    fn a_put_creates_each_key_only_if_absent() {
+        let body = put_entries(DEFAULT_PREFIX, &[ban("obj.status == 404"), ban("x")], 7, 1);
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        let compare = v["compare"].as_array().unwrap();
+        let success = v["success"].as_array().unwrap();
+        assert_eq!((compare.len(), success.len()), (2, 2));
+        assert_eq!(compare[0]["target"], "CREATE");
+        assert_eq!(compare[0]["create_revision"], "0");
+        assert_eq!(dec(&compare[1]["key"]), entry_key(DEFAULT_PREFIX, 7, 2));
+        let put = &success[0]["request_put"];
+        assert_eq!(dec(&put["key"]), entry_key(DEFAULT_PREFIX, 7, 1));
+        let e: Entry = serde_json::from_str(&dec(&put["value"])).unwrap();
+        assert_eq!(
+            (e.expr.as_str(), e.at_ms, e.kind),
+            ("obj.status == 404", 7, Kind::Ban)
+        );
+    }
+
+    #[test]
+    fn a_poll_asks_for_keys_modified_after_the_last_revision() {
+        let v: Value = serde_json::from_slice(&poll(DEFAULT_PREFIX, 41)).unwrap();
+        assert_eq!(dec(&v["key"]), DEFAULT_PREFIX);
+        assert_eq!(dec(&v["range_end"]), "/cachet/bans0");
+        assert_eq!(v["min_mod_revision"], "42");
+        let first: Value = serde_json::from_slice(&poll(DEFAULT_PREFIX, 0)).unwrap();
+        assert!(first.get("min_mod_revision").is_none());
+    }
+
+    fn kv(key: &str, value: &[u8], created: u64, modified: u64) -> Value {
+        json!({"key": b64(key.as_bytes()), "value": b64(value),
+               "create_revision": created.to_string(), "mod_revision": modified.to_string()})
+    }
+
+    #[test]
+    fn a_poll_answer_gives_entries_with_their_revision_as_id_and_the_floor() {
+        let e = serde_json::to_vec(&Entry {
+            kind: Kind::SoftPurge,
+            expr: String::new(),
+            key: Some("k".into()),
+            lurker_friendly: false,
+            at_ms: 5,
+        })
+        .unwrap();
+        let body = json!({
+            "header": {"revision": "12"},
+            "kvs": [
+                kv(&entry_key(DEFAULT_PREFIX, 5, 1), &e, 9, 9),
+                kv(&floor_key(DEFAULT_PREFIX), b"0000000000000003", 2, 11),
+                kv("/cachet/bans/other", b"?", 10, 10),
+                kv(&entry_key(DEFAULT_PREFIX, 6, 1), b"not json", 8, 8),
+            ],
+            "count": "4"
+        })
+        .to_string();
+        let p = poll_answer(DEFAULT_PREFIX, 200, body.as_bytes()).unwrap();
+        assert_eq!(p.through, 12);
+        assert_eq!(p.floor_ms, Some(3));
+        assert_eq!(p.skipped, 2);
+        assert_eq!(p.entries.len(), 1);
+        assert_eq!((p.entries[0].id, p.entries[0].kind), (9, Kind::SoftPurge));
+        assert_eq!(p.entries[0].key.as_deref(), Some("k"));
+    }
+
+    #[test]
+    fn a_cut_poll_is_complete_only_through_its_last_key() {
+        let e = serde_json::to_vec(&Entry {
+            kind: Kind::Ban,
+            expr: "obj.status == 404".into(),
+            key: None,
+            lurker_friendly: true,
+            at_ms: 5,
+        })
+        .unwrap();
+        let body = json!({"header": {"revision": "90"}, "more": true,
+                          "kvs": [kv(&entry_key(DEFAULT_PREFIX, 5, 1), &e, 30, 30)]})
+        .to_string();
+        assert_eq!(
+            poll_answer(DEFAULT_PREFIX, 200, body.as_bytes())
+                .unwrap()
+                .through,
+            30
+        );
+    }
+
+    #[test]
+    fn an_empty_poll_is_complete_through_the_answer_revision() {
+        let p = poll_answer(DEFAULT_PREFIX, 200, br#"{"header":{"revision":"7"}}"#).unwrap();
+        assert_eq!((p.through, p.entries.len(), p.floor_ms), (7, 0, None));
+    }
+
+    #[test]
+    fn transaction_answers() {
+        let ok = br#"{"header":{"revision":"3"},"succeeded":true,"responses":[]}"#;
+        assert_eq!(txn_answer(200, ok), Ok(3));
+        assert_eq!(
+            txn_answer(200, br#"{"header":{"revision":"3"}}"#),
+            Err(EtcdError::Conflict)
+        );
+        let err = br#"{"error":"etcdserver: request timed out","code":14,"message":"etcdserver: request timed out"}"#;
+        assert_eq!(
+            txn_answer(503, err),
+            Err(EtcdError::Unavailable(
+                "status 503: etcdserver: request timed out".into()
+            ))
+        );
+        assert!(matches!(
+            txn_answer(200, b"<html>"),
+            Err(EtcdError::Unreadable(_))
+        ));
+        assert!(matches!(
+            poll_answer(DEFAULT_PREFIX, 200, br#"{"header":{"revision":"x"}}"#),
+            Err(EtcdError::Unreadable(_))
+        ));
+    }
+
+    #[test]
+    fn retirement_raises_the_floor_only_upwards() {
+        let v: Value = serde_json::from_slice(&retire(DEFAULT_PREFIX, 1234)).unwrap();
+        assert_eq!(v["compare"][0]["target"], "CREATE");
+        let nested = &v["failure"][0]["request_txn"];
+        assert_eq!(nested["compare"][0]["result"], "LESS");
+        assert_eq!(dec(&nested["compare"][0]["value"]), "0000000000001234");
+        let del = &v["success"][0]["request_delete_range"];
+        assert_eq!(dec(&del["key"]), "/cachet/bans/e/");
+        assert_eq!(dec(&del["range_end"]), "/cachet/bans/e/0000000000001235");
+        let r: Value = serde_json::from_slice(&retirable(DEFAULT_PREFIX, 1234)).unwrap();
+        assert_eq!(dec(&r["range_end"]), "/cachet/bans/e/0000000000001235");
+        let key = entry_key(DEFAULT_PREFIX, 1200, 9);
+        let answer = json!({"header": {"revision": "5"}, "kvs": [{"key": b64(key.as_bytes())}]});
+        let got = retirable_answer(DEFAULT_PREFIX, 200, answer.to_string().as_bytes());
+        assert_eq!(got, Ok(Some(1200)));
+        let none = retirable_answer(DEFAULT_PREFIX, 200, br#"{"header":{"revision":"5"}}"#);
+        assert_eq!(none, Ok(None));
+    }
+}
