@@ -4,7 +4,9 @@
 use cachet_http::Reply;
 use cachet_policy::Policy;
 
-pub use cachet_store::admin::{AdminRequest, MAX_BODY_BYTES};
+pub use cachet_store::admin::{
+    AdminRequest, Effects, Fleet, FleetWrite, MAX_BODY_BYTES, fleet_answer, handle_fleet,
+};
 
 use crate::host::HostData;
 use crate::metrics::Metrics;
@@ -12,10 +14,15 @@ use crate::metrics::Metrics;
 /// Handles one admin call at `now_ms` (`cachet_store::admin::handle`).
 pub fn handle(policy: &Policy, m: &Metrics, req: &AdminRequest, body: &[u8], now_ms: u64) -> Reply {
     let (reply, fx) = cachet_store::admin::handle(&HostData, policy, req, body, now_ms);
+    count(m, fx);
+    reply
+}
+
+/// Counts an admin call's effects in the metrics.
+pub fn count(m: &Metrics, fx: Effects) {
     if fx.denied {
         Metrics::inc(m.admin_denied);
     }
     Metrics::add(m.bans_added, fx.bans_added);
     Metrics::add(m.purges, fx.purges);
-    reply
 }

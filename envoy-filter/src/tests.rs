@@ -36,6 +36,8 @@ struct Fake {
     buffers: RefCell<HashMap<u32, Vec<u8>>>,
     sent: RefCell<Vec<Sent>>,
     dispatched: RefCell<Vec<Vec<(String, String)>>>,
+    /// Each callout's cluster and body, in the order of `dispatched`.
+    dispatched_to: RefCell<Vec<(String, Vec<u8>)>>,
     metrics: Cell<u32>,
 }
 
@@ -112,11 +114,14 @@ impl Host for Fake {
     fn resume_request(&self) {}
     fn dispatch(
         &self,
-        _: &str,
+        cluster: &str,
         headers: &[(&str, &str)],
-        _: Option<&[u8]>,
+        body: Option<&[u8]>,
         _: Duration,
     ) -> Result<u32, Status> {
+        self.dispatched_to
+            .borrow_mut()
+            .push((cluster.to_owned(), body.unwrap_or_default().to_vec()));
         let mut d = self.dispatched.borrow_mut();
         d.push(
             headers
@@ -152,10 +157,15 @@ fn config() -> String {
 
 /// A configured VM on a fresh fake host.
 fn vm() -> (Rc<Fake>, Rc<Vm>) {
+    vm_with(&config())
+}
+
+/// A VM configured with the plugin configuration `cfg` on a fresh fake host.
+fn vm_with(cfg: &str) -> (Rc<Fake>, Rc<Vm>) {
     let fake = Rc::new(Fake::default());
     fake.now_ms.set(1_700_000_000_000);
     host::install(Rc::clone(&fake) as Rc<dyn Host>);
-    let cfg = config();
+    let cfg = cfg.to_owned();
     fake.buffer_set(BufferType::PluginConfiguration, cfg.as_bytes());
     let vm = Rc::new(Vm::new(1));
     vm.init_shared();
@@ -328,5 +338,125 @@ fn a_private_answer_is_passed_to_its_client_and_never_served_to_another() {
             .count(),
         1,
         "the private body went to its own client only"
+    );
+}
+
+/// The token `config()` sets.
+const TOKEN: &str = "a-test-token-of-32-bytes-length!";
+
+/// Sends `POST /.cachet/ban` with `expr` through the stream callbacks.
+fn post_ban(fake: &Fake, vm: &Rc<Vm>, ctx: u32, expr: &[u8]) -> Http {
+    let auth = format!("Bearer {TOKEN}");
+    fake.map(
+        MapType::HttpRequestHeaders,
+        &[
+            (":method", b"POST"),
+            (":path", b"/.cachet/ban"),
+            (":authority", b"blog.example"),
+            ("authorization", auth.as_bytes()),
+        ],
+    );
+    let mut s = Http::new(Rc::clone(vm), ctx);
+    assert_eq!(s.on_request_headers(false), Action::Pause);
+    fake.buffer_set(BufferType::HttpRequestBody, expr);
+    assert_eq!(s.on_request_body(expr.len(), true), Action::Pause);
+    s
+}
+
+/// Delivers an etcd answer `body` (status 200) to `f`, or a failed callout.
+fn etcd_answers(fake: &Fake, body: Option<&str>, f: impl FnOnce(usize, usize)) {
+    match body {
+        Some(b) => {
+            fake.map(MapType::HttpCallResponseHeaders, &[(":status", b"200")]);
+            fake.buffer_set(BufferType::HttpCallResponseBody, b.as_bytes());
+            f(1, b.len());
+        }
+        None => f(0, 0),
+    }
+}
+
+#[test]
+fn in_fleet_mode_a_ban_is_answered_after_etcd_accepted_it_and_applied_from_the_poll() {
+    let mut cfg: serde_json::Value = serde_json::from_str(&config()).unwrap();
+    cfg["envoy"]["etcd_cluster"] = serde_json::json!("etcd");
+    let (fake, vm) = vm_with(&cfg.to_string());
+
+    let mut s = post_ban(&fake, &vm, 2, b"obj.http.x-url ~ ^/blog/");
+    assert!(fake.sent.borrow().is_empty(), "no answer before etcd's");
+    let (cluster, txn) = fake.dispatched_to.borrow().last().cloned().unwrap();
+    assert_eq!(cluster, "etcd");
+    let path = fake.dispatched.borrow().last().cloned().unwrap();
+    assert!(path.contains(&(":path".to_owned(), "/v3/kv/txn".to_owned())));
+    let txn: serde_json::Value = serde_json::from_slice(&txn).unwrap();
+    assert_eq!(txn["compare"][0]["target"], "CREATE");
+    // Nothing is applied locally before etcd accepted it and a poll brought it.
+    assert_eq!(
+        cachet_store::bans::read_log(&fake.shared).0.entries.len(),
+        0
+    );
+    etcd_answers(
+        &fake,
+        Some(r#"{"header":{"revision":"7"},"succeeded":true}"#),
+        |nh, n| {
+            s.on_fetch_response(1, nh, n);
+        },
+    );
+    let answer = fake.last_sent();
+    assert_eq!(answer.0, 201, "{}", String::from_utf8_lossy(&answer.2));
+    let body: serde_json::Value = serde_json::from_slice(&answer.2).unwrap();
+    assert_eq!(body["id"], 7, "the fleet-wide id is etcd's revision");
+
+    // etcd gone: refused with 503 and a reason, never accepted.
+    let mut s = post_ban(&fake, &vm, 3, b"obj.status == 404");
+    etcd_answers(&fake, None, |nh, n| s.on_fetch_response(2, nh, n));
+    let refused = fake.last_sent();
+    assert_eq!(refused.0, 503);
+    assert!(String::from_utf8_lossy(&refused.2).contains("etcd unavailable"));
+    assert_eq!(header(&refused, "retry-after"), Some("5"));
+
+    // The accepting node polls on its next tick (asked by the 201) and applies the entry.
+    let before = fake.dispatched.borrow().len();
+    fake.now_ms.set(fake.now_ms.get() + 100);
+    vm.tick();
+    assert_eq!(fake.dispatched.borrow().len(), before + 1, "one poll");
+    let poll = fake.dispatched.borrow().last().cloned().unwrap();
+    assert!(poll.contains(&(":path".to_owned(), "/v3/kv/range".to_owned())));
+    let token = u32::try_from(fake.dispatched.borrow().len()).unwrap();
+    let entry = serde_json::json!({
+        "kind": "ban", "expr": "obj.http.x-url ~ \"^/blog/\"", "lurker_friendly": true,
+        "at_ms": 1_700_000_000_000_u64
+    });
+    let b64 = |b: &[u8]| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(b)
+    };
+    let key = cachet_store::etcd::entry_key("/cachet/bans/", 1_700_000_000_000, 1);
+    let answer = serde_json::json!({"header": {"revision": "7"}, "kvs": [{
+        "key": b64(key.as_bytes()), "value": b64(entry.to_string().as_bytes()),
+        "create_revision": "7", "mod_revision": "7"}]});
+    etcd_answers(&fake, Some(&answer.to_string()), |nh, n| {
+        vm.on_root_callout(token, nh, n);
+    });
+    let log = cachet_store::bans::read_log(&fake.shared).0;
+    assert_eq!(log.entries.len(), 1);
+    assert_eq!((log.entries[0].id, log.feed_through), (1, 7));
+    // Then, once a minute at most, the search for retirable entries.
+    let last = fake.dispatched_to.borrow().last().cloned().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&last.1).unwrap();
+    assert_eq!(v["sort_order"], "DESCEND", "the retirement search");
+    // No second poll within the interval.
+    let before = fake.dispatched.borrow().len();
+    etcd_answers(&fake, Some(r#"{"header":{"revision":"7"}}"#), |nh, n| {
+        vm.on_root_callout(token + 1, nh, n);
+    });
+    fake.now_ms.set(fake.now_ms.get() + 100);
+    vm.tick();
+    assert_eq!(fake.dispatched.borrow().len(), before, "nothing due");
+    fake.now_ms.set(fake.now_ms.get() + 1_000);
+    vm.tick();
+    assert_eq!(
+        fake.dispatched.borrow().len(),
+        before + 1,
+        "the next poll, after etcd_interval"
     );
 }

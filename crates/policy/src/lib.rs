@@ -15,6 +15,7 @@ pub mod banindex;
 pub mod banlog;
 pub mod banstore;
 pub mod config;
+pub mod etcd;
 pub mod glob;
 pub mod object;
 pub mod plan;

@@ -311,8 +311,8 @@ pub fn handle_fleet(
 /// (`None`: no answer at all): `201` with the ban (its id is the etcd revision, the same
 /// on every node) or `200` with each purged key, after etcd accepted it; `503` with the
 /// reason and `Retry-After` when etcd did not, and then nothing was written.
-pub fn fleet_answer(w: &FleetWrite, answer_of_etcd: Option<(u16, &[u8])>) -> (Reply, Effects) {
-    let revision = match answer_of_etcd {
+pub fn fleet_answer(w: &FleetWrite, etcd_answer: Option<(u16, &[u8])>) -> (Reply, Effects) {
+    let revision = match etcd_answer {
         None => Err(crate::etcd::EtcdError::Unavailable("no answer".into())),
         Some((status, body)) => crate::etcd::txn_answer(status, body),
     };

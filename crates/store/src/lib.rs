@@ -16,7 +16,9 @@ use std::collections::HashMap;
 pub mod admin;
 pub mod bans;
 pub mod cache;
-pub mod etcd;
+/// The fleet ban log's etcd protocol (`cachet_policy::etcd`), which [`admin`] and [`bans`]
+/// speak in fleet mode.
+pub use cachet_policy::etcd;
 pub mod locks;
 pub mod tier;
 

@@ -22,6 +22,7 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use wasmtime::{Caller, Engine, Extern, Instance, Linker, Memory, Module, Store, TypedFunc};
 
 pub mod envoy;
+pub mod etcd;
 
 /// Header pairs, names lower-case, values raw bytes.
 pub type Headers = Vec<(String, Vec<u8>)>;

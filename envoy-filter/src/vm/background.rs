@@ -7,7 +7,7 @@
 use super::*;
 
 impl Vm {
-    /// Root tick: bans, parked requests, refreshes, lurker, ban feed.
+    /// Root tick: bans, parked requests, refreshes, lurker, ban feed or fleet ban log.
     pub fn tick(&self) {
         if self.policy().is_none() {
             return;
@@ -20,6 +20,7 @@ impl Vm {
         // One worker (the lurker-lease holder) lurks and polls the fleet ban feed.
         if self.lurk() {
             self.poll_feed();
+            self.poll_etcd();
         }
         Metrics::set(self.m().local_bytes, self.cache.borrow().local_bytes());
     }
@@ -81,6 +82,7 @@ impl Vm {
                 self.wake(Some(job.want.slot));
             }
             RootCall::Feed => self.apply_feed(&p, OriginResponse::read(nh, body_size, 0, u64::MAX)),
+            RootCall::Etcd(what) => self.on_etcd(&p, what, fleet::answer(nh, body_size)),
         }
     }
 

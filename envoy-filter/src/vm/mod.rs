@@ -127,6 +127,7 @@ enum RootCall {
         started_ms: u64,
     },
     Feed,
+    Etcd(fleet::EtcdCall),
 }
 
 /// An origin answer to a callout (`None` from [`OriginResponse::read`] when the callout
@@ -183,6 +184,12 @@ pub struct Vm {
     calls: RefCell<HashMap<u32, RootCall>>,
     ws: RefCell<Option<Workspace>>,
     next_feed_ms: Cell<u64>,
+    /// Fleet mode: when this VM last polled etcd, ms.
+    last_poll_ms: Cell<u64>,
+    /// Fleet mode: an etcd call of the root context is in flight.
+    etcd_busy: Cell<bool>,
+    /// Fleet mode: when the poller next looks for retirable entries, ms.
+    next_retire_ms: Cell<u64>,
     /// The workspace watermark last written to its gauge.
     watermark: Cell<u64>,
 }
@@ -202,6 +209,9 @@ impl Vm {
             calls: RefCell::new(HashMap::new()),
             ws: RefCell::new(None),
             next_feed_ms: Cell::new(0),
+            last_poll_ms: Cell::new(0),
+            etcd_busy: Cell::new(false),
+            next_retire_ms: Cell::new(0),
             watermark: Cell::new(u64::MAX),
         }
     }
@@ -395,6 +405,7 @@ fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a str> {
 mod background;
 mod deliver;
 mod fill;
+mod fleet;
 mod stream;
 mod waiters;
 

@@ -21,6 +21,8 @@ enum Phase {
     Fetching,
     /// Parked behind another request's fetch.
     Waiting,
+    /// Fleet mode: an admin write is waiting for etcd's answer ([`Http::fleet`]).
+    AdminEtcd,
     /// Our fill is going through Envoy's router (`[envoy].fill = "router"`, collapsing
     /// leader): its answer is read in the response callbacks.
     RouterFill,
@@ -73,6 +75,8 @@ pub struct Http {
     unsafe_target: Option<(String, String, String)>,
     /// A router fill's answer headers, held while its body is read.
     fill_head: Option<Vec<(String, Vec<u8>)>>,
+    /// Fleet mode: the admin write sent to etcd, answered when etcd answers.
+    fleet: Option<admin::FleetWrite>,
 }
 
 impl Http {
@@ -93,6 +97,7 @@ impl Http {
             base: None,
             unsafe_target: None,
             fill_head: None,
+            fleet: None,
         }
     }
 
@@ -405,8 +410,27 @@ impl Http {
         }
     }
 
-    /// The leader's origin fetch answered.
+    /// Fleet mode: etcd answered this stream's admin write (`None`: it failed); the
+    /// client's answer goes out, and this node polls on its next tick.
+    fn fleet_answered(&mut self, answer: Option<(u16, &[u8])>) {
+        self.phase = Phase::Local;
+        let Some(w) = self.fleet.take() else { return };
+        let (r, fx) = admin::fleet_answer(&w, answer);
+        admin::count(&self.vm.m(), fx);
+        send_reply(&r);
+        if r.status < 300 {
+            bans::request_poll(&HostData, host::now_ms());
+        }
+    }
+
+    /// A callout of this stream answered: the leader's origin fetch, or in fleet mode an
+    /// admin write's etcd transaction.
     pub fn on_fetch_response(&mut self, _token: u32, nh: usize, body_size: usize) {
+        if self.phase == Phase::AdminEtcd {
+            let answer = fleet::answer(nh, body_size);
+            self.fleet_answered(answer.as_ref().map(|(s, b)| (*s, b.as_slice())));
+            return;
+        }
         let vm = Rc::clone(&self.vm);
         let (Some(p), Some(job)) = (vm.policy(), self.job.clone()) else {
             return;
@@ -500,6 +524,10 @@ impl Http {
         end_of_stream: bool,
     ) -> proxy_wasm::types::Action {
         use proxy_wasm::types::Action;
+        if self.phase == Phase::AdminEtcd {
+            // An admin call waiting for etcd: its (empty) body never goes upstream.
+            return Action::Pause;
+        }
         if self.phase != Phase::AdminBody {
             return Action::Continue;
         }
@@ -527,6 +555,28 @@ impl Http {
         let Some(req) = self.admin.take() else { return };
         self.phase = Phase::Local;
         Metrics::inc(self.vm.m().synth);
+        let envoy = &p.config().envoy;
+        if !envoy.etcd_cluster.is_empty() {
+            let now_ms = host::now_ms();
+            let (prefix, suffix) = (&envoy.etcd_prefix, random_u64());
+            match admin::handle_fleet(&HostData, p, &req, &self.body, now_ms, prefix, suffix) {
+                admin::Fleet::Reply(r, fx) => {
+                    admin::count(&self.vm.m(), fx);
+                    send_reply(&r);
+                }
+                admin::Fleet::Write(w) => {
+                    let path = cachet_store::etcd::TXN_PATH;
+                    if fleet::call(&envoy.etcd_cluster, path, &w.txn).is_some() {
+                        self.fleet = Some(w);
+                        self.phase = Phase::AdminEtcd;
+                    } else {
+                        self.fleet = Some(w);
+                        self.fleet_answered(None);
+                    }
+                }
+            }
+            return;
+        }
         let a = admin::handle(p, &self.vm.m(), &req, &self.body, host::now_ms());
         send_reply(&a);
         // A ban or purge applies to this VM's next request at once.

@@ -5,7 +5,7 @@
 //! transaction that only creates it (`create_revision == 0`), and answered `201`/`200`
 //! only after etcd accepted it. Every node polls the keys modified after the last etcd
 //! revision it applied and appends the new entries to its own shared-data log
-//! ([`crate::bans`]), which every worker replays into both tiers. The etcd revision is the
+//! (`cachet_store::bans`), which every worker replays into both tiers. The etcd revision is the
 //! entry's fleet-wide id (`BanLog::feed_through` records the last one applied).
 //!
 //! Keys under the configured prefix `P` (`[envoy].etcd_prefix`, default `/cachet/bans/`):
@@ -28,11 +28,10 @@
 //! carries keys and values as base64 and 64-bit integers as strings (etcd 3.4,
 //! `api/etcdserverpb/rpc.proto`; gateway paths `/v3/kv/range`, `/v3/kv/txn`).
 
+use crate::banlog::{Kind, LogEntry, NewEntry};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use cachet_policy::banlog::{Kind, LogEntry, NewEntry};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
 /// Gateway path of a range request (a poll).
 pub const RANGE_PATH: &str = "/v3/kv/range";
@@ -107,6 +106,21 @@ pub fn floor_key(prefix: &str) -> String {
     format!("{prefix}floor")
 }
 
+// The bodies are written with `format!`: every string in them is base64 (`A-Z a-z 0-9 + /
+// =`) or a fixed word, so nothing needs JSON escaping, and the filter's wasm stays small
+// (building `serde_json::Value`s cost 20 KB there).
+
+/// `{"key": …, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}`: the key
+/// (base64) does not exist.
+fn absent(key_b64: &str) -> String {
+    format!(r#"{{"key":"{key_b64}","target":"CREATE","result":"EQUAL","create_revision":"0"}}"#)
+}
+
+/// `{"request_put": {"key": …, "value": …}}` (both base64).
+fn put(key_b64: &str, value_b64: &str) -> String {
+    format!(r#"{{"request_put":{{"key":"{key_b64}","value":"{value_b64}"}}}}"#)
+}
+
 /// The transaction body that creates one key per entry (all or none: each compare asks
 /// the key not to exist), the entries added at `at_ms`; `suffix` makes the keys unique
 /// (a random draw of the caller's; entry `i` uses `suffix + i`).
@@ -123,30 +137,37 @@ pub fn put_entries(prefix: &str, entries: &[NewEntry], at_ms: u64, suffix: u64) 
             at_ms,
         };
         let value = serde_json::to_vec(&value).unwrap_or_default();
-        compare.push(json!({
-            "key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"
-        }));
-        success.push(json!({"request_put": {"key": key, "value": b64(&value)}}));
+        compare.push(absent(&key));
+        success.push(put(&key, &b64(&value)));
     }
-    json!({"compare": compare, "success": success})
-        .to_string()
-        .into_bytes()
+    format!(
+        r#"{{"compare":[{}],"success":[{}]}}"#,
+        compare.join(","),
+        success.join(",")
+    )
+    .into_bytes()
+}
+
+/// A range body over `[start, end)`.
+fn range(start: &[u8], end: &[u8], order: &str, target: &str, limit: u64, extra: &str) -> Vec<u8> {
+    format!(
+        r#"{{"key":"{}","range_end":"{}","sort_order":"{order}","sort_target":"{target}","limit":"{limit}"{extra}}}"#,
+        b64(start),
+        b64(end)
+    )
+    .into_bytes()
 }
 
 /// The range body of a poll: every key under `prefix` modified after revision `after`
 /// (all of them for `after == 0`), oldest first, at most [`POLL_LIMIT`].
 pub fn poll(prefix: &str, after: u64) -> Vec<u8> {
-    let mut body = json!({
-        "key": b64(prefix.as_bytes()),
-        "range_end": b64(&prefix_end(prefix.as_bytes())),
-        "sort_order": "ASCEND",
-        "sort_target": "MOD",
-        "limit": POLL_LIMIT.to_string(),
-    });
-    if after > 0 {
-        body["min_mod_revision"] = json!(after.saturating_add(1).to_string());
-    }
-    body.to_string().into_bytes()
+    let extra = if after > 0 {
+        format!(r#","min_mod_revision":"{}""#, after.saturating_add(1))
+    } else {
+        String::new()
+    };
+    let p = prefix.as_bytes();
+    range(p, &prefix_end(p), "ASCEND", "MOD", POLL_LIMIT, &extra)
 }
 
 /// The range body that finds the newest entry added at or before `cutoff_ms` (the
@@ -155,30 +176,15 @@ pub fn poll(prefix: &str, after: u64) -> Vec<u8> {
 pub fn retirable(prefix: &str, cutoff_ms: u64) -> Vec<u8> {
     let start = format!("{prefix}e/");
     let end = format!("{prefix}e/{:016}", cutoff_ms.saturating_add(1));
-    json!({
-        "key": b64(start.as_bytes()), "range_end": b64(end.as_bytes()),
-        "sort_order": "DESCEND", "sort_target": "KEY", "limit": "1", "keys_only": true
-    })
-    .to_string()
-    .into_bytes()
-}
-
-/// Reads a [`retirable`] answer: the time of the newest entry that may retire, if any.
-///
-/// # Errors
-/// As [`poll_answer`].
-pub fn retirable_answer(prefix: &str, status: u16, body: &[u8]) -> Result<Option<u64>, EtcdError> {
-    let v = answer(status, body)?;
-    let at = format!("{prefix}e/");
-    let kvs = v
-        .get("kvs")
-        .and_then(Value::as_array)
-        .map_or(&[][..], |a| a);
-    Ok(kvs.iter().find_map(|kv| {
-        let key = B64.decode(kv.get("key")?.as_str()?).ok()?;
-        let rest = key.strip_prefix(at.as_bytes())?;
-        std::str::from_utf8(rest.get(..16)?).ok()?.parse().ok()
-    }))
+    let keys_only = r#","keys_only":true"#;
+    range(
+        start.as_bytes(),
+        end.as_bytes(),
+        "DESCEND",
+        "KEY",
+        1,
+        keys_only,
+    )
 }
 
 /// The transaction body that retires every entry added at or before `cutoff_ms` (the
@@ -188,59 +194,105 @@ pub fn retirable_answer(prefix: &str, status: u16, body: &[u8]) -> Result<Option
 pub fn retire(prefix: &str, cutoff_ms: u64) -> Vec<u8> {
     let floor = b64(floor_key(prefix).as_bytes());
     let value = b64(format!("{cutoff_ms:016}").as_bytes());
-    let start = format!("{prefix}e/");
-    let end = format!("{prefix}e/{:016}", cutoff_ms.saturating_add(1));
-    let ops = json!([
-        {"request_delete_range": {"key": b64(start.as_bytes()), "range_end": b64(end.as_bytes())}},
-        {"request_put": {"key": floor, "value": value}}
-    ]);
-    json!({
-        "compare": [{"key": floor, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
-        "success": ops,
-        "failure": [{"request_txn": {
-            "compare": [{"key": floor, "target": "VALUE", "result": "LESS", "value": value}],
-            "success": ops
-        }}]
-    })
-    .to_string()
+    let start = b64(format!("{prefix}e/").as_bytes());
+    let end = b64(format!("{prefix}e/{:016}", cutoff_ms.saturating_add(1)).as_bytes());
+    let ops = format!(
+        r#"[{{"request_delete_range":{{"key":"{start}","range_end":"{end}"}}}},{}]"#,
+        put(&floor, &value)
+    );
+    let below =
+        format!(r#"{{"key":"{floor}","target":"VALUE","result":"LESS","value":"{value}"}}"#);
+    format!(
+        r#"{{"compare":[{}],"success":{ops},"failure":[{{"request_txn":{{"compare":[{below}],"success":{ops}}}}}]}}"#,
+        absent(&floor)
+    )
     .into_bytes()
 }
 
-/// Reads a gateway answer's JSON (status 200 only); the gateway's own error body
+/// A 64-bit integer as the gateway writes it: a decimal string (proto3's JSON mapping);
+/// absent = 0 (proto3 omits zero values).
+#[derive(Debug, Default, Deserialize)]
+#[serde(transparent)]
+struct Int(String);
+
+impl Int {
+    fn get(&self) -> Result<u64, EtcdError> {
+        if self.0.is_empty() {
+            return Ok(0);
+        }
+        self.0
+            .parse()
+            .map_err(|_| EtcdError::Unreadable(format!("not an integer: {:?}", self.0)))
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ResponseHeader {
+    revision: Int,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Kv {
+    key: String,
+    value: String,
+    create_revision: Int,
+    mod_revision: Int,
+}
+
+/// The answer of `/v3/kv/range` or `/v3/kv/txn` (the fields Cachet reads), or the
+/// gateway's error body.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Answer {
+    header: ResponseHeader,
+    kvs: Vec<Kv>,
+    more: bool,
+    succeeded: bool,
+    responses: Vec<TxnResponse>,
+    error: String,
+    message: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct TxnResponse {
+    response_txn: Option<NestedTxn>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct NestedTxn {
+    succeeded: bool,
+}
+
+/// Reads a gateway answer (status 200 only); the gateway's own error body
 /// (`{"error": …, "message": …}`) becomes [`EtcdError::Unavailable`] with its message.
-fn answer(status: u16, body: &[u8]) -> Result<Value, EtcdError> {
-    let v: Option<Value> = serde_json::from_slice(body).ok();
+fn answer(status: u16, body: &[u8]) -> Result<Answer, EtcdError> {
+    let v = serde_json::from_slice::<Answer>(body);
     if status != 200 {
         let why = v
-            .as_ref()
-            .and_then(|v| v.get("message").or_else(|| v.get("error")))
-            .and_then(Value::as_str)
+            .ok()
+            .map(|a| {
+                if a.message.is_empty() {
+                    a.error
+                } else {
+                    a.message
+                }
+            })
+            .filter(|m| !m.is_empty())
             .map_or_else(
                 || format!("status {status}"),
                 |m| format!("status {status}: {m}"),
             );
         return Err(EtcdError::Unavailable(why));
     }
-    v.ok_or_else(|| EtcdError::Unreadable("not JSON".into()))
+    v.map_err(|e| EtcdError::Unreadable(e.to_string()))
 }
 
-/// A 64-bit integer the gateway writes as a string (or, leniently, a number); absent = 0
-/// (proto3 omits zero values).
-fn int(v: Option<&Value>) -> Result<u64, EtcdError> {
-    match v {
-        None | Some(Value::Null) => Ok(0),
-        Some(Value::String(s)) => s
-            .parse()
-            .map_err(|_| EtcdError::Unreadable(format!("not an integer: {s:?}"))),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .ok_or_else(|| EtcdError::Unreadable(format!("not an integer: {n}"))),
-        Some(other) => Err(EtcdError::Unreadable(format!("not an integer: {other}"))),
-    }
-}
-
-fn revision(v: &Value) -> Result<u64, EtcdError> {
-    int(v.get("header").and_then(|h| h.get("revision")))
+fn decode(b64_text: &str) -> Vec<u8> {
+    B64.decode(b64_text).unwrap_or_default()
 }
 
 /// Reads a transaction's answer: the revision it committed at.
@@ -249,11 +301,25 @@ fn revision(v: &Value) -> Result<u64, EtcdError> {
 /// [`EtcdError::Unavailable`] for a status other than 200; [`EtcdError::Conflict`] when
 /// the compare failed; [`EtcdError::Unreadable`] for another shape.
 pub fn txn_answer(status: u16, body: &[u8]) -> Result<u64, EtcdError> {
-    let v = answer(status, body)?;
-    if v.get("succeeded").and_then(Value::as_bool) != Some(true) {
+    let a = answer(status, body)?;
+    if !a.succeeded {
         return Err(EtcdError::Conflict);
     }
-    revision(&v)
+    a.header.revision.get()
+}
+
+/// Reads a [`retirable`] answer: the time of the newest entry that may retire, if any.
+///
+/// # Errors
+/// As [`poll_answer`].
+pub fn retirable_answer(prefix: &str, status: u16, body: &[u8]) -> Result<Option<u64>, EtcdError> {
+    let a = answer(status, body)?;
+    let at = format!("{prefix}e/");
+    Ok(a.kvs.iter().find_map(|kv| {
+        let key = decode(&kv.key);
+        let rest = key.strip_prefix(at.as_bytes())?;
+        std::str::from_utf8(rest.get(..16)?).ok()?.parse().ok()
+    }))
 }
 
 /// Reads a [`retire`] answer: whether the floor moved (created, or raised by the nested
@@ -263,16 +329,16 @@ pub fn txn_answer(status: u16, body: &[u8]) -> Result<u64, EtcdError> {
 /// # Errors
 /// As [`poll_answer`].
 pub fn retire_answer(status: u16, body: &[u8]) -> Result<bool, EtcdError> {
-    let v = answer(status, body)?;
-    if v.get("succeeded").and_then(Value::as_bool) == Some(true) {
+    let a = answer(status, body)?;
+    if a.succeeded {
         return Ok(true);
     }
-    let nested = v
-        .get("responses")
-        .and_then(|r| r.get(0))
-        .and_then(|r| r.get("response_txn"))
+    let nested = a
+        .responses
+        .first()
+        .and_then(|r| r.response_txn.as_ref())
         .ok_or_else(|| EtcdError::Unreadable("no nested transaction answer".into()))?;
-    Ok(nested.get("succeeded").and_then(Value::as_bool) == Some(true))
+    Ok(nested.succeeded)
 }
 
 /// What one poll brought.
@@ -297,29 +363,15 @@ pub struct Polled {
 /// [`EtcdError::Unavailable`] for a status other than 200; [`EtcdError::Unreadable`] for
 /// another shape.
 pub fn poll_answer(prefix: &str, status: u16, body: &[u8]) -> Result<Polled, EtcdError> {
-    let v = answer(status, body)?;
-    let header_rev = revision(&v)?;
+    let a = answer(status, body)?;
     let mut out = Polled::default();
     let mut last_mod = 0;
     let floor = floor_key(prefix);
     let entries_at = format!("{prefix}e/");
-    let kvs = v
-        .get("kvs")
-        .and_then(Value::as_array)
-        .map_or(&[][..], |a| a);
-    for kv in kvs {
-        let key = kv
-            .get("key")
-            .and_then(Value::as_str)
-            .and_then(|k| B64.decode(k).ok())
-            .unwrap_or_default();
-        let value = kv
-            .get("value")
-            .and_then(Value::as_str)
-            .and_then(|k| B64.decode(k).ok())
-            .unwrap_or_default();
-        let created = int(kv.get("create_revision"))?;
-        last_mod = last_mod.max(int(kv.get("mod_revision"))?);
+    for kv in &a.kvs {
+        let (key, value) = (decode(&kv.key), decode(&kv.value));
+        let created = kv.create_revision.get()?;
+        last_mod = last_mod.max(kv.mod_revision.get()?);
         if key == floor.as_bytes() {
             let ms = std::str::from_utf8(&value)
                 .ok()
@@ -347,14 +399,18 @@ pub fn poll_answer(prefix: &str, status: u16, body: &[u8]) -> Result<Polled, Etc
         }
     }
     out.entries.sort_by_key(|e| e.id);
-    let more = v.get("more").and_then(Value::as_bool) == Some(true);
-    out.through = if more { last_mod } else { header_rev };
+    out.through = if a.more {
+        last_mod
+    } else {
+        a.header.revision.get()?
+    };
     Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
 
     fn ban(expr: &str) -> NewEntry {
         NewEntry {
