@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -162,6 +163,31 @@ fn edges_keep_a_shield_copy_only_for_the_ttl_it_has_left() {
 }
 
 #[test]
+fn client_balance_keeps_a_client_on_one_edge() {
+    // One client, one object, six requests over 3 edges: round-robin spreads them (3
+    // misses without a shield), `--balance client` keeps them on one edge (1 miss).
+    let mut log = String::new();
+    for t in 0..6 {
+        writeln!(
+            log,
+            "blog.example:443 198.51.100.7 - - [01/Mar/2025:00:00:0{t} +0000] \
+             \"GET /blog/alice/entry/9 HTTP/1.1\" 200 5000 \"-\" \"{PC}\" \"public, max-age=300\""
+        )
+        .unwrap();
+    }
+    let log = write_log("client.log", &log);
+    let rr = replay(&log, &["--fleet", "3"]);
+    assert_eq!(rr["fleet"]["balance"], "round-robin");
+    assert_eq!(hsm(&size(&rr, 3)["without_shield"]["edge"]), (3, 0, 3));
+    let by_client = replay(&log, &["--fleet", "3", "--balance", "client"]);
+    assert_eq!(by_client["fleet"]["balance"], "client");
+    let three = size(&by_client, 3);
+    assert_eq!(hsm(&three["without_shield"]["edge"]), (5, 0, 1));
+    assert_eq!(hsm(&three["with_shield"]["edge"]), (5, 0, 1));
+    assert_eq!(u(&three["with_shield"]["origin_requests"]), 1);
+}
+
+#[test]
 fn passes_and_synth_never_reach_the_shields() {
     let line = |t: i64, url: &str, cc: &str| {
         serde_json::json!({
@@ -318,6 +344,11 @@ fn bad_fleet_arguments_are_refused_with_a_reason() {
         ),
         (vec!["--shields", "2"], "--fleet"),
         (vec!["--shield-memory", "1GiB"], "--fleet"),
+        (vec!["--balance", "client"], "--fleet"),
+        (
+            vec!["--fleet", "3", "--balance", "sticky"],
+            "invalid value 'sticky'",
+        ),
         (vec!["--fleet", "3", "--html", "x.html"], "--html"),
     ] {
         let mut all = vec!["simulate", "--config", config];

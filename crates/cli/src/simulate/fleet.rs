@@ -92,6 +92,19 @@ pub fn shield_names(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("shield-{i}")).collect()
 }
 
+/// How requests are spread over the edge nodes (`--balance`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Balance {
+    /// Request i of the log goes to edge i mod N (Envoy's default `round_robin` with
+    /// equal weights, or any L7 balancer without affinity).
+    RoundRobin,
+    /// Each client address sticks to one edge: Envoy's `ring_hash` over the edges
+    /// (`edge-0` …) with a `connection_properties: source_ip` hash policy, xxHash64 of the
+    /// address as logged; records without an address go round-robin.
+    Client,
+}
+
 /// One fleet's settings.
 #[derive(Debug, Clone)]
 pub struct FleetSettings {
@@ -105,6 +118,8 @@ pub struct FleetSettings {
     pub shield_memory: u64,
     /// Endpoints (LRU tags).
     pub endpoints: usize,
+    /// How requests reach the edges.
+    pub balance: Balance,
 }
 
 /// One fleet of N edge nodes, replayed without and with the shield tier.
@@ -112,6 +127,8 @@ pub struct Fleet {
     /// The settings.
     pub settings: FleetSettings,
     ring: Ring,
+    /// The edges' ring for [`Balance::Client`].
+    edge_ring: Option<Ring>,
     /// Edges whose misses go to the origin.
     plain: Vec<ByteLru>,
     /// Edges whose cacheable misses and refreshes go to the shields.
@@ -147,6 +164,10 @@ impl Fleet {
         };
         Self {
             ring: Ring::envoy(&shield_names(settings.shields)),
+            edge_ring: (settings.balance == Balance::Client).then(|| {
+                let names: Vec<String> = (0..settings.edges).map(|i| format!("edge-{i}")).collect();
+                Ring::envoy(&names)
+            }),
             plain: caches(settings.edges, settings.edge_memory),
             front: caches(settings.edges, settings.edge_memory),
             shields: caches(settings.shields, settings.shield_memory),
@@ -160,9 +181,11 @@ impl Fleet {
         }
     }
 
-    /// The next edge node, round-robin (what a load balancer in front of the edges does
-    /// with Envoy's default `round_robin` policy and equal weights).
-    fn pick_edge(&mut self) -> usize {
+    /// The edge node for a request from `client` ([`Balance`]).
+    fn pick_edge(&mut self, client: Option<&[u8]>) -> usize {
+        if let (Some(ring), Some(c)) = (&self.edge_ring, client) {
+            return ring.pick(xxh64(c, 0));
+        }
         let e = self.next;
         self.next = (self.next + 1) % self.settings.edges;
         e
@@ -171,8 +194,8 @@ impl Fleet {
     /// A request the edge does not look up: a pass (`origin`: it goes to the origin
     /// straight from the edge, in both set-ups) or a synthesized answer (never leaves the
     /// edge).
-    pub(crate) fn direct(&mut self, origin: bool, bytes: u64, now: i64) {
-        let _ = self.pick_edge();
+    pub(crate) fn direct(&mut self, client: Option<&[u8]>, origin: bool, bytes: u64, now: i64) {
+        let _ = self.pick_edge(client);
         for c in [&mut self.without, &mut self.with_edge] {
             c.requests += 1;
             if origin {
@@ -186,10 +209,16 @@ impl Fleet {
         self.maybe_sweep(now);
     }
 
-    /// A cacheable request (`plan.decision == Cache`) with the cache key's `ring_hash`
-    /// and the origin's `bytes`.
-    pub(crate) fn cache(&mut self, fetch: &Fetch<'_>, ring_hash: u64, bytes: u64) {
-        let e = self.pick_edge();
+    /// A cacheable request (`plan.decision == Cache`) from `client` with the cache key's
+    /// `ring_hash` and the origin's `bytes`.
+    pub(crate) fn cache(
+        &mut self,
+        client: Option<&[u8]>,
+        fetch: &Fetch<'_>,
+        ring_hash: u64,
+        bytes: u64,
+    ) {
+        let e = self.pick_edge(client);
         // Without a shield tier: the single node's path, N times over.
         let (found, stored) = serve(&mut self.plain[e], fetch);
         count(&mut self.without, found, stored, bytes);

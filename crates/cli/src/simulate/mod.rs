@@ -102,6 +102,10 @@ pub struct SimulateArgs {
     /// `fleet`) instead of the single-node tables. See docs/fleet-simulate.md.
     #[arg(long, value_name = "N[,N...]", value_parser = parse_fleet, conflicts_with_all = ["html", "wide"])]
     pub fleet: Option<FleetSizes>,
+    /// `--fleet`: how requests reach the edge nodes: `round-robin`, or `client` (each
+    /// client address, as logged, sticks to one edge; Envoy `ring_hash` on the source IP).
+    #[arg(long, value_enum, default_value = "round-robin", requires = "fleet")]
+    pub balance: fleet::Balance,
     /// `--fleet`: shield nodes, chosen per cache key by Envoy's `ring_hash`.
     #[arg(long, value_name = "S", default_value_t = 2, value_parser = parse_shields, requires = "fleet")]
     pub shields: usize,
@@ -347,6 +351,7 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
                 edge_memory: args.memory,
                 shield_memory: args.shield_memory.unwrap_or(args.memory),
                 endpoints: engine.endpoints.len(),
+                balance: args.balance,
             }));
         }
     }

@@ -474,14 +474,14 @@ impl<'p> Engine<'p> {
                 if !self.fleets.is_empty() {
                     let ring_hash = super::fleet::request_hash(&plan.cache_key);
                     for fleet in &mut self.fleets {
-                        fleet.cache(&fetch, ring_hash, r.bytes);
+                        fleet.cache(r.client.as_deref(), &fetch, ring_hash, r.bytes);
                     }
                 }
             }
         }
         if !matches!(plan.decision, Decision::Cache) {
             for fleet in &mut self.fleets {
-                fleet.direct(config_origin, r.bytes, t);
+                fleet.direct(r.client.as_deref(), config_origin, r.bytes, t);
             }
         }
 

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::fleet::Fleet;
+use super::fleet::{Balance, Fleet};
 use super::logfmt::{Format, format_rfc3339};
 use super::replay::{Counters, Engine, Side};
 
@@ -292,8 +292,8 @@ pub struct FleetSizeReport {
 /// `--fleet`: settings and one entry per fleet size.
 #[derive(Debug, Clone, Serialize)]
 pub struct FleetReport {
-    /// How requests are spread over the edge nodes: `round-robin`.
-    pub balance: &'static str,
+    /// How requests are spread over the edge nodes: `round-robin` or `client`.
+    pub balance: Balance,
     /// How a cache key picks its shield: Envoy's `ring_hash` (xxHash64, ⌈1024 / S⌉
     /// entries per shield).
     pub shield_balance: &'static str,
@@ -341,7 +341,7 @@ fn fleet_report(fleets: &[Fleet]) -> Option<FleetReport> {
         })
         .collect();
     Some(FleetReport {
-        balance: "round-robin",
+        balance: first.settings.balance,
         shield_balance: "envoy ring_hash (xxHash64 of the cache key)",
         shields: first.settings.shields,
         edge_memory_bytes: first.settings.edge_memory,
@@ -759,11 +759,14 @@ pub fn fleet_text(r: &Report) -> String {
     };
     let _ = writeln!(
         o,
-        "fleet: requests spread {} over the edge nodes ({} cache each, LRU by bytes);\n\
+        "fleet: edge nodes with {} cache each, LRU by bytes; requests spread {};\n\
          {} shield node{} ({} cache each) picked per cache key by Envoy's ring_hash \
          (xxHash64)",
-        fl.balance,
         bytes(fl.edge_memory_bytes),
+        match fl.balance {
+            Balance::RoundRobin => "round-robin",
+            Balance::Client => "by client address",
+        },
         fl.shields,
         if fl.shields == 1 { "" } else { "s" },
         bytes(fl.shield_memory_bytes),
