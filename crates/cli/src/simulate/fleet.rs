@@ -312,7 +312,9 @@ fn count(c: &mut Counters, found: Lookup, stored: Option<u64>, bytes: u64) {
 }
 
 /// Stores the shield's copy at the edge: same size and lifetime, same stored time (so its
-/// age, and the TTL left, carry over), unless the policy refuses the object outright.
+/// age, and the TTL left, carry over). When the log says this request's answer was
+/// per-user (`private`, `no-store`), the edge removes its copy and stores nothing instead,
+/// as a single node does: the log is the only witness that the object turned private.
 fn copy(
     edge: &mut ByteLru,
     fetch: &Fetch<'_>,
