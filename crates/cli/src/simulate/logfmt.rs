@@ -75,6 +75,9 @@ pub struct Record<'a> {
     pub bytes: u64,
     /// The response's `Cache-Control`, when the log carries it.
     pub cache_control: Option<Cow<'a, str>>,
+    /// The client address as logged (combined: the token before `ident`; JSON: `client`
+    /// and its aliases), `None` when absent or `-`. Only `--fleet --balance client` reads it.
+    pub client: Option<Cow<'a, [u8]>>,
 }
 
 /// Parses one line in `format`.
@@ -110,11 +113,12 @@ pub fn parse_combined(line: &[u8]) -> Result<Record<'_>, &'static str> {
     if first.is_none() || count < 3 {
         return Err("expected `client ident user` before [time]");
     }
-    let vhost = if count == 4 {
-        first.and_then(vhost_name)
+    let (vhost, client) = if count == 4 {
+        (first.and_then(vhost_name), tokens.next())
     } else {
-        None
+        (None, first)
     };
+    let client = client.filter(|c| *c != b"-").map(Cow::Borrowed);
     let close = line[open..]
         .iter()
         .position(|&b| b == b']')
@@ -171,6 +175,7 @@ pub fn parse_combined(line: &[u8]) -> Result<Record<'_>, &'static str> {
     Ok(Record {
         time,
         method: Cow::Borrowed(method),
+        client,
         host: url_host.or(vhost).map(Cow::Borrowed),
         target: Cow::Borrowed(target),
         user_agent,
@@ -456,6 +461,14 @@ struct JsonRecord<'a> {
         alias = "sent_http_cache_control"
     )]
     cache_control: Option<Str<'a>>,
+    #[serde(
+        borrow,
+        default,
+        alias = "remote_addr",
+        alias = "client_ip",
+        alias = "ip"
+    )]
+    client: Option<Str<'a>>,
 }
 
 /// Parses one JSON-lines record (fields and aliases: see `docs/simulate.md`).
@@ -520,6 +533,14 @@ pub fn parse_json(line: &[u8]) -> Result<Record<'_>, &'static str> {
             .cache_control
             .map(|c| c.0)
             .filter(|c| !c.trim().is_empty()),
+        client: r
+            .client
+            .map(|c| c.0)
+            .filter(|c| !c.is_empty() && c != "-")
+            .map(|c| match c {
+                Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
+                Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+            }),
     })
 }
 
@@ -712,6 +733,27 @@ mod tests {
     use super::*;
 
     const COMBINED: &str = r#"127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] "GET /apache_pb.gif HTTP/1.0" 200 2326 "http://www.example.com/start.html" "Mozilla/4.08 [en] (Win98; I ;Nav)""#;
+
+    #[test]
+    fn client_address() {
+        let r = parse_combined(COMBINED.as_bytes()).unwrap();
+        assert_eq!(r.client.as_deref(), Some(&b"127.0.0.1"[..]));
+        let vhost = format!("blog.example:443 {COMBINED}");
+        let r = parse_combined(vhost.as_bytes()).unwrap();
+        assert_eq!(r.client.as_deref(), Some(&b"127.0.0.1"[..]));
+        assert_eq!(r.host.as_deref(), Some("blog.example"));
+        let dash = COMBINED.replacen("127.0.0.1", "-", 1);
+        assert_eq!(parse_combined(dash.as_bytes()).unwrap().client, None);
+        for field in ["client", "remote_addr", "client_ip", "ip"] {
+            let line = format!(
+                r#"{{"time": 1740787200, "url": "/", "status": 200, "{field}": "203.0.113.9"}}"#
+            );
+            let r = parse_json(line.as_bytes()).unwrap();
+            assert_eq!(r.client.as_deref(), Some(&b"203.0.113.9"[..]), "{field}");
+        }
+        let line = r#"{"time": 1740787200, "url": "/", "status": 200}"#;
+        assert_eq!(parse_json(line.as_bytes()).unwrap().client, None);
+    }
 
     #[test]
     fn combined_line() {

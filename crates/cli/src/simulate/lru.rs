@@ -224,6 +224,20 @@ impl ByteLru {
         true
     }
 
+    /// The stored copy of `hash`, if stored: its size in bytes, lifetime and the second
+    /// it was stored (its age at `now` is `now - stored_at`, the `Age` a shield sends).
+    pub fn entry(&self, hash: u64) -> Option<(u64, Lifetime, i64)> {
+        self.index.get(&hash).map(|&i| {
+            let n = &self.nodes[i as usize];
+            let life = Lifetime {
+                ttl: n.ttl,
+                grace: n.grace,
+                keep: n.keep,
+            };
+            (n.size, life, n.stored_at)
+        })
+    }
+
     /// The stored size of `hash`, if stored.
     pub fn size_of(&self, hash: u64) -> Option<u64> {
         self.index.get(&hash).map(|&i| self.nodes[i as usize].size)

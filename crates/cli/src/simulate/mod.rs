@@ -4,6 +4,7 @@
 //! the measured figures.
 
 pub mod distinct;
+pub mod fleet;
 pub mod generate;
 pub mod html;
 pub mod input;
@@ -96,12 +97,27 @@ pub struct SimulateArgs {
     /// Also write a self-contained HTML report (SVG charts, no scripts) to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Also replay the config side over fleets of N edge nodes (`3`, or a list such as
+    /// `1,3,25`), each without and with a shield tier, and print the fleet table (JSON:
+    /// `fleet`) instead of the single-node tables. See docs/fleet-simulate.md.
+    #[arg(long, value_name = "N[,N...]", value_parser = parse_fleet, conflicts_with_all = ["html", "wide"])]
+    pub fleet: Option<FleetSizes>,
+    /// `--fleet`: how requests reach the edge nodes: `round-robin`, or `client` (each
+    /// client address, as logged, sticks to one edge; Envoy `ring_hash` on the source IP).
+    #[arg(long, value_enum, default_value = "round-robin", requires = "fleet")]
+    pub balance: fleet::Balance,
+    /// `--fleet`: shield nodes, chosen per cache key by Envoy's `ring_hash`.
+    #[arg(long, value_name = "S", default_value_t = 2, value_parser = parse_shields, requires = "fleet")]
+    pub shields: usize,
+    /// `--fleet`: cache size of each shield node; default `--memory`.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "fleet")]
+    pub shield_memory: Option<u64>,
     /// No progress bar and no throughput line on stderr.
     #[arg(long, short)]
     pub quiet: bool,
 
     /// Instead of replaying, write N lines of a realistic sample blog log.
-    #[arg(long, value_name = "N", conflicts_with_all = ["config", "logs", "json", "html", "wide"])]
+    #[arg(long, value_name = "N", conflicts_with_all = ["config", "logs", "json", "html", "wide", "fleet"])]
     pub generate: Option<u64>,
     /// `--generate`: PRNG seed (same seed, same log).
     #[arg(long, value_name = "S", default_value_t = 1, conflicts_with = "config")]
@@ -170,6 +186,54 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         return Err(format!("invalid size {s:?}: must be more than 0"));
     }
     Ok(bytes)
+}
+
+/// The edge-node counts of `--fleet`, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetSizes(pub Vec<usize>);
+
+/// Parses `--fleet`: `3` or `1,3,25`, each 1 to [`fleet::MAX_EDGES`], no repeats, at most
+/// [`fleet::MAX_FLEETS`] sizes.
+///
+/// # Errors
+/// A message naming the bad item.
+pub fn parse_fleet(s: &str) -> Result<FleetSizes, String> {
+    let mut sizes = Vec::new();
+    for item in s.split(',').map(str::trim) {
+        let n: usize = item.parse().map_err(|_| {
+            format!(
+                "invalid fleet size {item:?}: expected a number of edge nodes, e.g. 3 or 1,3,25"
+            )
+        })?;
+        if !(1..=fleet::MAX_EDGES).contains(&n) {
+            return Err(format!(
+                "invalid fleet size {n}: a fleet has 1 to {} edge nodes",
+                fleet::MAX_EDGES
+            ));
+        }
+        if sizes.contains(&n) {
+            return Err(format!("fleet size {n} is given twice"));
+        }
+        sizes.push(n);
+    }
+    if sizes.len() > fleet::MAX_FLEETS {
+        return Err(format!(
+            "{} fleet sizes: at most {} in one run",
+            sizes.len(),
+            fleet::MAX_FLEETS
+        ));
+    }
+    Ok(FleetSizes(sizes))
+}
+
+fn parse_shields(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=fleet::MAX_SHIELDS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "invalid shield count {s:?}: expected 1 to {} shield nodes",
+            fleet::MAX_SHIELDS
+        )),
+    }
 }
 
 fn parse_ratio(s: &str) -> Result<f64, String> {
@@ -279,6 +343,18 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
         default_host: args.host.clone().unwrap_or_else(|| DEFAULT_HOST.to_owned()),
     };
     let mut engine = Engine::new(&policy, settings);
+    if let Some(sizes) = &args.fleet {
+        for &edges in &sizes.0 {
+            engine.fleets.push(fleet::Fleet::new(fleet::FleetSettings {
+                edges,
+                shields: args.shields,
+                edge_memory: args.memory,
+                shield_memory: args.shield_memory.unwrap_or(args.memory),
+                endpoints: engine.endpoints.len(),
+                balance: args.balance,
+            }));
+        }
+    }
     let started = Instant::now();
     let progress = progress_bar(args);
     let outcome = replay_all(args, &mut engine, &progress);
@@ -341,6 +417,8 @@ fn write_outputs(args: &SimulateArgs, report: &Report, html_file: Option<(PathBu
                 return false;
             }
         }
+    } else if report.fleet.is_some() {
+        report::fleet_text(report)
     } else {
         report::text(report, args.wide)
     };

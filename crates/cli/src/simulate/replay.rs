@@ -17,6 +17,7 @@ use cachet_policy::{
 };
 
 use super::distinct::Distinct;
+use super::fleet::Fleet;
 use super::logfmt::Record;
 use super::lru::{ByteLru, Lifetime, Lookup};
 
@@ -86,7 +87,7 @@ pub struct Counters {
 impl Counters {
     /// A lookup that went to the origin: a stale hit (served in grace while one
     /// background fetch refreshes) or a miss, with the origin's `bytes`.
-    fn fetched(&mut self, stale: bool, bytes: u64) {
+    pub(crate) fn fetched(&mut self, stale: bool, bytes: u64) {
         self.requests += 1;
         if stale {
             self.stale_hits += 1;
@@ -224,6 +225,9 @@ pub struct Engine<'p> {
     template_index: HashMap<String, usize>,
     /// Hit ratio over time.
     pub timeline: Timeline,
+    /// `--fleet`: the config side replayed again over fleets of edge nodes, with and
+    /// without a shield tier (empty without `--fleet`).
+    pub fleets: Vec<Fleet>,
     /// Earliest record time.
     pub first_time: Option<i64>,
     /// Latest record time.
@@ -340,6 +344,7 @@ impl<'p> Engine<'p> {
             templates: Vec::new(),
             template_index: HashMap::new(),
             timeline: Timeline::default(),
+            fleets: Vec::new(),
             first_time: None,
             last_time: None,
             last_sweep: i64::MIN,
@@ -431,62 +436,52 @@ impl<'p> Engine<'p> {
                 let key = hash_parts(&[plan.cache_key.as_bytes()]);
                 self.config.distinct.insert(key);
                 self.config.per_distinct[ep].insert(key);
-                let found = self.config.cache.lookup(key, t);
-                match found {
-                    Lookup::Fresh => {
-                        config_hit = true;
-                        self.config.count(ep, |c| {
-                            c.requests += 1;
-                            c.hits += 1;
-                        });
+                // A stale hit's background fetch is a GET even for HEAD clients.
+                let verdict = || {
+                    if body_known {
+                        store_logged()
+                    } else {
+                        store_ok()
                     }
-                    Lookup::Stale | Lookup::Miss => {
-                        config_hit = found == Lookup::Stale;
-                        config_origin = true;
-                        self.config.count(ep, |c| {
-                            c.fetched(found == Lookup::Stale, r.bytes);
-                        });
-                        // A stale hit's background fetch is a GET even for HEAD clients.
-                        let verdict = if body_known {
-                            store_logged()
-                        } else {
-                            store_ok()
-                        };
-                        let stored = match verdict {
-                            Storability::Store(s) if body_known || found == Lookup::Stale => {
-                                let life = Lifetime {
-                                    ttl: secs_u32(s.ttl),
-                                    grace: secs_u32(s.grace),
-                                    keep: secs_u32(s.keep),
-                                };
-                                let size = if body_known {
-                                    Some(stored_size(
-                                        r.bytes,
-                                        s.compress,
-                                        self.settings.gzip_ratio,
-                                        self.settings.object_overhead,
-                                    ))
-                                } else {
-                                    None
-                                };
-                                Self::store(&mut self.config, key, size, life, tag, t)
-                            }
-                            Storability::Store(_) => false,
-                            Storability::DontStore(why) => {
-                                // Per-user content replaces the copy (a blog turned
-                                // private); an error or an unstorable answer to a
-                                // refresh leaves the stale copy to serve within grace.
-                                if why.is_private() {
-                                    self.config.cache.remove(key);
-                                }
-                                false
-                            }
-                        };
-                        if !stored {
-                            self.config.count(ep, |c| c.not_stored += 1);
+                };
+                let fetch = Fetch {
+                    key,
+                    tag,
+                    now: t,
+                    body: body_known.then_some(r.bytes),
+                    verdict: &verdict,
+                    gzip_ratio: self.settings.gzip_ratio,
+                    object_overhead: self.settings.object_overhead,
+                };
+                let (found, stored) = serve(&mut self.config.cache, &fetch);
+                if found == Lookup::Fresh {
+                    config_hit = true;
+                    self.config.count(ep, |c| {
+                        c.requests += 1;
+                        c.hits += 1;
+                    });
+                } else {
+                    config_hit = found == Lookup::Stale;
+                    config_origin = true;
+                    self.config.count(ep, |c| {
+                        c.fetched(found == Lookup::Stale, r.bytes);
+                        match stored {
+                            Some(bytes) => c.bytes_written += bytes,
+                            None => c.not_stored += 1,
                         }
+                    });
+                }
+                if !self.fleets.is_empty() {
+                    let ring_hash = super::fleet::request_hash(&plan.cache_key);
+                    for fleet in &mut self.fleets {
+                        fleet.cache(r.client.as_deref(), &fetch, ring_hash, r.bytes);
                     }
                 }
+            }
+        }
+        if !matches!(plan.decision, Decision::Cache) {
+            for fleet in &mut self.fleets {
+                fleet.direct(r.client.as_deref(), config_origin, r.bytes, t);
             }
         }
 
@@ -620,8 +615,9 @@ impl<'p> Engine<'p> {
         }
     }
 
-    /// Stores or renews `key` on one side. `body: None` renews the lifetime of the copy
-    /// already stored (a 304 or HEAD refresh); returns whether an object is now stored.
+    /// Stores or renews `key` on the baseline side. `body: None` renews the lifetime of
+    /// the copy already stored (a 304 or HEAD refresh); returns whether an object is now
+    /// stored.
     fn store(
         side: &mut Side,
         key: u64,
@@ -639,6 +635,72 @@ impl<'p> Engine<'p> {
             true
         } else {
             false
+        }
+    }
+}
+
+/// One cacheable request as any config-side cache node sees it (the single node, a fleet
+/// edge, a shield): its key, the origin's answer and the policy's verdict on it.
+pub(crate) struct Fetch<'a> {
+    /// 64-bit hash of `plan.cache_key`.
+    pub key: u64,
+    /// Endpoint index, the LRU's tag.
+    pub tag: u16,
+    /// The log's time, seconds since the epoch.
+    pub now: i64,
+    /// The body size the log gives (a `GET` answered with anything but `304`); `None` for
+    /// a `304` or a `HEAD`, which tell the object exists but not its size.
+    pub body: Option<u64>,
+    /// `Policy::storability` of the origin's answer, computed on first use.
+    pub verdict: &'a dyn Fn() -> &'a Storability,
+    /// `--gzip-ratio`.
+    pub gzip_ratio: f64,
+    /// `--object-overhead`, bytes.
+    pub object_overhead: u64,
+}
+
+/// One cache node with the origin right behind it: looks `fetch.key` up and, on a stale
+/// hit or a miss, fills the cache from the origin's answer ([`fill`]). Returns what the
+/// lookup found and the bytes stored (`None`: nothing stored). The single-node replay and
+/// every fleet edge without a shield tier go through here, so they decide alike.
+pub(crate) fn serve(cache: &mut ByteLru, fetch: &Fetch<'_>) -> (Lookup, Option<u64>) {
+    let found = cache.lookup(fetch.key, fetch.now);
+    if found == Lookup::Fresh {
+        return (found, None);
+    }
+    (found, fill(cache, found, fetch))
+}
+
+/// Fills `cache` after a stale hit or a miss (`found`) with the origin's answer at
+/// `fetch.now`: stored when `Policy::storability` says `Store` and the size is known (from
+/// the log's body, or the stale copy a `304`/`HEAD` refresh renews); a per-user answer
+/// (`private`, `no-store`) removes any stored copy (a blog turned private); an error or
+/// another unstorable answer leaves a stale copy serving within grace. Returns the bytes
+/// stored, `None` when nothing was.
+pub(crate) fn fill(cache: &mut ByteLru, found: Lookup, fetch: &Fetch<'_>) -> Option<u64> {
+    match (fetch.verdict)() {
+        Storability::Store(s) => {
+            let size = match fetch.body {
+                Some(bytes) => {
+                    stored_size(bytes, s.compress, fetch.gzip_ratio, fetch.object_overhead)
+                }
+                None if found == Lookup::Stale => cache.size_of(fetch.key)?,
+                None => return None,
+            };
+            let life = Lifetime {
+                ttl: secs_u32(s.ttl),
+                grace: secs_u32(s.grace),
+                keep: secs_u32(s.keep),
+            };
+            cache
+                .insert(fetch.key, size, life, fetch.tag, fetch.now)
+                .then_some(size)
+        }
+        Storability::DontStore(why) => {
+            if why.is_private() {
+                cache.remove(fetch.key);
+            }
+            None
         }
     }
 }

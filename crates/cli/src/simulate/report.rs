@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::fleet::{Balance, Fleet};
 use super::logfmt::{Format, format_rfc3339};
 use super::replay::{Counters, Engine, Side};
 
@@ -204,9 +205,149 @@ pub struct Report {
     pub templates_seen: usize,
     /// Hit ratio over time.
     pub timeline: TimelineReport,
-    /// Heap bytes of the simulator's own cache metadata (both sides' slabs and indexes)
-    /// and distinct-key counters at the end: the replay's memory beyond fixed buffers.
+    /// Heap bytes of the simulator's own cache metadata (both sides' slabs and indexes,
+    /// and every fleet node's with `--fleet`) and distinct-key counters at the end: the
+    /// replay's memory beyond fixed buffers.
     pub simulator_memory_bytes: usize,
+    /// `--fleet`: the config side over fleets of edge nodes, without and with a shield
+    /// tier (absent without `--fleet`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetReport>,
+}
+
+/// One tier of a fleet (all its nodes together).
+#[derive(Debug, Clone, Serialize)]
+pub struct TierReport {
+    /// Requests that reached the tier.
+    pub requests: u64,
+    /// (Fresh hits + stale hits) / requests.
+    pub hit_ratio: f64,
+    /// Fresh hits.
+    pub hits: u64,
+    /// Stale hits (served within grace; each triggers one background fetch upstream).
+    pub stale_hits: u64,
+    /// Misses (fetched upstream).
+    pub misses: u64,
+    /// Passes (edge tier only: straight to the origin).
+    pub passes: u64,
+    /// Synthesized at the edge (edge tier only).
+    pub synth: u64,
+    /// Fetched but not stored.
+    pub not_stored: u64,
+}
+
+fn tier(c: &Counters) -> TierReport {
+    TierReport {
+        requests: c.requests,
+        hit_ratio: ratio(c.hits + c.stale_hits, c.requests),
+        hits: c.hits,
+        stale_hits: c.stale_hits,
+        misses: c.misses,
+        passes: c.passes,
+        synth: c.synth,
+        not_stored: c.not_stored,
+    }
+}
+
+/// A fleet without the shield tier: every edge miss, refresh and pass goes to the origin.
+#[derive(Debug, Clone, Serialize)]
+pub struct WithoutShieldReport {
+    /// The N edge nodes together.
+    pub edge: TierReport,
+    /// Origin requests: edge misses + stale-hit refreshes + passes.
+    pub origin_requests: u64,
+    /// 1 − origin requests / requests.
+    pub origin_offload: f64,
+}
+
+/// A fleet with the shield tier: cacheable edge misses and refreshes go to the shield
+/// that owns the key; passes go to the origin.
+#[derive(Debug, Clone, Serialize)]
+pub struct WithShieldReport {
+    /// The N edge nodes together.
+    pub edge: TierReport,
+    /// The S shield nodes together (`requests` = the edges' misses and refreshes).
+    pub shield: TierReport,
+    /// Origin requests: shield misses + shield refreshes + the edges' passes.
+    pub origin_requests: u64,
+    /// 1 − origin requests / requests.
+    pub origin_offload: f64,
+}
+
+/// One fleet size.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetSizeReport {
+    /// Edge nodes.
+    pub edges: usize,
+    /// Requests replayed (all edges together).
+    pub requests: u64,
+    /// Without the shield tier.
+    pub without_shield: WithoutShieldReport,
+    /// With the shield tier.
+    pub with_shield: WithShieldReport,
+    /// Origin requests with the shield tier / without it (0 when there were none).
+    pub origin_ratio: f64,
+}
+
+/// `--fleet`: settings and one entry per fleet size.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetReport {
+    /// How requests are spread over the edge nodes: `round-robin` or `client`.
+    pub balance: Balance,
+    /// How a cache key picks its shield: Envoy's `ring_hash` (xxHash64, ⌈1024 / S⌉
+    /// entries per shield).
+    pub shield_balance: &'static str,
+    /// Shield nodes.
+    pub shields: usize,
+    /// Cache bytes per edge node.
+    pub edge_memory_bytes: u64,
+    /// Cache bytes per shield node.
+    pub shield_memory_bytes: u64,
+    /// Per fleet size, in the order given.
+    pub sizes: Vec<FleetSizeReport>,
+}
+
+fn offload(origin: u64, requests: u64) -> f64 {
+    if requests == 0 {
+        0.0
+    } else {
+        ((1.0 - ratio(origin, requests)) * 1e6).round() / 1e6
+    }
+}
+
+fn fleet_report(fleets: &[Fleet]) -> Option<FleetReport> {
+    let first = fleets.first()?;
+    let sizes = fleets
+        .iter()
+        .map(|f| {
+            let requests = f.without.requests;
+            let with = f.origin_with_shield();
+            FleetSizeReport {
+                edges: f.settings.edges,
+                requests,
+                without_shield: WithoutShieldReport {
+                    edge: tier(&f.without),
+                    origin_requests: f.without.origin_requests,
+                    origin_offload: offload(f.without.origin_requests, requests),
+                },
+                with_shield: WithShieldReport {
+                    edge: tier(&f.with_edge),
+                    shield: tier(&f.shield),
+                    origin_requests: with,
+                    origin_offload: offload(with, requests),
+                },
+                origin_ratio: ratio(with, f.without.origin_requests),
+            }
+        })
+        .collect();
+    Some(FleetReport {
+        balance: first.settings.balance,
+        shield_balance: "envoy ring_hash (xxHash64 of the cache key)",
+        shields: first.settings.shields,
+        edge_memory_bytes: first.settings.edge_memory,
+        shield_memory_bytes: first.settings.shield_memory,
+        sizes,
+    })
 }
 
 /// A ratio rounded to 6 decimals (0 when the denominator is 0).
@@ -389,7 +530,9 @@ impl Report {
                             .map(super::distinct::Distinct::heap_bytes)
                             .sum::<usize>()
                 })
-                .sum(),
+                .sum::<usize>()
+                + engine.fleets.iter().map(Fleet::heap_bytes).sum::<usize>(),
+            fleet: fleet_report(&engine.fleets),
         }
     }
 }
@@ -510,12 +653,9 @@ fn table(header: &[&str], wide: bool) -> comfy_table::Table {
     t
 }
 
-/// The terminal report: a few lines of context, then the overall, per-endpoint and
-/// per-template tables (comfy-table, aligned under their headers). Every line fits
-/// [`TABLE_WIDTH`] columns unless `wide`, which adds the per-endpoint bytes stored and
-/// distinct objects; `≈` is explained under the tables when it appears.
-pub fn text(r: &Report, wide: bool) -> String {
-    let mut o = String::new();
+/// The report's first lines: inputs, config, log time, and (`single`) the single-node
+/// cache settings.
+fn header(o: &mut String, r: &Report, single: bool) {
     let names: Vec<&str> = r.inputs.iter().map(|i| i.name.as_str()).collect();
     let _ = writeln!(
         o,
@@ -528,6 +668,9 @@ pub fn text(r: &Report, wide: bool) -> String {
     );
     if let (Some(f), Some(l)) = (&r.first_time, &r.last_time) {
         let _ = writeln!(o, "log time {f} .. {l} ({})", duration(r.duration_seconds));
+    }
+    if !single {
+        return;
     }
     let _ = writeln!(
         o,
@@ -543,6 +686,15 @@ pub fn text(r: &Report, wide: bool) -> String {
             .baseline_grace_seconds
             .map_or_else(|| "= config's".to_owned(), |s| format!("{s}s")),
     );
+}
+
+/// The terminal report: a few lines of context, then the overall, per-endpoint and
+/// per-template tables (comfy-table, aligned under their headers). Every line fits
+/// [`TABLE_WIDTH`] columns unless `wide`, which adds the per-endpoint bytes stored and
+/// distinct objects; `≈` is explained under the tables when it appears.
+pub fn text(r: &Report, wide: bool) -> String {
+    let mut o = String::new();
+    header(&mut o, r, true);
     let mut t = table(&["", "baseline", "config"], wide);
     for (label, bv, cv) in summary_rows(r) {
         t.add_row([label.to_owned(), bv, cv]);
@@ -591,6 +743,68 @@ pub fn text(r: &Report, wide: bool) -> String {
             let _ = writeln!(o, "  {}:{}: {}", b.file, b.line, b.reason);
         }
     }
+    o
+}
+
+/// The `--fleet` terminal report: the first lines, the fleet settings, then one row per
+/// fleet size (edge nodes; requests; without the shield tier: edge hit ratio and origin
+/// requests; with it: edge hit ratio, shield hit ratio, origin requests; origin requests
+/// with / without), fitting [`TABLE_WIDTH`] columns; then the single node's figures for
+/// reference.
+pub fn fleet_text(r: &Report) -> String {
+    let mut o = String::new();
+    header(&mut o, r, false);
+    let Some(fl) = &r.fleet else {
+        return o;
+    };
+    let _ = writeln!(
+        o,
+        "fleet: edge nodes with {} cache each, LRU by bytes; requests spread {};\n\
+         {} shield node{} ({} cache each) picked per cache key by Envoy's ring_hash \
+         (xxHash64)",
+        bytes(fl.edge_memory_bytes),
+        match fl.balance {
+            Balance::RoundRobin => "round-robin",
+            Balance::Client => "by client address",
+        },
+        fl.shields,
+        if fl.shields == 1 { "" } else { "s" },
+        bytes(fl.shield_memory_bytes),
+    );
+    let mut t = table(
+        &[
+            "edge\nnodes",
+            "requests",
+            "no shield\nedge hits",
+            "no shield\norigin req.",
+            "shield\nedge hits",
+            "shield\nshield hits",
+            "shield\norigin req.",
+            "origin req.\nshield/none",
+        ],
+        false,
+    );
+    for z in &fl.sizes {
+        t.add_row([
+            z.edges.to_string(),
+            thousands(z.requests),
+            percent(z.without_shield.edge.hit_ratio),
+            thousands(z.without_shield.origin_requests),
+            percent(z.with_shield.edge.hit_ratio),
+            percent(z.with_shield.shield.hit_ratio),
+            thousands(z.with_shield.origin_requests),
+            format!("{:.3}", z.origin_ratio),
+        ]);
+    }
+    let _ = writeln!(o, "\n{t}");
+    let _ = writeln!(
+        o,
+        "hits = (fresh + stale hits) / requests at that tier; the shield tier sees the edges' \n\
+         misses and refreshes of cacheable requests; passes go to the origin from the edge.\n\
+         one node, config side (for reference): hit ratio {}, origin requests {}",
+        percent(r.config.hit_ratio),
+        thousands(r.config.origin_requests),
+    );
     o
 }
 
