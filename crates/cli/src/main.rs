@@ -3,6 +3,7 @@
 mod access;
 mod ban;
 mod fastly;
+mod fleet;
 mod follow;
 mod log;
 mod purge;
@@ -80,6 +81,32 @@ enum Command {
     Log(Box<log::LogArgs>),
 }
 
+/// Where a fleet write goes: etcd or a node (exactly one).
+#[derive(clap::Args, Debug, Clone)]
+#[group(required = true, multiple = false)]
+pub struct FleetTarget {
+    /// etcd's v3 JSON gateway holding the fleet's ban log, e.g. `http://127.0.0.1:2379`.
+    #[arg(long, value_name = "URL")]
+    pub etcd: Option<String>,
+    /// Any node's listener, e.g. `http://edge-1:10000` (admin API, $CACHET_ADMIN_TOKEN).
+    #[arg(long, value_name = "URL")]
+    pub node: Option<String>,
+}
+
+impl FleetTarget {
+    /// The destination, with `prefix` for etcd.
+    pub fn dest(&self, prefix: &str) -> fleet::Dest {
+        match (&self.etcd, &self.node) {
+            (Some(url), _) => fleet::Dest::Etcd {
+                url: url.clone(),
+                prefix: prefix.to_owned(),
+            },
+            (None, Some(n)) => fleet::Dest::Node(n.clone()),
+            (None, None) => fleet::Dest::Node(String::new()),
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum BanCommand {
     /// Evaluates a JSON scenario (objects, bans, lookups) offline and prints the JSON
@@ -88,6 +115,16 @@ enum BanCommand {
         /// The scenario file (`-` for stdin).
         #[arg(long, value_name = "FILE.json")]
         scenario: PathBuf,
+    },
+    /// Adds a ban to an Envoy fleet (docs/fleet.md): written to its etcd ban log, or sent
+    /// to any node's admin API (token from $CACHET_ADMIN_TOKEN). Prints the ban with its
+    /// fleet-wide id; exit 1 when refused or unreachable.
+    Add {
+        /// The expression (Varnish syntax), e.g. `obj.http.x-url ~ ^/blog/bob/`.
+        #[arg(value_name = "EXPR", allow_hyphen_values = true)]
+        expr: String,
+        #[command(flatten)]
+        to: FleetTarget,
     },
     /// Parses a ban expression: prints its canonical form and whether it is
     /// lurker-friendly, or the error with its column; exit 1 when refused.
@@ -175,6 +212,12 @@ fn main() -> ExitCode {
         Command::Ban {
             command: BanCommand::Parse { expr, json },
         } => return ban::parse(&expr, json),
+        Command::Ban {
+            command: BanCommand::Add { expr, to },
+        } => {
+            let dest = to.dest(cachet_policy::etcd::DEFAULT_PREFIX);
+            return fleet::run(&dest, &fleet::Write::Ban(expr));
+        }
         Command::Purge(args) => return purge::run(&args),
         Command::Simulate(args) => return simulate::run(&args),
         Command::Stat(args) => return stat::run(&args),

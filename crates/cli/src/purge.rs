@@ -60,6 +60,14 @@ pub struct PurgeArgs {
     /// stale-if-error) instead of evicting them.
     #[arg(long)]
     pub soft: bool,
+    /// Purge in an Envoy fleet instead of Fastly: write to its etcd ban log
+    /// (docs/fleet.md), e.g. `http://127.0.0.1:2379`. Keys only.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["node", "url", "all"])]
+    pub etcd: Option<String>,
+    /// Purge in an Envoy fleet through any node's admin API (token from
+    /// $CACHET_ADMIN_TOKEN), e.g. `http://edge-1:10000`. Keys only.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["url", "all"])]
+    pub node: Option<String>,
     /// Service id; else $FASTLY_SERVICE_ID; else `service_id` in the manifest.
     #[arg(long, value_name = "ID")]
     pub service_id: Option<String>,
@@ -120,6 +128,9 @@ enum Target {
 
 /// Runs `cachet purge`.
 pub fn run(args: &PurgeArgs) -> ExitCode {
+    if args.etcd.is_some() || args.node.is_some() {
+        return fleet(args);
+    }
     match prepare(args) {
         Ok((client, target, service)) => execute(&client, &target, service.as_ref(), args.soft),
         Err(e) => {
@@ -615,6 +626,47 @@ fn read_token(env: Option<std::ffi::OsString>) -> Result<String, UsageError> {
             ))
         })?;
     Ok(token)
+}
+
+/// `cachet purge --etcd/--node`: the keys purged in an Envoy fleet (`crate::fleet`).
+fn fleet(args: &PurgeArgs) -> ExitCode {
+    let keys = match fleet_keys(args) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("cachet: purge: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let dest = match (&args.etcd, &args.node) {
+        (Some(url), _) => crate::fleet::Dest::Etcd {
+            url: url.clone(),
+            prefix: cachet_policy::etcd::DEFAULT_PREFIX.to_owned(),
+        },
+        (None, node) => crate::fleet::Dest::Node(node.clone().unwrap_or_default()),
+    };
+    let write = crate::fleet::Write::Purge {
+        keys,
+        soft: args.soft,
+    };
+    crate::fleet::run(&dest, &write)
+}
+
+/// The validated, deduplicated keys of a fleet purge.
+fn fleet_keys(args: &PurgeArgs) -> Result<Vec<String>, UsageError> {
+    let mut keys = Vec::new();
+    for (i, k) in args.key.iter().enumerate() {
+        validate_key(k).map_err(|why| usage(format!("--key #{}: key {why}", i + 1)))?;
+        keys.push(k.clone());
+    }
+    if let Some(path) = &args.keys_from {
+        keys.extend(read_keys(path)?);
+    }
+    let mut seen = HashSet::new();
+    keys.retain(|k| seen.insert(k.clone()));
+    if keys.is_empty() {
+        return Err(usage("no surrogate keys to purge"));
+    }
+    Ok(keys)
 }
 
 #[cfg(test)]

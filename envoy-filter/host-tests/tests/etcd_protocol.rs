@@ -1,8 +1,8 @@
 //! The fleet ban-log protocol (`cachet_store::etcd`, `admin::handle_fleet`, `bans::apply_polled`) against a real etcd: two nodes' logs converge, retirement raises the floor, an unreachable etcd accepts nothing.
 //!
 //! etcd is `$CACHET_ETCD` (scripts/test installs Debian's `etcd-server` and sets it); without
-//! it the tests say so and return, as the real-Envoy tests do. Each test starts its own etcd
-//! on free loopback ports with a temporary data directory and kills it when done.
+//! it, outside CI, the tests say so and return, as the real-Envoy tests do. Each test starts
+//! its own etcd (`cachet_envoy_host_tests::etcd`) and kills it when done.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -10,98 +10,28 @@
     reason = "tests fail loudly"
 )]
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
+use cachet_envoy_host_tests::etcd::{self, Etcd};
 use cachet_policy::{Config, Policy};
 use cachet_store::admin::{self, AdminRequest, Fleet};
-use cachet_store::etcd::{self, DEFAULT_PREFIX};
+use cachet_store::etcd::{self as protocol, DEFAULT_PREFIX};
 use cachet_store::{MemoryStore, bans};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
-/// A running etcd, killed on drop.
-struct Etcd {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn etcd_binary() -> Option<PathBuf> {
-    let b = std::env::var_os("CACHET_ETCD").filter(|v| !v.is_empty());
-    if b.is_none() {
-        eprintln!("SKIPPED: CACHET_ETCD is not set (scripts/test sets it)");
-    }
-    b.map(PathBuf::from)
-}
-
-fn start(bin: &PathBuf) -> Etcd {
-    let dir = tempfile::tempdir().unwrap();
-    let (client, peer) = (free_port(), free_port());
-    let url = format!("http://127.0.0.1:{client}");
-    let child = Command::new(bin)
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .args([
-            "--listen-client-urls",
-            &url,
-            "--advertise-client-urls",
-            &url,
-        ])
-        .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
-        .args([
-            "--initial-advertise-peer-urls",
-            &format!("http://127.0.0.1:{peer}"),
-        ])
-        .args([
-            "--initial-cluster",
-            &format!("default=http://127.0.0.1:{peer}"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let e = Etcd {
-        child,
-        url,
-        _dir: dir,
+fn etcd_or_skip() -> Option<Etcd> {
+    let Some(bin) = etcd::binary() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CACHET_ETCD is unset under CI"
+        );
+        eprintln!("*** SKIPPED: CACHET_ETCD is unset (scripts/test sets it) ***");
+        return None;
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while post(&e.url, etcd::RANGE_PATH, &etcd::poll(DEFAULT_PREFIX, 0)).is_none() {
-        assert!(Instant::now() < deadline, "etcd did not start within 30 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    e
+    Some(Etcd::start(&bin).expect("etcd"))
 }
 
-/// POSTs `body` to etcd's gateway; `(status, body)`, `None` when nothing answered.
 fn post(base: &str, path: &str, body: &[u8]) -> Option<(u16, Vec<u8>)> {
-    let agent = ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(5)))
-            .build(),
-    );
-    let mut r = agent.post(format!("{base}{path}")).send(body).ok()?;
-    let status = r.status().as_u16();
-    Some((status, r.body_mut().read_to_vec().ok()?))
+    etcd::post(base, path, body)
 }
 
 fn policy() -> Policy {
@@ -132,7 +62,7 @@ fn write(
         Fleet::Write(w) => w,
         Fleet::Reply(r, _) => return (r.status, String::from_utf8(r.body).unwrap()),
     };
-    let answer = post(url, etcd::TXN_PATH, &w.txn);
+    let answer = post(url, protocol::TXN_PATH, &w.txn);
     let (r, _) = admin::fleet_answer(&w, answer.as_ref().map(|(s, b)| (*s, b.as_slice())));
     (r.status, String::from_utf8(r.body).unwrap())
 }
@@ -142,21 +72,20 @@ fn poll(url: &str, node: &MemoryStore, now_ms: u64) -> usize {
     let (log, _) = bans::read_log(node);
     let (status, body) = post(
         url,
-        etcd::RANGE_PATH,
-        &etcd::poll(DEFAULT_PREFIX, log.feed_through),
+        protocol::RANGE_PATH,
+        &protocol::poll(DEFAULT_PREFIX, log.feed_through),
     )
     .unwrap();
-    let polled = etcd::poll_answer(DEFAULT_PREFIX, status, &body).unwrap();
+    let polled = protocol::poll_answer(DEFAULT_PREFIX, status, &body).unwrap();
     bans::apply_polled(node, &polled, 100, now_ms).unwrap()
 }
 
 #[test]
 fn a_ban_accepted_by_one_node_reaches_every_node_with_the_same_id() {
-    let Some(bin) = etcd_binary() else { return };
-    let e = start(&bin);
+    let Some(e) = etcd_or_skip() else { return };
     let (a, b) = (MemoryStore::default(), MemoryStore::default());
     let (status, body) = write(
-        &e.url,
+        &e.url(),
         &a,
         &call("POST", "/.cachet/ban"),
         b"obj.http.x-url ~ ^/blog/",
@@ -171,7 +100,7 @@ fn a_ban_accepted_by_one_node_reaches_every_node_with_the_same_id() {
     let mut purge = call("POST", "/.cachet/purge");
     purge.surrogate_key = Some("css-alice blog-bob".into());
     purge.soft = true;
-    let (status, body) = write(&e.url, &b, &purge, b"", 2_000);
+    let (status, body) = write(&e.url(), &b, &purge, b"", 2_000);
     assert_eq!(status, 200, "{body}");
     assert!(
         body.contains(r#""blog-bob":{"id""#) || body.contains(r#""blog-bob":{"#),
@@ -180,7 +109,10 @@ fn a_ban_accepted_by_one_node_reaches_every_node_with_the_same_id() {
 
     // Neither node applied anything before polling: the log is etcd's.
     assert_eq!(bans::read_log(&a).0.entries.len(), 0);
-    assert_eq!((poll(&e.url, &a, 3_000), poll(&e.url, &b, 3_000)), (3, 3));
+    assert_eq!(
+        (poll(&e.url(), &a, 3_000), poll(&e.url(), &b, 3_000)),
+        (3, 3)
+    );
     let (la, lb) = (bans::read_log(&a).0, bans::read_log(&b).0);
     assert_eq!(
         la.entries, lb.entries,
@@ -190,11 +122,11 @@ fn a_ban_accepted_by_one_node_reaches_every_node_with_the_same_id() {
     assert_eq!(la.entries[0].at_ms, 1_000);
     assert_eq!(la.feed_through, lb.feed_through);
     // A second poll brings nothing new.
-    assert_eq!(poll(&e.url, &a, 4_000), 0);
+    assert_eq!(poll(&e.url(), &a, 4_000), 0);
     assert_eq!(bans::read_log(&a).0.entries.len(), 3);
     // Refusals are answered by the node, never written.
     let (status, _) = write(
-        &e.url,
+        &e.url(),
         &a,
         &call("POST", "/.cachet/ban"),
         b"obj.http.x ~ (",
@@ -203,14 +135,16 @@ fn a_ban_accepted_by_one_node_reaches_every_node_with_the_same_id() {
     assert_eq!(status, 400);
     let mut bad = call("POST", "/.cachet/ban");
     bad.authorization = Some("Bearer wrong-token-wrong-token".into());
-    assert_eq!(write(&e.url, &a, &bad, b"obj.status == 404", 5_000).0, 403);
-    assert_eq!(poll(&e.url, &b, 6_000), 0);
+    assert_eq!(
+        write(&e.url(), &a, &bad, b"obj.status == 404", 5_000).0,
+        403
+    );
+    assert_eq!(poll(&e.url(), &b, 6_000), 0);
 }
 
 #[test]
 fn retirement_through_etcd_raises_every_nodes_floor_even_one_that_missed_the_entries() {
-    let Some(bin) = etcd_binary() else { return };
-    let e = start(&bin);
+    let Some(e) = etcd_or_skip() else { return };
     let a = MemoryStore::default();
     for (i, expr) in [
         "obj.status == 404",
@@ -223,7 +157,7 @@ fn retirement_through_etcd_raises_every_nodes_floor_even_one_that_missed_the_ent
         let at = 1_000 * (i as u64 + 1);
         assert_eq!(
             write(
-                &e.url,
+                &e.url(),
                 &a,
                 &call("POST", "/.cachet/ban"),
                 expr.as_bytes(),
@@ -235,30 +169,30 @@ fn retirement_through_etcd_raises_every_nodes_floor_even_one_that_missed_the_ent
     }
     // The newest entry at or before the cutoff 2_500 is the one of 2_000.
     let (s, b) = post(
-        &e.url,
-        etcd::RANGE_PATH,
-        &etcd::retirable(DEFAULT_PREFIX, 2_500),
+        &e.url(),
+        protocol::RANGE_PATH,
+        &protocol::retirable(DEFAULT_PREFIX, 2_500),
     )
     .unwrap();
-    let cutoff = etcd::retirable_answer(DEFAULT_PREFIX, s, &b).unwrap();
+    let cutoff = protocol::retirable_answer(DEFAULT_PREFIX, s, &b).unwrap();
     assert_eq!(cutoff, Some(2_000));
     // Twice (two nodes retiring at once): the second changes nothing.
     let mut moved = Vec::new();
     for cutoff in [2_000, 2_000, 1_000] {
         let (s, b) = post(
-            &e.url,
-            etcd::TXN_PATH,
-            &etcd::retire(DEFAULT_PREFIX, cutoff),
+            &e.url(),
+            protocol::TXN_PATH,
+            &protocol::retire(DEFAULT_PREFIX, cutoff),
         )
         .unwrap();
-        moved.push(etcd::retire_answer(s, &b).unwrap());
+        moved.push(protocol::retire_answer(s, &b).unwrap());
     }
     // Created, then the same cutoff again and a lower one change nothing.
     assert_eq!(moved, [true, false, false]);
     // A node that joins now sees one live entry and the floor: objects stored before
     // 2_000 count as banned there too.
     let late = MemoryStore::default();
-    assert_eq!(poll(&e.url, &late, 10_000), 1);
+    assert_eq!(poll(&e.url(), &late, 10_000), 1);
     let log = bans::read_log(&late).0;
     assert_eq!((log.entries.len(), log.trimmed_at_ms), (1, 2_000));
     assert_eq!(log.entries[0].expr, "obj.status == \"500\"");
@@ -266,9 +200,8 @@ fn retirement_through_etcd_raises_every_nodes_floor_even_one_that_missed_the_ent
 
 #[test]
 fn with_etcd_gone_a_ban_is_refused_with_503_and_nothing_is_lost_when_it_returns() {
-    let Some(bin) = etcd_binary() else { return };
-    let e = start(&bin);
-    let url = e.url.clone();
+    let Some(e) = etcd_or_skip() else { return };
+    let url = e.url();
     let a = MemoryStore::default();
     assert_eq!(
         write(
