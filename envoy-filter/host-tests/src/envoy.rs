@@ -223,7 +223,6 @@ impl Envoy {
         out.push_str(&yaml[..start]);
         out.push_str(block.trim_end_matches('\n'));
         out.push_str(&yaml[end..]);
-        let mut out = out;
         for (from, to) in ports {
             out = out.replace(&format!("port_value: {from}"), &format!("port_value: {to}"));
         }

@@ -12,7 +12,7 @@
 //! (under `CI` that is a failure, as for the other real-Envoy tests).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -27,9 +27,11 @@ const FLEET_OBJECTS: usize = 200;
 /// Workers per Envoy: 5 Envoys share the machine's 2 cores.
 const CONCURRENCY: u8 = 1;
 
-/// Time given to every edge's worker to apply the shields' health after the admin shows
-/// it (see `start_fleet`).
-const SETTLE: Duration = Duration::from_secs(5);
+/// Objects per probe batch of [`settle`].
+const SETTLE_PROBES: usize = 20;
+
+/// Longest wait for every edge's ring to agree ([`settle`]).
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Port numbers in the example files, replaced by free ones.
 const EDGE_LISTEN: u16 = 10000;
@@ -140,12 +142,28 @@ fn start_fleet(bin: &std::path::Path, origin: SocketAddr, edges: usize) -> Fleet
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(edges.iter().all(healthy), "shields healthy on every edge");
-    // The admin gauge moves on Envoy's main thread; the worker's ring follows it a little
-    // later (measured: fills sent in the first seconds after both shields turned healthy
-    // still went to one shield on some edges, so some keys were fetched by both). Nothing
-    // to poll for that: a bounded settle time, once per fleet.
-    std::thread::sleep(SETTLE);
     Fleet { shields, edges }
+}
+
+/// Waits until every edge routes like the others: the admin's health gauge moves on
+/// Envoy's main thread and the worker's ring follows a little later (measured: fills
+/// sent in the first seconds after both shields turned healthy still went to one shield
+/// on some edges, so some keys were fetched by both). Probes batches of
+/// [`SETTLE_PROBES`] new objects through every edge until a batch costs exactly one
+/// origin fetch per object (bounded by [`SETTLE_TIMEOUT`]).
+fn settle(edges: &[SocketAddr], origin: &RunningOrigin) {
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    for round in 0.. {
+        let prefix = format!("/t/settle-{round}-");
+        request_everywhere(edges, origin, "GET", &prefix, SETTLE_PROBES).expect("probes");
+        if origin_count(origin, &prefix) == SETTLE_PROBES as u64 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "edges still disagree on the ring after {SETTLE_TIMEOUT:?}"
+        );
+    }
 }
 
 /// Origin requests for paths starting with `prefix`.
@@ -259,29 +277,35 @@ fn without_a_shield_tier_three_edges_fetch_each_object_three_times() {
     );
 }
 
-#[test]
-fn with_a_shield_tier_each_object_is_fetched_once_and_a_shield_can_die_under_load() {
-    let Some(bin) = envoy_binary() else { return };
-    let origin = origin();
-    let mut fleet = start_fleet(&bin, origin.addr(), 3);
-    let edges: Vec<SocketAddr> = fleet.edges.iter().map(|e| e.addr).collect();
-    let metric = |e: &Envoy, name: &str| e.metric(name).expect("stats");
+/// One request of the load: when it started, when it ended, its status or what failed.
+type Sent = (Instant, Instant, Result<u16, String>);
 
-    // (a) N objects through all 3 edges: N origin fetches, spread over both shields.
-    let n = objects();
+fn misses(envoys: &[Envoy]) -> Vec<u64> {
+    (envoys.iter())
+        .map(|e| e.metric("cachet.misses").expect("stats"))
+        .collect()
+}
+
+fn minus(after: &[u64], before: &[u64]) -> Vec<u64> {
+    after.iter().zip(before).map(|(a, b)| a - b).collect()
+}
+
+/// Requests `n` objects (`method`, paths under `prefix`) through every edge and checks
+/// that they cost `n` origin fetches, spread over both shields; prints the figures.
+fn each_object_once(fleet: &Fleet, origin: &RunningOrigin, method: &str, prefix: &str, n: usize) {
+    let edges: Vec<SocketAddr> = fleet.edges.iter().map(|e| e.addr).collect();
+    let (shields_before, edges_before) = (misses(&fleet.shields), misses(&fleet.edges));
     let began = Instant::now();
-    if let Err(e) = request_everywhere(&edges, &origin, "GET", "/t/fleet-", n) {
+    if let Err(e) = request_everywhere(&edges, origin, method, prefix, n) {
         let all: Vec<&Envoy> = fleet.edges.iter().chain(&fleet.shields).collect();
         panic!("{e}\n{}", outputs(&all));
     }
-    let fetched = origin_count(&origin, "/t/fleet-");
-    let per_shield: Vec<u64> = (fleet.shields.iter())
-        .map(|s| metric(s, "cachet.misses"))
-        .collect();
-    let edge_misses: u64 = fleet.edges.iter().map(|e| metric(e, "cachet.misses")).sum();
+    let fetched = origin_count(origin, prefix);
+    let per_shield = minus(&misses(&fleet.shields), &shields_before);
+    let edge_misses: u64 = minus(&misses(&fleet.edges), &edges_before).iter().sum();
     println!(
-        "with a shield tier: {n} objects x 3 edges -> {fetched} origin fetches ({:.1} s); \
-         shield misses {per_shield:?}; edge misses {edge_misses}",
+        "with a shield tier, {method}: {n} objects x 3 edges -> {fetched} origin fetches \
+         ({:.1} s); shield misses {per_shield:?}; edge misses {edge_misses}",
         began.elapsed().as_secs_f64()
     );
     let diagnostics = || {
@@ -303,55 +327,30 @@ fn with_a_shield_tier_each_object_is_fetched_once_and_a_shield_can_die_under_loa
     assert_eq!(per_shield.iter().sum::<u64>(), n as u64, "{per_shield:?}");
     assert!(
         per_shield.iter().all(|&m| m > n as u64 / 5),
-        "the ring spreads the keys over both shields: {per_shield:?}"
+        "the ring spreads the keys over both shields (hashed on the shard field, not on \
+         :authority): {per_shield:?}"
     );
+}
 
-    // (a') The same through callouts: a `HEAD` miss is filled by `dispatch_http_call`
-    // (no route). Every key of `cdn.example` would go to one shield on the `:authority`
-    // hash Envoy's Wasm host sets; the cluster's `hash_policy` on the shard field spreads
-    // them and keeps one fetch per object.
-    let heads = n / 2;
-    if let Err(e) = request_everywhere(&edges, &origin, "HEAD", "/t/head-", heads) {
-        let all: Vec<&Envoy> = fleet.edges.iter().chain(&fleet.shields).collect();
-        panic!("{e}\n{}", outputs(&all));
-    }
-    let head_fetched = origin_count(&origin, "/t/head-");
-    let head_per_shield: Vec<u64> = (fleet.shields.iter().zip(&per_shield))
-        .map(|(s, before)| metric(s, "cachet.misses") - before)
-        .collect();
-    println!(
-        "callout fills (HEAD): {heads} objects x 3 edges -> {head_fetched} origin fetches; \
-         shield misses {head_per_shield:?}"
-    );
-    assert_eq!(
-        head_fetched,
-        heads as u64,
-        "one origin fetch per object\n{}",
-        diagnostics()
-    );
-    assert_eq!(head_per_shield.iter().sum::<u64>(), heads as u64);
-    assert!(
-        head_per_shield.iter().all(|&m| m > heads as u64 / 5),
-        "callouts hashed on the shard field, not on :authority: {head_per_shield:?}"
-    );
-    let per_shield: Vec<u64> = (fleet.shields.iter())
-        .map(|s| metric(s, "cachet.misses"))
-        .collect();
-
-    // (b) Steady load of new objects (each one edge → shield → origin); one shield is
-    // killed a second in. Every request records when it started and how it ended.
+/// Steady load of new objects (each one edge → shield → origin) from 4 threads; shield 0
+/// is killed a second in; the load goes on until every edge has ejected it (bounded),
+/// then 2 s more. Returns every request, the kill's instant and how long the ejection took.
+fn load_through_a_kill(
+    fleet: &mut Fleet,
+    origin: &RunningOrigin,
+) -> (Vec<Sent>, Instant, Duration) {
+    let edges: Vec<SocketAddr> = fleet.edges.iter().map(|e| e.addr).collect();
     let stop = Arc::new(AtomicBool::new(false));
-    let seq = Arc::new(AtomicU64::new(0));
-    let log: Arc<Mutex<Vec<(Instant, Instant, Result<u16, String>)>>> = Arc::default();
-    let load_threads = 4;
-    let kill_at = std::thread::scope(|s| {
-        for w in 0..load_threads {
+    let seq = Arc::new(AtomicUsize::new(0));
+    let log: Arc<Mutex<Vec<Sent>>> = Arc::default();
+    let (kill_at, ejected_after) = std::thread::scope(|s| {
+        for w in 0..4 {
             let (stop, seq, log) = (Arc::clone(&stop), Arc::clone(&seq), Arc::clone(&log));
             let edge = edges[w % edges.len()];
             let t = Target::new(&format!("http://{edge}"), &origin.url(""));
             s.spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    let i = seq.fetch_add(1, Ordering::Relaxed) as usize;
+                    let i = seq.fetch_add(1, Ordering::Relaxed);
                     let start = Instant::now();
                     let r = t
                         .send("GET", "cdn.example", &object_path("/t/load-", i), &[], None)
@@ -374,8 +373,6 @@ fn with_a_shield_tier_each_object_is_fetched_once_and_a_shield_can_die_under_loa
         std::thread::sleep(Duration::from_secs(1));
         let kill_at = Instant::now();
         fleet.shields[0].kill();
-        // Load goes on until every edge has ejected the dead shield (active health
-        // check or outlier detection), bounded, and then two more seconds.
         let deadline = kill_at + Duration::from_secs(30);
         let ejected = |e: &Envoy| {
             e.metric("cluster.shield.membership_healthy")
@@ -389,14 +386,35 @@ fn with_a_shield_tier_each_object_is_fetched_once_and_a_shield_can_die_under_loa
         stop.store(true, Ordering::Relaxed);
         (kill_at, ejected_after)
     });
-    let (kill_at, ejected_after) = kill_at;
-    let log = log.lock().unwrap_or_else(PoisonError::into_inner);
-    let failed = |r: &Result<u16, String>| r.is_err();
+    let log = std::mem::take(&mut *log.lock().unwrap_or_else(PoisonError::into_inner));
+    (log, kill_at, ejected_after)
+}
+
+#[test]
+fn with_a_shield_tier_each_object_is_fetched_once_and_a_shield_can_die_under_load() {
+    let Some(bin) = envoy_binary() else { return };
+    let origin = origin();
+    let mut fleet = start_fleet(&bin, origin.addr(), 3);
+    let edges: Vec<SocketAddr> = fleet.edges.iter().map(|e| e.addr).collect();
+    settle(&edges, &origin);
+
+    // (a) N objects through all 3 edges: N origin fetches, spread over both shields.
+    let n = objects();
+    each_object_once(&fleet, &origin, "GET", "/t/fleet-", n);
+    // (a') The same through callouts: a `HEAD` miss is filled by `dispatch_http_call`
+    // (no route). Every key of `cdn.example` would go to one shield on the `:authority`
+    // hash Envoy's Wasm host sets; the cluster's `hash_policy` on the shard field spreads
+    // them and keeps one fetch per object.
+    each_object_once(&fleet, &origin, "HEAD", "/t/head-", n / 2);
+
+    // (b) One shield killed under steady load.
+    let survivor_before = misses(&fleet.shields)[1];
+    let (log, kill_at, ejected_after) = load_through_a_kill(&mut fleet, &origin);
     let in_flight = (log.iter())
         .filter(|(start, end, _)| *start <= kill_at && *end >= kill_at)
         .count();
-    let failures: Vec<_> = log.iter().filter(|(_, _, r)| failed(r)).collect();
-    let after: Vec<_> = log
+    let failures: Vec<&Sent> = log.iter().filter(|(_, _, r)| r.is_err()).collect();
+    let after: Vec<&Sent> = log
         .iter()
         .filter(|(start, _, _)| *start > kill_at)
         .collect();
@@ -410,10 +428,7 @@ fn with_a_shield_tier_each_object_is_fetched_once_and_a_shield_can_die_under_loa
         ejected_after.as_secs_f64()
     );
     assert!(
-        fleet
-            .edges
-            .iter()
-            .all(|e| metric(e, "cluster.shield.membership_healthy") == 1),
+        (fleet.edges.iter()).all(|e| e.metric("cluster.shield.membership_healthy").ok() == Some(1)),
         "the dead shield is ejected by every edge within 30 s"
     );
     for (start, end, r) in &failures {
@@ -425,11 +440,10 @@ fn with_a_shield_tier_each_object_is_fetched_once_and_a_shield_can_die_under_loa
     }
     assert!(failures.len() <= in_flight);
     assert!(
-        after.len() >= 20 && after.iter().all(|(_, _, r)| !failed(r)),
+        after.len() >= 20 && after.iter().all(|(_, _, r)| r.is_ok()),
         "traffic goes on after the kill: {} requests",
         after.len()
     );
-    // The survivor fetched what the dead shield would have: still one origin fetch per
-    // object it was asked for.
-    assert!(metric(&fleet.shields[1], "cachet.misses") > per_shield[1]);
+    // The survivor took over the dead shield's keys.
+    assert!(misses(&fleet.shields[1..])[0] > survivor_before);
 }
