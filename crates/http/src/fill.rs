@@ -261,7 +261,11 @@ pub fn revalidated(
 /// ([`on_fill`]: those in `[origin].fill_fields` and `stored`'s `Vary` fields; never
 /// preconditions, range, hop-by-hop or reserved fields, nor a client copy of the device
 /// header), and, when `stored` has usable validators, `If-None-Match` /
-/// `If-Modified-Since` (RFC 9111 §4.3.1). Values are bytes, passed through as received.
+/// `If-Modified-Since` (RFC 9111 §4.3.1), and, when `[origin].shard_header` is set, that
+/// field with the plan's primary cache key's shard value
+/// ([`cachet_policy::object::shard_value`]) so a consistent-hash cluster of shields sends
+/// the key to one shield from every edge (docs/fleet.md). Values are bytes, passed through
+/// as received.
 pub fn request_fields(
     policy: &Policy,
     plan: &Plan<'_>,
@@ -310,6 +314,14 @@ pub fn request_fields(
     }
     if let Some(v) = cond.if_modified_since {
         out.push(("if-modified-since".to_owned(), v.into_bytes()));
+    }
+    let shard = &policy.config().origin.shard_header;
+    if !shard.is_empty() {
+        // The client's copy never got here: the name is reserved (`on_fill`), validated so.
+        out.push((
+            shard.to_ascii_lowercase(),
+            object::shard_value(&plan.cache_key).into_bytes(),
+        ));
     }
     out
 }
@@ -597,5 +609,54 @@ keep = "1h"
         assert_eq!(out[0].1, b"blog.example");
         assert_eq!(out[2].1, b"smartphone");
         assert_eq!(out[5].1, b"\"v1\"");
+    }
+
+    #[test]
+    fn every_fill_carries_the_shard_field_of_its_primary_key_and_never_the_clients() {
+        let off = policy();
+        let plan = off.plan(&req(), SystemTime::UNIX_EPOCH);
+        let client = f(&[("X-Cachet-Shard", b"cachet-obj-chosen-by-client")]);
+        assert!(
+            request_fields(&off, &plan, &client, None)
+                .iter()
+                .all(|(n, _)| !n.eq_ignore_ascii_case("x-cachet-shard")),
+            "off by default, and a client's copy never passes"
+        );
+        let on = Policy::from_toml(&CONFIG.replace(
+            "[origin]\n",
+            "[origin]\nshard_header = \"X-Cachet-Shard\"\n",
+        ))
+        .expect("valid");
+        let plan = on.plan(&req(), SystemTime::UNIX_EPOCH);
+        let want = object::shard_value(&plan.cache_key).into_bytes();
+        assert!(want.starts_with(b"cachet-obj-") && want.len() == 27);
+        let stored = Meta {
+            validators: Validators {
+                etag: Some("\"v1\"".into()),
+                last_modified: None,
+            },
+            ..Meta::marker("blog", now(), Duration::ZERO)
+        };
+        // A router fill (nothing stored) and a revalidation (validators) alike: one
+        // field, the key's value, whatever the client sent.
+        for stored in [None, Some(&stored)] {
+            let out = request_fields(&on, &plan, &client, stored);
+            let shard: Vec<&Vec<u8>> = out
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("x-cachet-shard"))
+                .map(|(_, v)| v)
+                .collect();
+            assert_eq!(shard, [&want], "{out:?}");
+        }
+        // Stable: another request for the same key (another client, another edge) gets
+        // the same value; another key gets another.
+        let again = on.plan(&req(), SystemTime::UNIX_EPOCH);
+        assert_eq!(object::shard_value(&again.cache_key).into_bytes(), want);
+        let other = RequestView {
+            path_and_query: "/b",
+            ..req()
+        };
+        let other = on.plan(&other, SystemTime::UNIX_EPOCH);
+        assert_ne!(object::shard_value(&other.cache_key).into_bytes(), want);
     }
 }

@@ -360,6 +360,20 @@ impl Config {
             &mut issues,
         );
         let mut push = |path: String, message: String| issues.push(ConfigIssue { path, message });
+        if !self.origin.shard_header.is_empty()
+            && self
+                .origin
+                .shard_header
+                .eq_ignore_ascii_case(&self.device.header)
+        {
+            push(
+                "origin.shard_header".into(),
+                format!(
+                    "{:?} is the device header (device.header); name another field",
+                    self.origin.shard_header
+                ),
+            );
+        }
         if self.robots.template.len() > 16 * 1024 {
             push("robots.template".into(), "longer than 16384 bytes".into());
         }

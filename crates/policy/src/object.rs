@@ -353,6 +353,16 @@ pub fn object_tag(cache_key: &str) -> String {
     format!("{OBJECT_TAG_PREFIX}{:016x}", h.finish())
 }
 
+/// The value of the shard field (`[origin].shard_header`) a fill for `cache_key` carries:
+/// the key's [`object_tag`] (`cachet-obj-<16 hex>`, a fixed-key SipHash, so every edge
+/// computes the same value for the same key and a hashing load balancer sends the key to
+/// the same shield from every edge). The caller passes the plan's primary cache key, so
+/// every `Vary` variant of a URL lands on the shield holding its vary marker. Text, never
+/// the key itself (the key may hold bytes a header value cannot). Source: issue 15.
+pub fn shard_value(cache_key: &str) -> String {
+    object_tag(cache_key)
+}
+
 /// The per-URL surrogate key of `host` (normalized, lower-case) and `target` (path and
 /// normalized query): [`URL_TAG_PREFIX`] + 16 hex digits of a 64-bit SipHash (fixed keys).
 /// Every variant stored for the URL (each device class, each `Vary` value) carries it, so

@@ -66,6 +66,28 @@ pub struct OriginConfig {
     /// what origins log). Passes forward the client's request as it is. Source: issue 13
     /// ("Poisoning"), RFC 9111 §4.1.
     pub fill_fields: Vec<String>,
+    /// Name of the request field every fill carries with the cache key's shard value
+    /// ([`crate::object::shard_value`]: the object tag of the plan's primary cache key,
+    /// `cachet-obj-<16 hex>`), so an Envoy `ring_hash` / `maglev` cluster of Cachet shields
+    /// hashing on it sends each object to one shield from every edge (docs/fleet.md).
+    /// Empty (the default): no such field. It must lie in Cachet's reserved namespace
+    /// ([`RESERVED_FIELD_PREFIX`], e.g. `x-cachet-shard`), whose client copies every
+    /// adapter removes, so a client can never choose the shield; and it must differ from
+    /// the device header. Source: issue 15 (shield tier by consistent hashing).
+    pub shard_header: String,
+}
+
+/// Request field-name prefix reserved for Cachet (`x-cachet-*`, ASCII case-insensitive):
+/// client copies are removed before a request is planned or forwarded
+/// (`cachet_http::fields::reserved`), so a client can choose neither its device class, nor
+/// its cache key, nor its shield ([`OriginConfig::shard_header`]).
+pub const RESERVED_FIELD_PREFIX: &str = "x-cachet-";
+
+/// Whether a field name is a valid HTTP token (RFC 9110 §5.1: `tchar`s, at least one).
+pub(crate) fn is_field_name(f: &str) -> bool {
+    !f.is_empty()
+        && f.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// [`OriginConfig::fill_fields`]' default.
@@ -86,6 +108,7 @@ impl Default for OriginConfig {
                 .iter()
                 .map(|f| (*f).to_owned())
                 .collect(),
+            shard_header: String::new(),
         }
     }
 }
@@ -93,15 +116,31 @@ impl Default for OriginConfig {
 impl OriginConfig {
     fn validate(&self, push: &mut dyn FnMut(String, String)) {
         for (i, f) in self.fill_fields.iter().enumerate() {
-            let token = !f.is_empty()
-                && f.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-            if !token {
+            if !is_field_name(f) {
                 push(
                     format!("origin.fill_fields[{i}]"),
                     format!("{f:?} is not a header field name"),
                 );
             }
+        }
+        let h = &self.shard_header;
+        if !h.is_empty() && !is_field_name(h) {
+            push(
+                "origin.shard_header".into(),
+                format!("{h:?} is not a header field name"),
+            );
+        } else if !h.is_empty()
+            && !h
+                .get(..RESERVED_FIELD_PREFIX.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(RESERVED_FIELD_PREFIX))
+        {
+            push(
+                "origin.shard_header".into(),
+                format!(
+                    "{h:?} must start with {RESERVED_FIELD_PREFIX:?} (Cachet's reserved \
+                     prefix, whose client copies are removed), e.g. \"x-cachet-shard\""
+                ),
+            );
         }
         let scheme_ok = self.url.starts_with("http://") || self.url.starts_with("https://");
         if !self.url.is_empty() && !scheme_ok {

@@ -158,3 +158,37 @@ fn placeholder_and_short_admin_tokens_are_refused_with_how_to_generate_one() {
     );
     assert!(paths("[admin]\ntoken = \"0123456789abcdef0123\"\n").is_empty());
 }
+
+#[test]
+fn the_shard_header_is_off_by_default_and_must_be_a_reserved_field_other_than_the_device() {
+    assert!(
+        Config::from_toml("")
+            .unwrap()
+            .origin
+            .shard_header
+            .is_empty()
+    );
+    let ok = Config::from_toml("[origin]\nshard_header = \"X-Cachet-Shard\"\n").unwrap();
+    assert_eq!(ok.origin.shard_header, "X-Cachet-Shard");
+    let json = Config::from_json(r#"{"origin":{"shard_header":"x-cachet-shard"}}"#).unwrap();
+    assert_eq!(json.origin.shard_header, "x-cachet-shard");
+    for (value, needle) in [
+        ("x-shard", "must start with \"x-cachet-\""),
+        ("bad name", "is not a header field name"),
+        ("X-Cachet-Device", "is the device header"),
+    ] {
+        let got = issues(&format!("[origin]\nshard_header = \"{value}\"\n"));
+        assert_eq!(got.len(), 1, "{value}: {got:?}");
+        assert_eq!(got[0].0, "origin.shard_header", "{value}");
+        assert!(got[0].1.contains(needle), "{value}: {}", got[0].1);
+    }
+    // A renamed device header frees the old name, and takes the check with it.
+    let got = issues(
+        "[device]\nheader = \"X-Cachet-Class\"\n[origin]\nshard_header = \"x-cachet-class\"\n",
+    );
+    assert_eq!(paths_of(&got), ["origin.shard_header"]);
+}
+
+fn paths_of(issues: &[(String, String)]) -> Vec<&str> {
+    issues.iter().map(|(p, _)| p.as_str()).collect()
+}

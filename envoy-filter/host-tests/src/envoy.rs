@@ -29,7 +29,17 @@ pub fn example_yaml() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../envoy.yaml")
 }
 
-fn free_port() -> Result<u16> {
+/// Path of the fleet example `fleet/<name>.yaml` (`edge` or `shield`, docs/fleet.md).
+pub fn fleet_yaml(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../fleet/{name}.yaml"))
+}
+
+/// A free loopback TCP port (bound once and released: distinct for every call that
+/// overlaps, in practice).
+///
+/// # Errors
+/// When no port can be bound.
+pub fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -76,6 +86,41 @@ impl Envoy {
         let yaml = edit(Self::configure(
             &yaml, listen, admin, origin, wasm, rewrite,
         )?);
+        Self::start_yaml(envoy, &yaml, listen, admin, 2)
+    }
+
+    /// Starts `$CACHET_ENVOY` on a complete YAML whose listener is on `listen` and admin
+    /// on `admin`, with `concurrency` workers and a base id of its own
+    /// (`--use-dynamic-base-id`, so several Envoys share the host), and waits for admin
+    /// `/ready` (bounded by [`START_TIMEOUT`]).
+    ///
+    /// # Errors
+    /// As [`Self::start`].
+    pub fn start_yaml(
+        envoy: &Path,
+        yaml: &str,
+        listen: u16,
+        admin: u16,
+        concurrency: u8,
+    ) -> Result<Self> {
+        let mut e = Self::spawn_yaml(envoy, yaml, listen, admin, concurrency)?;
+        e.wait_ready()?;
+        Ok(e)
+    }
+
+    /// [`Self::start_yaml`] without waiting: several Envoys compile their wasm at once,
+    /// then [`Self::wait_ready`] each. Spawn from a thread that outlives the Envoy (the
+    /// test's own): Envoy stops with `SIGTERM` when the thread that started it ends.
+    ///
+    /// # Errors
+    /// When the binary cannot start.
+    pub fn spawn_yaml(
+        envoy: &Path,
+        yaml: &str,
+        listen: u16,
+        admin: u16,
+        concurrency: u8,
+    ) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("envoy.yaml");
         std::fs::write(&path, yaml)?;
@@ -84,7 +129,7 @@ impl Envoy {
             .arg(&path)
             .args([
                 "--concurrency",
-                "2",
+                &concurrency.to_string(),
                 "--use-dynamic-base-id",
                 "--log-level",
                 "info",
@@ -116,15 +161,13 @@ impl Envoy {
                 }
             });
         }
-        let mut e = Self {
+        Ok(Self {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], listen)),
             admin: SocketAddr::from(([127, 0, 0, 1], admin)),
             logs,
             _dir: dir,
-        };
-        e.wait_ready()?;
-        Ok(e)
+        })
     }
 
     /// The example YAML with ports, wasm path and plugin configuration replaced.
@@ -136,6 +179,26 @@ impl Envoy {
         listen: u16,
         admin: u16,
         origin: SocketAddr,
+        wasm: &Path,
+        rewrite: &dyn Fn(&mut serde_json::Value),
+    ) -> Result<String> {
+        Self::configure_ports(
+            yaml,
+            &[(9901, admin), (10000, listen), (8080, origin.port())],
+            wasm,
+            rewrite,
+        )
+    }
+
+    /// A YAML with every `port_value: FROM` replaced by `port_value: TO` for each
+    /// `(FROM, TO)` of `ports`, its wasm path set to `wasm` and `rewrite` applied to its
+    /// plugin configuration (the example files' layout: `envoy.yaml`, `fleet/*.yaml`).
+    ///
+    /// # Errors
+    /// When the YAML no longer has the expected shape.
+    pub fn configure_ports(
+        yaml: &str,
+        ports: &[(u16, u16)],
         wasm: &Path,
         rewrite: &dyn Fn(&mut serde_json::Value),
     ) -> Result<String> {
@@ -160,23 +223,22 @@ impl Envoy {
         out.push_str(&yaml[..start]);
         out.push_str(block.trim_end_matches('\n'));
         out.push_str(&yaml[end..]);
-        let out = out
-            .replacen("port_value: 9901", &format!("port_value: {admin}"), 1)
-            .replacen("port_value: 10000", &format!("port_value: {listen}"), 1)
-            .replacen(
-                "port_value: 8080",
-                &format!("port_value: {}", origin.port()),
-                1,
-            )
-            .replacen(
-                "filename: target/wasm32-wasip1/release/cachet_envoy.wasm",
-                &format!("filename: {}", wasm.display()),
-                1,
-            );
+        for (from, to) in ports {
+            out = out.replace(&format!("port_value: {from}"), &format!("port_value: {to}"));
+        }
+        let out = out.replacen(
+            "filename: target/wasm32-wasip1/release/cachet_envoy.wasm",
+            &format!("filename: {}", wasm.display()),
+            1,
+        );
         Ok(out)
     }
 
-    fn wait_ready(&mut self) -> Result<()> {
+    /// Polls admin `/ready` until it answers `LIVE` (bounded by [`START_TIMEOUT`]).
+    ///
+    /// # Errors
+    /// When Envoy exits or is not ready in time (its output in the message).
+    pub fn wait_ready(&mut self) -> Result<()> {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(2)))
@@ -229,6 +291,13 @@ impl Envoy {
             .filter(|(k, _)| *k == name || k.ends_with(&format!(".{name}")))
             .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
             .sum())
+    }
+
+    /// Kills this Envoy at once (SIGKILL: no drain, connections reset), as a crashed or
+    /// lost node; a no-op when it already exited.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Everything Envoy printed so far.

@@ -1393,3 +1393,63 @@ fn a_router_fill_over_max_object_bytes_streams_on_unstored() {
     let (_, o) = w.request(req("GET", BLOG, path, &[]), None).expect("req");
     upstream_headers(&o);
 }
+
+#[test]
+fn behind_a_shield_every_fill_carries_the_shard_field_and_the_shields_age_counts() {
+    // An edge of a fleet (docs/fleet.md): fills go to a shield chosen by the shard field.
+    let (host, mut w1, _w2) = workers(&router_config(serde_json::json!({
+        "origin": {"shard_header": "X-Cachet-Shard"}
+    })));
+    let path = "/blog/alice/entry/65";
+    let client = [
+        ("user-agent", DESKTOP),
+        ("x-cachet-shard", "cachet-obj-chosen-by-client"),
+    ];
+    let (id, o) = w1
+        .request(req("GET", BLOG, path, &client), None)
+        .expect("req");
+    let h = upstream_headers(&o);
+    let shards: Vec<&str> = (h.iter())
+        .filter(|(n, _)| n.eq_ignore_ascii_case("x-cachet-shard"))
+        .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+        .collect();
+    assert_eq!(shards.len(), 1, "one shard field, ours: {h:?}");
+    let shard = shards[0].to_owned();
+    assert!(
+        shard.starts_with("cachet-obj-") && shard.len() == 27,
+        "{shard}"
+    );
+    // The shield answers from its own cache: 290 s of the origin's 300 s already spent
+    // (its `Age`). The edge may keep it 10 s more, not 300 (RFC 9111 §4.2.3).
+    let shield = answer(
+        200,
+        &[
+            ("content-type", "text/html"),
+            ("cache-control", "public, max-age=300"),
+            ("age", "290"),
+        ],
+        "<p>from the shield</p>",
+    );
+    let r = w1.upstream_response(id, &shield).expect("response");
+    w1.finish(id).expect("finish");
+    assert_eq!(r.x_cache(), "MISS");
+    assert_eq!(r.header("age"), Some("290"), "{:?}", r.headers);
+    let mut unused = Origin::new();
+    host.advance_ms(9_000);
+    let hit = get(&mut w1, &mut unused, path, &[("user-agent", DESKTOP)]);
+    assert_eq!(hit.x_cache(), "HIT");
+    assert_eq!(hit.header("age"), Some("299"), "the shield's age plus ours");
+    host.advance_ms(2_000);
+    let late = get(&mut w1, &mut unused, path, &[("user-agent", DESKTOP)]);
+    assert_eq!(
+        late.x_cache(),
+        "STALE",
+        "past the origin's 300 s: no longer fresh here (served only within the route's grace)"
+    );
+    assert!(unused.calls.is_empty(), "{:?}", unused.calls);
+    // The background refresh is a callout: it carries the same shard field, so the same
+    // shield revalidates it.
+    w1.tick().expect("tick");
+    let refresh = one_callout(&w1);
+    assert_eq!(refresh.header("x-cachet-shard"), Some(shard.as_str()));
+}

@@ -1,0 +1,449 @@
+//! A fleet on loopback (docs/fleet.md): the demo origin, 2 shield Envoys and 3 edge Envoys
+//! from `envoy-filter/fleet/{shield,edge}.yaml`, each Envoy on its own free ports and base
+//! id, started and stopped by the test (bounded in time).
+//!
+//! * each object requested through all 3 edges costs 1 origin fetch with the shield tier,
+//!   3 without it (the same 3 edges on `envoy.yaml`, straight to the origin);
+//! * one shield killed under steady load: no request that was not in flight at the kill
+//!   fails, and traffic goes on through the other shield.
+//!
+//! Short form by default (`FLEET_OBJECTS` = 200 objects); the full form of docs/fleet.md:
+//! `CACHET_FLEET_OBJECTS=1000`. Skipped, loudly, only when `CACHET_ENVOY` is unset
+//! (under `CI` that is a failure, as for the other real-Envoy tests).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use cachet_conformance::Target;
+use cachet_demo_origin::RunningOrigin;
+use cachet_envoy_host_tests::envoy::{self, Envoy};
+use cachet_envoy_host_tests::filter_wasm;
+
+/// Objects requested through every edge in the short form (CI).
+const FLEET_OBJECTS: usize = 200;
+
+/// Workers per Envoy: 5 Envoys share the machine's 2 cores.
+const CONCURRENCY: u8 = 1;
+
+/// Objects per probe batch of [`settle`].
+const SETTLE_PROBES: usize = 20;
+
+/// Longest wait for every edge's ring to agree ([`settle`]).
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Port numbers in the example files, replaced by free ones.
+const EDGE_LISTEN: u16 = 10000;
+const EDGE_ADMIN: u16 = 9901;
+const SHIELD_LISTEN: [u16; 2] = [10100, 10101];
+const SHIELD_ADMIN: u16 = 9910;
+const ORIGIN: u16 = 8080;
+
+/// Objects in this run: `$CACHET_FLEET_OBJECTS`, else [`FLEET_OBJECTS`].
+fn objects() -> usize {
+    std::env::var("CACHET_FLEET_OBJECTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(FLEET_OBJECTS)
+}
+
+/// The envoy binary, or `None` after a loud skip message (a failure under `CI`).
+fn envoy_binary() -> Option<std::path::PathBuf> {
+    let bin = envoy::binary();
+    if bin.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CACHET_ENVOY is unset under CI: scripts/test sets it to the pinned envoy"
+        );
+        eprintln!(
+            "\n\n*** SKIPPED: CACHET_ENVOY is unset; set it to the envoy binary \
+             (scripts/test does: CACHET_ENVOY=$(ensure_envoy)) to run the fleet tests ***\n"
+        );
+    }
+    bin
+}
+
+fn origin() -> RunningOrigin {
+    cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral()).expect("origin")
+}
+
+/// One fleet: shields first (the edges' health checks find them up), then edges.
+struct Fleet {
+    shields: Vec<Envoy>,
+    edges: Vec<Envoy>,
+}
+
+fn start_fleet(bin: &std::path::Path, origin: SocketAddr, edges: usize) -> Fleet {
+    let wasm = filter_wasm().expect("filter wasm");
+    let shield_yaml = std::fs::read_to_string(envoy::fleet_yaml("shield")).expect("shield.yaml");
+    let edge_yaml = std::fs::read_to_string(envoy::fleet_yaml("edge")).expect("edge.yaml");
+    let ports = |n: usize| -> Vec<(u16, u16)> {
+        (0..n)
+            .map(|_| {
+                (
+                    envoy::free_port().expect("port"),
+                    envoy::free_port().expect("port"),
+                )
+            })
+            .collect()
+    };
+    // Spawned from this thread, which outlives them (Envoy stops when the thread that
+    // started it ends), all at once; then each is waited for.
+    let ready = |mut envoys: Vec<Envoy>| -> Vec<Envoy> {
+        for e in &mut envoys {
+            e.wait_ready().expect("envoy ready");
+        }
+        envoys
+    };
+    let shield_ports = ports(SHIELD_LISTEN.len());
+    let shields = ready(
+        (shield_ports.iter())
+            .map(|&(listen, admin)| {
+                let yaml = Envoy::configure_ports(
+                    &shield_yaml,
+                    &[
+                        (SHIELD_LISTEN[0], listen),
+                        (SHIELD_ADMIN, admin),
+                        (ORIGIN, origin.port()),
+                    ],
+                    &wasm,
+                    &|_| {},
+                )
+                .expect("shield yaml");
+                Envoy::spawn_yaml(bin, &yaml, listen, admin, CONCURRENCY).expect("shield")
+            })
+            .collect(),
+    );
+    let edges = ready(
+        (ports(edges).iter())
+            .map(|&(listen, admin)| {
+                let mut map = vec![(EDGE_LISTEN, listen), (EDGE_ADMIN, admin)];
+                map.extend(
+                    SHIELD_LISTEN
+                        .iter()
+                        .zip(&shield_ports)
+                        .map(|(&from, &(to, _))| (from, to)),
+                );
+                let yaml =
+                    Envoy::configure_ports(&edge_yaml, &map, &wasm, &|_| {}).expect("edge yaml");
+                Envoy::spawn_yaml(bin, &yaml, listen, admin, CONCURRENCY).expect("edge")
+            })
+            .collect(),
+    );
+    // Steady state: every edge has seen every shield pass its active health check (a
+    // shield joining the ring moves its keys to it, which would cost refetches).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let healthy = |e: &Envoy| {
+        e.metric("cluster.shield.membership_healthy")
+            .is_ok_and(|h| h == shields.len() as u64)
+    };
+    while Instant::now() < deadline && !edges.iter().all(healthy) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(edges.iter().all(healthy), "shields healthy on every edge");
+    Fleet { shields, edges }
+}
+
+/// Waits until every edge routes like the others: the admin's health gauge moves on
+/// Envoy's main thread and the worker's ring follows a little later (measured: fills
+/// sent in the first seconds after both shields turned healthy still went to one shield
+/// on some edges, so some keys were fetched by both). Probes batches of
+/// [`SETTLE_PROBES`] new objects through every edge until a batch costs exactly one
+/// origin fetch per object (bounded by [`SETTLE_TIMEOUT`]).
+fn settle(edges: &[SocketAddr], origin: &RunningOrigin) {
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    for round in 0.. {
+        let prefix = format!("/t/settle-{round}-");
+        request_everywhere(edges, origin, "GET", &prefix, SETTLE_PROBES).expect("probes");
+        if origin_count(origin, &prefix) == SETTLE_PROBES as u64 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "edges still disagree on the ring after {SETTLE_TIMEOUT:?}"
+        );
+    }
+}
+
+/// Origin requests for paths starting with `prefix`.
+fn origin_count(origin: &RunningOrigin, prefix: &str) -> u64 {
+    (origin.stats().by_path.iter())
+        .filter(|(p, _)| p.starts_with(prefix))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// A cacheable test object (10 minutes) on the catch-all route.
+fn object_path(prefix: &str, i: usize) -> String {
+    format!("{prefix}{i}?cc=public,max-age%3D600")
+}
+
+/// Requests `n` objects through every edge, one thread per edge (so the edges miss the
+/// same keys at about the same time); every answer must be a `200`, else the first
+/// problem of each edge is returned.
+fn request_everywhere(
+    edges: &[SocketAddr],
+    origin: &RunningOrigin,
+    method: &str,
+    prefix: &str,
+    n: usize,
+) -> Result<(), String> {
+    let problems: Vec<String> = std::thread::scope(|s| {
+        let threads: Vec<_> = (edges.iter())
+            .map(|&edge| {
+                let t = Target::new(&format!("http://{edge}"), &origin.url(""));
+                s.spawn(move || {
+                    for i in 0..n {
+                        let path = object_path(prefix, i);
+                        match t.send(method, "cdn.example", &path, &[], None) {
+                            Ok(r) if r.status == 200 => {}
+                            Ok(r) => {
+                                return Err(format!(
+                                    "{path} via {edge}: {} {}",
+                                    r.status,
+                                    r.text()
+                                ));
+                            }
+                            Err(e) => return Err(format!("{path} via {edge}: {e}")),
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .filter_map(|h| h.join().expect("thread").err())
+            .collect()
+    });
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+/// The tail of every Envoy's output, for a failure message.
+fn outputs(envoys: &[&Envoy]) -> String {
+    (envoys.iter().enumerate())
+        .map(|(i, e)| {
+            let out = e.output();
+            let tail: Vec<&str> = out.lines().rev().take(30).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            format!("--- envoy {i} ({}):\n{}", e.addr, tail.join("\n"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn without_a_shield_tier_three_edges_fetch_each_object_three_times() {
+    let Some(bin) = envoy_binary() else { return };
+    let origin = origin();
+    let wasm = filter_wasm().expect("filter wasm");
+    // Spawned from this thread (Envoy stops when the thread that started it ends),
+    // all at once.
+    let mut edges: Vec<Envoy> = (0..3)
+        .map(|_| {
+            let (listen, admin) = (
+                envoy::free_port().expect("port"),
+                envoy::free_port().expect("port"),
+            );
+            let yaml = std::fs::read_to_string(envoy::example_yaml()).expect("envoy.yaml");
+            let yaml = Envoy::configure(&yaml, listen, admin, origin.addr(), &wasm, &|_| {})
+                .expect("yaml");
+            Envoy::spawn_yaml(&bin, &yaml, listen, admin, CONCURRENCY).expect("envoy")
+        })
+        .collect();
+    for e in &mut edges {
+        e.wait_ready().expect("envoy ready");
+    }
+    let n = objects();
+    let addrs: Vec<SocketAddr> = edges.iter().map(|e| e.addr).collect();
+    let began = Instant::now();
+    if let Err(e) = request_everywhere(&addrs, &origin, "GET", "/t/solo-", n) {
+        panic!("{e}\n{}", outputs(&edges.iter().collect::<Vec<_>>()));
+    }
+    let fetched = origin_count(&origin, "/t/solo-");
+    println!(
+        "without a shield tier: {n} objects x 3 edges -> {fetched} origin fetches ({:.1} s)",
+        began.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        fetched,
+        3 * n as u64,
+        "each edge fetches each object itself"
+    );
+}
+
+/// One request of the load: when it started, when it ended, its status or what failed.
+type Sent = (Instant, Instant, Result<u16, String>);
+
+fn misses(envoys: &[Envoy]) -> Vec<u64> {
+    (envoys.iter())
+        .map(|e| e.metric("cachet.misses").expect("stats"))
+        .collect()
+}
+
+fn minus(after: &[u64], before: &[u64]) -> Vec<u64> {
+    after.iter().zip(before).map(|(a, b)| a - b).collect()
+}
+
+/// Requests `n` objects (`method`, paths under `prefix`) through every edge and checks
+/// that they cost `n` origin fetches, spread over both shields; prints the figures.
+fn each_object_once(fleet: &Fleet, origin: &RunningOrigin, method: &str, prefix: &str, n: usize) {
+    let edges: Vec<SocketAddr> = fleet.edges.iter().map(|e| e.addr).collect();
+    let (shields_before, edges_before) = (misses(&fleet.shields), misses(&fleet.edges));
+    let began = Instant::now();
+    if let Err(e) = request_everywhere(&edges, origin, method, prefix, n) {
+        let all: Vec<&Envoy> = fleet.edges.iter().chain(&fleet.shields).collect();
+        panic!("{e}\n{}", outputs(&all));
+    }
+    let fetched = origin_count(origin, prefix);
+    let per_shield = minus(&misses(&fleet.shields), &shields_before);
+    let edge_misses: u64 = minus(&misses(&fleet.edges), &edges_before).iter().sum();
+    println!(
+        "with a shield tier, {method}: {n} objects x 3 edges -> {fetched} origin fetches \
+         ({:.1} s); shield misses {per_shield:?}; edge misses {edge_misses}",
+        began.elapsed().as_secs_f64()
+    );
+    let diagnostics = || {
+        let edges = (fleet.edges.iter()).map(|e| e.stats("cluster.shield.").unwrap_or_default());
+        let shields = (fleet.shields.iter()).map(|e| e.stats("cachet").unwrap_or_default());
+        edges.chain(shields).collect::<Vec<_>>().join("\n---\n")
+    };
+    assert_eq!(
+        fetched,
+        n as u64,
+        "one origin fetch per object for the whole fleet\n{}",
+        diagnostics()
+    );
+    assert_eq!(
+        edge_misses,
+        3 * n as u64,
+        "every edge missed every object once"
+    );
+    assert_eq!(per_shield.iter().sum::<u64>(), n as u64, "{per_shield:?}");
+    assert!(
+        per_shield.iter().all(|&m| m > n as u64 / 5),
+        "the ring spreads the keys over both shields (hashed on the shard field, not on \
+         :authority): {per_shield:?}"
+    );
+}
+
+/// Steady load of new objects (each one edge → shield → origin) from 4 threads; shield 0
+/// is killed a second in; the load goes on until every edge has ejected it (bounded),
+/// then 2 s more. Returns every request, the kill's instant and how long the ejection took.
+fn load_through_a_kill(
+    fleet: &mut Fleet,
+    origin: &RunningOrigin,
+) -> (Vec<Sent>, Instant, Duration) {
+    let edges: Vec<SocketAddr> = fleet.edges.iter().map(|e| e.addr).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let seq = Arc::new(AtomicUsize::new(0));
+    let log: Arc<Mutex<Vec<Sent>>> = Arc::default();
+    let (kill_at, ejected_after) = std::thread::scope(|s| {
+        for w in 0..4 {
+            let (stop, seq, log) = (Arc::clone(&stop), Arc::clone(&seq), Arc::clone(&log));
+            let edge = edges[w % edges.len()];
+            let t = Target::new(&format!("http://{edge}"), &origin.url(""));
+            s.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let i = seq.fetch_add(1, Ordering::Relaxed);
+                    let start = Instant::now();
+                    let r = t
+                        .send("GET", "cdn.example", &object_path("/t/load-", i), &[], None)
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| {
+                            if (200..300).contains(&r.status) {
+                                Ok(r.status)
+                            } else {
+                                let label = r.headers.get("x-cache").cloned();
+                                Err(format!("{} {label:?} {}", r.status, r.text()))
+                            }
+                        });
+                    let end = Instant::now();
+                    log.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push((start, end, r));
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        let kill_at = Instant::now();
+        fleet.shields[0].kill();
+        let deadline = kill_at + Duration::from_secs(30);
+        let ejected = |e: &Envoy| {
+            e.metric("cluster.shield.membership_healthy")
+                .is_ok_and(|h| h == 1)
+        };
+        while Instant::now() < deadline && !fleet.edges.iter().all(ejected) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let ejected_after = kill_at.elapsed();
+        std::thread::sleep(Duration::from_secs(2));
+        stop.store(true, Ordering::Relaxed);
+        (kill_at, ejected_after)
+    });
+    let log = std::mem::take(&mut *log.lock().unwrap_or_else(PoisonError::into_inner));
+    (log, kill_at, ejected_after)
+}
+
+#[test]
+fn with_a_shield_tier_each_object_is_fetched_once_and_a_shield_can_die_under_load() {
+    let Some(bin) = envoy_binary() else { return };
+    let origin = origin();
+    let mut fleet = start_fleet(&bin, origin.addr(), 3);
+    let edges: Vec<SocketAddr> = fleet.edges.iter().map(|e| e.addr).collect();
+    settle(&edges, &origin);
+
+    // (a) N objects through all 3 edges: N origin fetches, spread over both shields.
+    let n = objects();
+    each_object_once(&fleet, &origin, "GET", "/t/fleet-", n);
+    // (a') The same through callouts: a `HEAD` miss is filled by `dispatch_http_call`
+    // (no route). Every key of `cdn.example` would go to one shield on the `:authority`
+    // hash Envoy's Wasm host sets; the cluster's `hash_policy` on the shard field spreads
+    // them and keeps one fetch per object.
+    each_object_once(&fleet, &origin, "HEAD", "/t/head-", n / 2);
+
+    // (b) One shield killed under steady load.
+    let survivor_before = misses(&fleet.shields)[1];
+    let (log, kill_at, ejected_after) = load_through_a_kill(&mut fleet, &origin);
+    let in_flight = (log.iter())
+        .filter(|(start, end, _)| *start <= kill_at && *end >= kill_at)
+        .count();
+    let failures: Vec<&Sent> = log.iter().filter(|(_, _, r)| r.is_err()).collect();
+    let after: Vec<&Sent> = log
+        .iter()
+        .filter(|(start, _, _)| *start > kill_at)
+        .collect();
+    println!(
+        "shield killed under load: {} requests ({} started after the kill), {} in flight \
+         at the kill, {} non-2xx; every edge ejected the dead shield {:.2} s after the kill",
+        log.len(),
+        after.len(),
+        in_flight,
+        failures.len(),
+        ejected_after.as_secs_f64()
+    );
+    assert!(
+        (fleet.edges.iter()).all(|e| e.metric("cluster.shield.membership_healthy").ok() == Some(1)),
+        "the dead shield is ejected by every edge within 30 s"
+    );
+    for (start, end, r) in &failures {
+        assert!(
+            *start <= kill_at && *end >= kill_at,
+            "a request that was not in flight at the kill failed: {r:?} ({:?} after the kill)",
+            start.saturating_duration_since(kill_at)
+        );
+    }
+    assert!(failures.len() <= in_flight);
+    assert!(
+        after.len() >= 20 && after.iter().all(|(_, _, r)| r.is_ok()),
+        "traffic goes on after the kill: {} requests",
+        after.len()
+    );
+    // The survivor took over the dead shield's keys.
+    assert!(misses(&fleet.shields[1..])[0] > survivor_before);
+}
