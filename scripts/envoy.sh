@@ -10,9 +10,10 @@
 
 : "${ROOT:?source scripts/lib.sh before scripts/envoy.sh}"
 ENVOY_VERSION=${ENVOY_VERSION:-1.40.0}
-# Size budget of the filter's release wasm, bytes: 1.25 MiB (issue 14; measured 1,299,146,
-# docs/performance.md "Size").
-ENVOY_WASM_BUDGET=${ENVOY_WASM_BUDGET:-1310720}
+# Size budget of the filter's release wasm, bytes: issue 14's 1.25 MiB plus the fleet
+# mode (etcd ban log, shield header: +45 KB), measured 1,348,219 + 2% (docs/performance.md,
+# "Size", "Fleet mode").
+ENVOY_WASM_BUDGET=${ENVOY_WASM_BUDGET:-1375000}
 
 ensure_envoy() {
   local venv="$ROOT/.venv"

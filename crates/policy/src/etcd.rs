@@ -12,7 +12,7 @@
 //!
 //! | key | value |
 //! |---|---|
-//! | `P e/<at_ms, 16 digits>/<16 hex digits>` | one entry as JSON ([`Entry`]) |
+//! | `P e/<at_ms, 16 digits>/<16 hex digits>` | one entry: a `LogEntry` as JSON, its `id` 0 (the id is the key's `create_revision`) |
 //! | `P floor` | the fleet's floor, ms since the epoch, 16 digits |
 //!
 //! Entry keys sort by time, so retiring every entry older than the retention is one
@@ -28,10 +28,10 @@
 //! carries keys and values as base64 and 64-bit integers as strings (etcd 3.4,
 //! `api/etcdserverpb/rpc.proto`; gateway paths `/v3/kv/range`, `/v3/kv/txn`).
 
-use crate::banlog::{Kind, LogEntry, NewEntry};
+use crate::banlog::{LogEntry, NewEntry};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// Gateway path of a range request (a poll).
 pub const RANGE_PATH: &str = "/v3/kv/range";
@@ -45,23 +45,6 @@ pub const DEFAULT_PREFIX: &str = "/cachet/bans/";
 /// Most entries one poll answer may bring (etcd's `limit`); the rest come with the next
 /// poll, which starts after the last revision applied.
 pub const POLL_LIMIT: u64 = 1000;
-
-/// One entry as stored in etcd (the value of a `P e/…` key): a [`LogEntry`] without its id,
-/// which is the key's etcd `create_revision`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
-    /// What it does.
-    pub kind: Kind,
-    /// Canonical ban expression (empty for a soft purge).
-    pub expr: String,
-    /// The purged surrogate key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    /// Whether the lurker can apply it (only `obj.*` fields).
-    pub lurker_friendly: bool,
-    /// When the accepting node added it, ms since the epoch (its clock).
-    pub at_ms: u64,
-}
 
 /// Why an etcd answer is not what was asked for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -129,7 +112,8 @@ pub fn put_entries(prefix: &str, entries: &[NewEntry], at_ms: u64, suffix: u64) 
     let mut success = Vec::with_capacity(entries.len());
     for (i, n) in entries.iter().enumerate() {
         let key = b64(entry_key(prefix, at_ms, suffix.wrapping_add(i as u64)).as_bytes());
-        let value = Entry {
+        let value = LogEntry {
+            id: 0,
             kind: n.kind,
             expr: n.expr.clone(),
             key: n.key.clone(),
@@ -209,79 +193,55 @@ pub fn retire(prefix: &str, cutoff_ms: u64) -> Vec<u8> {
     .into_bytes()
 }
 
-/// A 64-bit integer as the gateway writes it: a decimal string (proto3's JSON mapping);
-/// absent = 0 (proto3 omits zero values).
-#[derive(Debug, Default, Deserialize)]
-#[serde(transparent)]
-struct Int(String);
-
-impl Int {
-    fn get(&self) -> Result<u64, EtcdError> {
-        if self.0.is_empty() {
-            return Ok(0);
-        }
-        self.0
+/// A 64-bit integer the gateway writes as a decimal string (proto3's JSON mapping); absent
+/// = 0 (proto3 omits zero values).
+fn int(v: Option<&Value>) -> Result<u64, EtcdError> {
+    match v.and_then(Value::as_str) {
+        None => Ok(0),
+        Some(s) => s
             .parse()
-            .map_err(|_| EtcdError::Unreadable(format!("not an integer: {:?}", self.0)))
+            .map_err(|_| EtcdError::Unreadable(format!("not an integer: {s:?}"))),
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct ResponseHeader {
-    revision: Int,
+/// The answer's `header.revision`.
+fn revision(v: &Value) -> Result<u64, EtcdError> {
+    int(v.get("header").and_then(|h| h.get("revision")))
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Kv {
-    key: String,
-    value: String,
-    create_revision: Int,
-    mod_revision: Int,
+/// A boolean field (absent = false, as proto3 omits it).
+fn flag(v: &Value, name: &str) -> bool {
+    v.get(name).and_then(Value::as_bool) == Some(true)
 }
 
-/// The answer of `/v3/kv/range` or `/v3/kv/txn` (the fields Cachet reads), or the
-/// gateway's error body.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Answer {
-    header: ResponseHeader,
-    kvs: Vec<Kv>,
-    more: bool,
-    succeeded: bool,
-    responses: Vec<TxnResponse>,
-    error: String,
-    message: String,
+/// The answer's `kvs` (absent = none).
+fn kvs(v: &Value) -> &[Value] {
+    v.get("kvs")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct TxnResponse {
-    response_txn: Option<NestedTxn>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct NestedTxn {
-    succeeded: bool,
+/// A base64 field of a key-value (absent or not base64 = empty).
+fn bytes(kv: &Value, name: &str) -> Vec<u8> {
+    kv.get(name)
+        .and_then(Value::as_str)
+        .and_then(|t| B64.decode(t).ok())
+        .unwrap_or_default()
 }
 
 /// Reads a gateway answer (status 200 only); the gateway's own error body
 /// (`{"error": …, "message": …}`) becomes [`EtcdError::Unavailable`] with its message.
-fn answer(status: u16, body: &[u8]) -> Result<Answer, EtcdError> {
-    let v = serde_json::from_slice::<Answer>(body);
+/// Parsed as a `serde_json::Value`: the filter already holds that code, typed structs
+/// would add 13 KB to its wasm.
+fn answer(status: u16, body: &[u8]) -> Result<Value, EtcdError> {
+    let v = serde_json::from_slice::<Value>(body);
     if status != 200 {
         let why = v
             .ok()
-            .map(|a| {
-                if a.message.is_empty() {
-                    a.error
-                } else {
-                    a.message
-                }
+            .and_then(|v| {
+                let m = v.get("message").or_else(|| v.get("error"))?;
+                m.as_str().map(str::to_owned)
             })
-            .filter(|m| !m.is_empty())
             .map_or_else(
                 || format!("status {status}"),
                 |m| format!("status {status}: {m}"),
@@ -291,10 +251,6 @@ fn answer(status: u16, body: &[u8]) -> Result<Answer, EtcdError> {
     v.map_err(|e| EtcdError::Unreadable(e.to_string()))
 }
 
-fn decode(b64_text: &str) -> Vec<u8> {
-    B64.decode(b64_text).unwrap_or_default()
-}
-
 /// Reads a transaction's answer: the revision it committed at.
 ///
 /// # Errors
@@ -302,10 +258,10 @@ fn decode(b64_text: &str) -> Vec<u8> {
 /// the compare failed; [`EtcdError::Unreadable`] for another shape.
 pub fn txn_answer(status: u16, body: &[u8]) -> Result<u64, EtcdError> {
     let a = answer(status, body)?;
-    if !a.succeeded {
+    if !flag(&a, "succeeded") {
         return Err(EtcdError::Conflict);
     }
-    a.header.revision.get()
+    revision(&a)
 }
 
 /// Reads a [`retirable`] answer: the time of the newest entry that may retire, if any.
@@ -315,8 +271,8 @@ pub fn txn_answer(status: u16, body: &[u8]) -> Result<u64, EtcdError> {
 pub fn retirable_answer(prefix: &str, status: u16, body: &[u8]) -> Result<Option<u64>, EtcdError> {
     let a = answer(status, body)?;
     let at = format!("{prefix}e/");
-    Ok(a.kvs.iter().find_map(|kv| {
-        let key = decode(&kv.key);
+    Ok(kvs(&a).iter().find_map(|kv| {
+        let key = bytes(kv, "key");
         let rest = key.strip_prefix(at.as_bytes())?;
         std::str::from_utf8(rest.get(..16)?).ok()?.parse().ok()
     }))
@@ -330,15 +286,15 @@ pub fn retirable_answer(prefix: &str, status: u16, body: &[u8]) -> Result<Option
 /// As [`poll_answer`].
 pub fn retire_answer(status: u16, body: &[u8]) -> Result<bool, EtcdError> {
     let a = answer(status, body)?;
-    if a.succeeded {
+    if flag(&a, "succeeded") {
         return Ok(true);
     }
     let nested = a
-        .responses
-        .first()
-        .and_then(|r| r.response_txn.as_ref())
+        .get("responses")
+        .and_then(|r| r.get(0))
+        .and_then(|r| r.get("response_txn"))
         .ok_or_else(|| EtcdError::Unreadable("no nested transaction answer".into()))?;
-    Ok(nested.succeeded)
+    Ok(flag(nested, "succeeded"))
 }
 
 /// What one poll brought.
@@ -368,10 +324,10 @@ pub fn poll_answer(prefix: &str, status: u16, body: &[u8]) -> Result<Polled, Etc
     let mut last_mod = 0;
     let floor = floor_key(prefix);
     let entries_at = format!("{prefix}e/");
-    for kv in &a.kvs {
-        let (key, value) = (decode(&kv.key), decode(&kv.value));
-        let created = kv.create_revision.get()?;
-        last_mod = last_mod.max(kv.mod_revision.get()?);
+    for kv in kvs(&a) {
+        let (key, value) = (bytes(kv, "key"), bytes(kv, "value"));
+        let created = int(kv.get("create_revision"))?;
+        last_mod = last_mod.max(int(kv.get("mod_revision"))?);
         if key == floor.as_bytes() {
             let ms = std::str::from_utf8(&value)
                 .ok()
@@ -384,25 +340,18 @@ pub fn poll_answer(prefix: &str, status: u16, body: &[u8]) -> Result<Polled, Etc
         }
         let parsed = key
             .starts_with(entries_at.as_bytes())
-            .then(|| serde_json::from_slice::<Entry>(&value).ok())
+            .then(|| serde_json::from_slice::<LogEntry>(&value).ok())
             .flatten();
         match parsed {
-            Some(e) => out.entries.push(LogEntry {
-                id: created,
-                at_ms: e.at_ms,
-                kind: e.kind,
-                expr: e.expr,
-                key: e.key,
-                lurker_friendly: e.lurker_friendly,
-            }),
+            Some(e) => out.entries.push(LogEntry { id: created, ..e }),
             None => out.skipped += 1,
         }
     }
     out.entries.sort_by_key(|e| e.id);
-    out.through = if a.more {
+    out.through = if flag(&a, "more") {
         last_mod
     } else {
-        a.header.revision.get()?
+        revision(&a)?
     };
     Ok(out)
 }
@@ -410,7 +359,8 @@ pub fn poll_answer(prefix: &str, status: u16, body: &[u8]) -> Result<Polled, Etc
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{Value, json};
+    use crate::banlog::Kind;
+    use serde_json::json;
 
     fn ban(expr: &str) -> NewEntry {
         NewEntry {
@@ -453,7 +403,7 @@ mod tests {
         assert_eq!(dec(&compare[1]["key"]), entry_key(DEFAULT_PREFIX, 7, 2));
         let put = &success[0]["request_put"];
         assert_eq!(dec(&put["key"]), entry_key(DEFAULT_PREFIX, 7, 1));
-        let e: Entry = serde_json::from_str(&dec(&put["value"])).unwrap();
+        let e: LogEntry = serde_json::from_str(&dec(&put["value"])).unwrap();
         assert_eq!(
             (e.expr.as_str(), e.at_ms, e.kind),
             ("obj.status == 404", 7, Kind::Ban)
@@ -477,7 +427,8 @@ mod tests {
 
     #[test]
     fn a_poll_answer_gives_entries_with_their_revision_as_id_and_the_floor() {
-        let e = serde_json::to_vec(&Entry {
+        let e = serde_json::to_vec(&LogEntry {
+            id: 0,
             kind: Kind::SoftPurge,
             expr: String::new(),
             key: Some("k".into()),
@@ -507,7 +458,8 @@ mod tests {
 
     #[test]
     fn a_cut_poll_is_complete_only_through_its_last_key() {
-        let e = serde_json::to_vec(&Entry {
+        let e = serde_json::to_vec(&LogEntry {
+            id: 0,
             kind: Kind::Ban,
             expr: "obj.status == 404".into(),
             key: None,
