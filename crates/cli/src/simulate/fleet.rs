@@ -6,7 +6,7 @@
 //! cache ([`ByteLru`]) filled by the same code ([`super::replay::serve`] and
 //! [`super::replay::fill`]), so `Policy::plan`, `Policy::storability`, TTL, grace and keep
 //! decide alike on one node and in a fleet. The model is documented in
-//! `docs/fleet-simulate.md`.
+//! `docs/fleet.md` ("Simulating a fleet").
 
 use cachet_policy::Storability;
 use xxhash_rust::xxh64::xxh64;

@@ -99,7 +99,7 @@ pub struct SimulateArgs {
     pub html: Option<PathBuf>,
     /// Also replay the config side over fleets of N edge nodes (`3`, or a list such as
     /// `1,3,25`), each without and with a shield tier, and print the fleet table (JSON:
-    /// `fleet`) instead of the single-node tables. See docs/fleet-simulate.md.
+    /// `fleet`) instead of the single-node tables. See docs/fleet.md ("Simulating a fleet").
     #[arg(long, value_name = "N[,N...]", value_parser = parse_fleet, conflicts_with_all = ["html", "wide"])]
     pub fleet: Option<FleetSizes>,
     /// `--fleet`: how requests reach the edge nodes: `round-robin`, or `client` (each
