@@ -158,27 +158,7 @@ fn prepare(args: &PurgeArgs) -> Result<(Client, Target, Option<Service>), UsageE
                 .collect::<Result<_, _>>()?,
         )
     } else {
-        let mut keys = Vec::new();
-        for (i, k) in args.key.iter().enumerate() {
-            validate_key(k).map_err(|why| usage(format!("--key #{}: key {why}", i + 1)))?;
-            keys.push(k.clone());
-        }
-        if let Some(path) = &args.keys_from {
-            keys.extend(read_keys(path)?);
-        }
-        let before = keys.len();
-        let mut seen = HashSet::new();
-        keys.retain(|k| seen.insert(k.clone()));
-        if keys.is_empty() {
-            return Err(usage("no surrogate keys to purge"));
-        }
-        if keys.len() < before {
-            eprintln!(
-                "cachet: purge: {} duplicate key(s) ignored",
-                before - keys.len()
-            );
-        }
-        Target::Keys(keys)
+        Target::Keys(keys(args)?)
     };
     validate_api_base(&args.api_base)?;
     let service = match target {
@@ -630,7 +610,7 @@ fn read_token(env: Option<std::ffi::OsString>) -> Result<String, UsageError> {
 
 /// `cachet purge --etcd/--node`: the keys purged in an Envoy fleet (`crate::fleet`).
 fn fleet(args: &PurgeArgs) -> ExitCode {
-    let keys = match fleet_keys(args) {
+    let keys = match keys(args) {
         Ok(k) => k,
         Err(e) => {
             eprintln!("cachet: purge: {e}");
@@ -651,8 +631,9 @@ fn fleet(args: &PurgeArgs) -> ExitCode {
     crate::fleet::run(&dest, &write)
 }
 
-/// The validated, deduplicated keys of a fleet purge.
-fn fleet_keys(args: &PurgeArgs) -> Result<Vec<String>, UsageError> {
+/// The validated, deduplicated keys of `--key` and `--keys-from` (duplicates reported on
+/// stderr).
+fn keys(args: &PurgeArgs) -> Result<Vec<String>, UsageError> {
     let mut keys = Vec::new();
     for (i, k) in args.key.iter().enumerate() {
         validate_key(k).map_err(|why| usage(format!("--key #{}: key {why}", i + 1)))?;
@@ -661,10 +642,17 @@ fn fleet_keys(args: &PurgeArgs) -> Result<Vec<String>, UsageError> {
     if let Some(path) = &args.keys_from {
         keys.extend(read_keys(path)?);
     }
+    let before = keys.len();
     let mut seen = HashSet::new();
     keys.retain(|k| seen.insert(k.clone()));
     if keys.is_empty() {
         return Err(usage("no surrogate keys to purge"));
+    }
+    if keys.len() < before {
+        eprintln!(
+            "cachet: purge: {} duplicate key(s) ignored",
+            before - keys.len()
+        );
     }
     Ok(keys)
 }

@@ -5,7 +5,7 @@
 
 use std::process::{Command, Output};
 
-use cachet_envoy_host_tests::etcd::{self, Etcd};
+use cachet_envoy_host_tests::etcd;
 use cachet_policy::banlog::Kind;
 use cachet_policy::etcd::{DEFAULT_PREFIX, RANGE_PATH, poll, poll_answer};
 
@@ -16,21 +16,11 @@ fn cachet(args: &[&str]) -> Output {
         .expect("run cachet")
 }
 
-fn etcd_or_skip() -> Option<Etcd> {
-    let Some(bin) = etcd::binary() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CACHET_ETCD is unset under CI"
-        );
-        eprintln!("*** SKIPPED: CACHET_ETCD is unset (scripts/test sets it) ***");
-        return None;
-    };
-    Some(Etcd::start(&bin).expect("etcd"))
-}
-
 #[test]
 fn bans_and_purges_written_to_etcd_are_what_the_nodes_poll() {
-    let Some(mut e) = etcd_or_skip() else { return };
+    let Some(mut e) = etcd::start_or_skip().expect("etcd") else {
+        return;
+    };
     let url = e.url();
     let out = cachet(&["ban", "add", "--etcd", &url, "obj.http.x-url ~ ^/blog/bob/"]);
     assert!(

@@ -3,49 +3,10 @@
 mod common;
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use common::cachet;
+use common::sim::{LINES, PC, demo_config, generated, tmp};
 use serde_json::Value;
-
-/// Lines of the shared generated log.
-const LINES: u64 = 20_000;
-
-const PC: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
-
-fn demo_config() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../edge-app/cachet.toml")
-}
-
-fn tmp() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
-}
-
-/// The generated log (seed 42), written once.
-fn generated() -> &'static str {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let path = tmp().join("gen.log");
-        let (code, _, err) = cachet(
-            &[
-                "simulate",
-                "--generate",
-                &LINES.to_string(),
-                "--seed",
-                "42",
-                "--out",
-                path.to_str().unwrap(),
-            ],
-            b"",
-        );
-        assert_eq!(code, 0, "{err}");
-        path
-    })
-    .to_str()
-    .unwrap()
-}
 
 /// Runs `cachet simulate --config demo --json extra… log`; returns the JSON report.
 fn replay(log: &str, extra: &[&str]) -> Value {
@@ -218,7 +179,7 @@ fn passes_and_synth_never_reach_the_shields() {
 
 #[test]
 fn on_the_generated_log_the_shield_tier_cuts_origin_requests() {
-    let r = replay(generated(), &["--fleet", "1,3,25"]);
+    let r = replay(generated().to_str().unwrap(), &["--fleet", "1,3,25"]);
     let config_origin = u(&r["config"]["origin_requests"]);
     let one = size(&r, 1);
     // One edge without a shield is the single-node replay, figure for figure.
@@ -301,7 +262,7 @@ fn the_fleet_table_fits_100_columns() {
             "3",
             "--shield-memory",
             "1GiB",
-            generated(),
+            generated().to_str().unwrap(),
         ],
         b"",
     );
@@ -322,7 +283,7 @@ fn the_fleet_table_fits_100_columns() {
         );
     }
     // Without --fleet the report has no fleet part.
-    let r = replay(generated(), &[]);
+    let r = replay(generated().to_str().unwrap(), &[]);
     assert!(r.get("fleet").is_none());
 }
 
@@ -353,7 +314,7 @@ fn bad_fleet_arguments_are_refused_with_a_reason() {
     ] {
         let mut all = vec!["simulate", "--config", config];
         all.extend(args.iter().copied());
-        all.push(generated());
+        all.push(generated().to_str().unwrap());
         let (code, _, err) = cachet(&all, b"");
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");

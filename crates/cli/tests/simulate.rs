@@ -7,41 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use common::cachet;
+use common::sim::{LINES, PC, demo_config, generated, tmp};
 use serde_json::Value;
-
-/// Lines of the shared generated log.
-const LINES: u64 = 20_000;
-
-fn demo_config() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../edge-app/cachet.toml")
-}
-
-fn tmp() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
-}
-
-/// The generated log (seed 42), written once.
-fn generated() -> &'static Path {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let path = tmp().join("gen.log");
-        let (code, _, err) = cachet(
-            &[
-                "simulate",
-                "--generate",
-                &LINES.to_string(),
-                "--seed",
-                "42",
-                "--out",
-                path.to_str().unwrap(),
-            ],
-            b"",
-        );
-        assert_eq!(code, 0, "{err}");
-        path
-    })
-}
 
 /// Replays `logs` against the demo config with `extra` flags; returns the JSON report.
 fn replay(logs: &[&str], extra: &[&str]) -> (Value, String) {
@@ -244,7 +211,6 @@ fn replay_text(name: &str, text: &str, extra: &[&str]) -> (Value, String) {
 
 const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
 const IPHONE_2: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1";
-const PC: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
 
 #[test]
 fn tracking_parameter_variants_share_one_object() {

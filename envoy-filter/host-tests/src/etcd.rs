@@ -18,6 +18,26 @@ pub fn binary() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// A started etcd for a test, or `None` (with a loud line) when `$CACHET_ETCD` is unset
+/// outside CI.
+///
+/// # Errors
+/// When etcd does not start ([`Etcd::start`]).
+///
+/// # Panics
+/// Under CI (`CI` set) without `$CACHET_ETCD`: CI never skips.
+pub fn start_or_skip() -> Result<Option<Etcd>> {
+    let Some(bin) = binary() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CACHET_ETCD is unset under CI: scripts/test sets it"
+        );
+        eprintln!("\n*** SKIPPED: CACHET_ETCD is unset (scripts/test sets it) ***\n");
+        return Ok(None);
+    };
+    Etcd::start(&bin).map(Some)
+}
+
 fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }

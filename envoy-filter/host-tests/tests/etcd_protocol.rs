@@ -10,25 +10,13 @@
     reason = "tests fail loudly"
 )]
 
-use cachet_envoy_host_tests::etcd::{self, Etcd};
+use cachet_envoy_host_tests::etcd;
 use cachet_policy::{Config, Policy};
 use cachet_store::admin::{self, AdminRequest, Fleet};
 use cachet_store::etcd::{self as protocol, DEFAULT_PREFIX};
 use cachet_store::{MemoryStore, bans};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
-
-fn etcd_or_skip() -> Option<Etcd> {
-    let Some(bin) = etcd::binary() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CACHET_ETCD is unset under CI"
-        );
-        eprintln!("*** SKIPPED: CACHET_ETCD is unset (scripts/test sets it) ***");
-        return None;
-    };
-    Some(Etcd::start(&bin).expect("etcd"))
-}
 
 fn post(base: &str, path: &str, body: &[u8]) -> Option<(u16, Vec<u8>)> {
     etcd::post(base, path, body)
@@ -82,7 +70,9 @@ fn poll(url: &str, node: &MemoryStore, now_ms: u64) -> usize {
 
 #[test]
 fn a_ban_accepted_by_one_node_reaches_every_node_with_the_same_id() {
-    let Some(e) = etcd_or_skip() else { return };
+    let Some(e) = etcd::start_or_skip().expect("etcd") else {
+        return;
+    };
     let (a, b) = (MemoryStore::default(), MemoryStore::default());
     let (status, body) = write(
         &e.url(),
@@ -144,7 +134,9 @@ fn a_ban_accepted_by_one_node_reaches_every_node_with_the_same_id() {
 
 #[test]
 fn retirement_through_etcd_raises_every_nodes_floor_even_one_that_missed_the_entries() {
-    let Some(e) = etcd_or_skip() else { return };
+    let Some(e) = etcd::start_or_skip().expect("etcd") else {
+        return;
+    };
     let a = MemoryStore::default();
     for (i, expr) in [
         "obj.status == 404",
@@ -200,7 +192,9 @@ fn retirement_through_etcd_raises_every_nodes_floor_even_one_that_missed_the_ent
 
 #[test]
 fn with_etcd_gone_a_ban_is_refused_with_503_and_nothing_is_lost_when_it_returns() {
-    let Some(e) = etcd_or_skip() else { return };
+    let Some(e) = etcd::start_or_skip().expect("etcd") else {
+        return;
+    };
     let url = e.url();
     let a = MemoryStore::default();
     assert_eq!(

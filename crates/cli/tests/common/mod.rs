@@ -1,5 +1,7 @@
 //! Shared by the CLI's integration tests.
 
+pub mod sim;
+
 use std::io::Write;
 use std::process::{Command, Stdio};
 
