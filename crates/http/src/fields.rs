@@ -80,6 +80,26 @@ pub fn reserved(name: &str) -> bool {
         .is_some_and(|p| p.eq_ignore_ascii_case(RESERVED_PREFIX))
 }
 
+/// The field a Cachet edge of an Envoy fleet puts on every fill (with the value
+/// [`EDGE_TIER_VALUE`]; whenever `[origin].shard_header` is set, [`crate::fill`]) so a
+/// shield (`[envoy].shield = true`) answers it as its edge tier: `Surrogate-Key` kept, so
+/// the edge's copy carries the origin's keys and a purge by key reaches it
+/// (docs/fleet.md). Reserved (`x-cachet-*`): read by the shield before it removes every
+/// reserved field, never forwarded. Fastly's equivalent is `Fastly-FF`.
+pub const EDGE_TIER_FIELD: &str = "x-cachet-tier";
+
+/// The value of [`EDGE_TIER_FIELD`] on an edge's fill.
+pub const EDGE_TIER_VALUE: &[u8] = b"edge";
+
+/// Whether a request comes from a Cachet edge tier ([`EDGE_TIER_FIELD`] is
+/// [`EDGE_TIER_VALUE`]) to a node configured as a shield (`is_shield`): its answers keep
+/// `Surrogate-Key` (`Client::keep_surrogate`). A client could send the field to a
+/// shield it reaches directly: it learns the surrogate keys, nothing more (shields sit
+/// behind the edges; docs/fleet.md).
+pub fn from_edge_tier(headers: &(impl Headers + ?Sized), is_shield: bool) -> bool {
+    is_shield && headers.value(EDGE_TIER_FIELD).as_deref() == Some(EDGE_TIER_VALUE)
+}
+
 /// Whether a client request field goes onto a fill (an origin fetch whose answer will be
 /// stored): named in `allow` (`[origin].fill_fields`, plus a stored object's `Vary`
 /// fields), and not hop-by-hop, not `Connection`-listed, not in [`NOT_ON_FILL`], not a
@@ -106,6 +126,19 @@ pub fn returned(name: &str, listed: &[String], keep_surrogate: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_shield_answers_the_edge_tier_as_such() {
+        let edge = f(&[("X-Cachet-Tier", b"edge")]);
+        assert!(from_edge_tier(edge.as_slice(), true));
+        assert!(
+            !from_edge_tier(edge.as_slice(), false),
+            "not a shield: never"
+        );
+        let other = f(&[("x-cachet-tier", b"shield")]);
+        assert!(!from_edge_tier(other.as_slice(), true));
+        assert!(!from_edge_tier(f(&[]).as_slice(), true));
+    }
 
     fn f(pairs: &[(&str, &[u8])]) -> Vec<(String, Vec<u8>)> {
         pairs

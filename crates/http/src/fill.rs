@@ -264,7 +264,8 @@ pub fn revalidated(
 /// `If-Modified-Since` (RFC 9111 §4.3.1), and, when `[origin].shard_header` is set, that
 /// field with the plan's primary cache key's shard value
 /// ([`cachet_policy::object::shard_value`]) so a consistent-hash cluster of shields sends
-/// the key to one shield from every edge (docs/fleet.md). Values are bytes, passed through
+/// the key to one shield from every edge, plus [`crate::fields::EDGE_TIER_FIELD`] so the
+/// shield keeps `Surrogate-Key` for this tier (docs/fleet.md). Values are bytes, passed through
 /// as received.
 pub fn request_fields(
     policy: &Policy,
@@ -321,6 +322,11 @@ pub fn request_fields(
         out.push((
             shard.to_ascii_lowercase(),
             object::shard_value(&plan.cache_key).into_bytes(),
+        ));
+        // A fleet's edge: the shield answers it as its edge tier (Surrogate-Key kept).
+        out.push((
+            crate::fields::EDGE_TIER_FIELD.to_owned(),
+            crate::fields::EDGE_TIER_VALUE.to_vec(),
         ));
     }
     out
@@ -647,6 +653,12 @@ keep = "1h"
                 .map(|(_, v)| v)
                 .collect();
             assert_eq!(shard, [&want], "{out:?}");
+            let tier: Vec<&[u8]> = out
+                .iter()
+                .filter(|(n, _)| n == crate::fields::EDGE_TIER_FIELD)
+                .map(|(_, v)| v.as_slice())
+                .collect();
+            assert_eq!(tier, [b"edge".as_slice()], "the shield's edge-tier marker");
         }
         // Stable: another request for the same key (another client, another edge) gets
         // the same value; another key gets another.

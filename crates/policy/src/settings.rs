@@ -367,6 +367,11 @@ pub struct EnvoyConfig {
     /// Poll period of the fleet's ban log: a ban accepted by one node applies on every
     /// other node within this plus one `tick` (docs/fleet.md, "Ban convergence").
     pub etcd_interval: HumanDuration,
+    /// This Envoy is a shield of a Cachet fleet: its answers to the edge tier's fills
+    /// (`x-cachet-tier: edge`, `cachet_http::fields::EDGE_TIER_FIELD`) keep
+    /// `Surrogate-Key`, so edge copies carry the origin's keys and a purge by key reaches
+    /// them (docs/fleet.md). Off by default: every answer loses the field.
+    pub shield: bool,
 }
 
 impl Default for EnvoyConfig {
@@ -383,6 +388,7 @@ impl Default for EnvoyConfig {
             etcd_cluster: String::new(),
             etcd_prefix: "/cachet/bans/".to_owned(),
             etcd_interval: HumanDuration::from_secs(1),
+            shield: false,
         }
     }
 }

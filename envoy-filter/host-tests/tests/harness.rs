@@ -1453,3 +1453,34 @@ fn behind_a_shield_every_fill_carries_the_shard_field_and_the_shields_age_counts
     let refresh = one_callout(&w1);
     assert_eq!(refresh.header("x-cachet-shard"), Some(shard.as_str()));
 }
+
+#[test]
+fn a_shield_keeps_surrogate_key_for_its_edge_tier_and_for_nobody_else() {
+    // docs/fleet.md: edge copies carry the origin's keys, so a purge by key reaches them.
+    let (_host, mut w1, _w2) = workers(&config(serde_json::json!({"envoy": {"shield": true}})));
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/1";
+    let edge = [("user-agent", DESKTOP), ("x-cachet-tier", "edge")];
+    let miss = get(&mut w1, &mut origin, path, &edge);
+    assert_eq!(miss.x_cache(), "MISS");
+    let keys = miss.header("surrogate-key").unwrap_or_default();
+    assert!(
+        keys.starts_with("blog-alice entry-1"),
+        "the origin's keys: {keys}"
+    );
+    let hit = get(&mut w1, &mut origin, path, &edge);
+    assert_eq!(hit.x_cache(), "HIT");
+    let keys = hit.header("surrogate-key").unwrap_or_default();
+    assert!(
+        keys.contains("blog-alice") && keys.contains("entry-1"),
+        "{keys}"
+    );
+    // A client of the shield, or an edge marker sent to a node that is not a shield: no.
+    let client = get(&mut w1, &mut origin, path, &[("user-agent", DESKTOP)]);
+    assert_eq!(client.x_cache(), "HIT");
+    assert_eq!(client.header("surrogate-key"), None);
+    let (_host, mut plain, _w2) = workers(&config(serde_json::json!({})));
+    let not_shield = get(&mut plain, &mut origin, path, &edge);
+    assert_eq!(not_shield.header("surrogate-key"), None);
+    assert_eq!(origin.count(path), 2);
+}

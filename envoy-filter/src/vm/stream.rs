@@ -108,6 +108,10 @@ impl Http {
     pub fn on_request_headers(&mut self, end_of_stream: bool) -> proxy_wasm::types::Action {
         use proxy_wasm::types::Action;
         let mut headers = host::headers(MapType::HttpRequestHeaders);
+        // Read before the reserved fields go: a fleet edge's fill to this shield.
+        let edge_tier = self.vm.policy().is_some_and(|p| {
+            cachet_http::fields::from_edge_tier(headers.as_slice(), p.config().envoy.shield)
+        });
         // Client-supplied x-cachet-* never reach the origin (house rule).
         headers.retain(|(n, _)| {
             if fields::reserved(n) {
@@ -140,6 +144,7 @@ impl Http {
             plan = p.plan(&inputs.view(), at);
         }
         self.client = Client::read(&method, headers.as_slice());
+        self.client.keep_surrogate = edge_tier;
         self.forward = Forward {
             device: Some(plan.device),
             path: (plan.target != path).then(|| plan.target.to_string()),
