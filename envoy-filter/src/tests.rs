@@ -423,7 +423,7 @@ fn in_fleet_mode_a_ban_is_answered_after_etcd_accepted_it_and_applied_from_the_p
     assert!(poll.contains(&(":path".to_owned(), "/v3/kv/range".to_owned())));
     let token = u32::try_from(fake.dispatched.borrow().len()).unwrap();
     let entry = serde_json::json!({
-        "kind": "ban", "expr": "obj.http.x-url ~ \"^/blog/\"", "lurker_friendly": true,
+        "id": 0, "kind": "ban", "expr": "obj.http.x-url ~ \"^/blog/\"", "lurker_friendly": true,
         "at_ms": 1_700_000_000_000_u64
     });
     let b64 = |b: &[u8]| {
