@@ -1,6 +1,8 @@
 //! Lookup, miss, refresh-ahead, stale serving and revalidation on Fastly's core cache.
 //!
-//! Mapping of `cachet-refresh` decisions onto `fastly::cache::core::Transaction`:
+//! The flow and every decision in it are `cachet_http::drive`'s; this module implements
+//! its `CoreCache` trait on `fastly::cache::core::Transaction` (platform I/O only). How the
+//! flow maps onto the core cache:
 //!
 //! * Objects are inserted with the core cache's TTL = the real TTL and its
 //!   stale-while-revalidate = grace + keep (+ the TTL when the route refreshes early), and
@@ -31,45 +33,20 @@ use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime};
 
-use cachet_http::fill::{self, Filled, Revalidated};
-use cachet_http::store::Origin;
+use cachet_http::drive::{self, AnswerHead, Looked, Note};
+use cachet_http::fill;
+use cachet_http::{CacheStatus, Client, Failure};
 use cachet_policy::object::Meta;
 use cachet_policy::{Plan, Policy};
-use cachet_refresh::{
-    Draw, EarlyRefresh, EntryTimes, ErrorAction, Timestamp, decide, on_origin_error,
-    retry_after_secs,
-};
+use cachet_refresh::{EarlyRefresh, EntryTimes, Timestamp, retry_after_secs};
 use fastly::cache::core::{CacheKey, Transaction};
 use fastly::http::{HeaderName, HeaderValue, header};
 use fastly::{Request, Response};
 
 use crate::access::{Access, millis};
-use cachet_http::lookup::{self, Found, Next, Rights};
-use cachet_http::{CacheStatus, Client};
-
 use crate::deliver::{self, RespHeaders, client_of, fields_of};
 use crate::origin::{self, Fetched};
 use crate::{EdgeError, Outcome, bans};
-
-/// `Retry-After` sent with a `503` when the origin is unreachable and nothing may be
-/// served stale.
-const RETRY_AFTER: Duration = Duration::from_secs(5);
-
-/// Lookups per request: the first, one after a ban purge or a refresh-ahead soft purge.
-const MAX_LOOKUPS: usize = 2;
-
-/// The clock, as the refresh crate counts it.
-fn now() -> Timestamp {
-    Timestamp::from_system_time(SystemTime::now())
-}
-
-/// 64 random bits from the platform (std's `RandomState` is seeded from WASI `random_get`),
-/// for XFetch's draw.
-fn random_bits() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(now().as_millis());
-    h.finish()
-}
 
 /// Passes `req` to the origin; the response is never stored.
 ///
@@ -105,12 +82,11 @@ pub(crate) fn pass(
 fn unreachable(reason: String) -> EdgeError {
     EdgeError::Origin {
         reason,
-        retry_after_secs: retry_after_secs(RETRY_AFTER),
+        retry_after_secs: retry_after_secs(drive::RETRY_AFTER),
     }
 }
 
-/// Serves a cacheable request from the core cache, fetching, refreshing or revalidating as
-/// the object's state requires.
+/// Serves a cacheable request from the core cache (`cachet_http::drive::cached`).
 ///
 /// # Errors
 /// [`EdgeError::Cache`] when the core cache fails; [`EdgeError::Origin`] when the origin is
@@ -118,37 +94,225 @@ fn unreachable(reason: String) -> EdgeError {
 pub(crate) fn cached(
     policy: &Policy,
     plan: &Plan<'_>,
-    mut req: Request,
+    req: Request,
     f: &mut Access,
 ) -> Result<Outcome, EdgeError> {
-    let ctx = Lookup {
-        policy,
-        plan,
-        client: client_of(&req),
-        early: policy.early_refresh(plan),
-        key: CacheKey::copy_from_slice(plan.cache_key.as_bytes()),
-        vary: vary_headers(&req),
+    let client = client_of(&req);
+    let mut edge = Edge::new(policy, plan, req, f);
+    let served = drive::cached(&mut edge, policy, plan, &client)?;
+    let mut out = served.out;
+    out.after = match (served.after, edge.req) {
+        (Some(refresh), Some(req)) => Some(Box::new(Job {
+            refresh,
+            req: req.clone_without_body(),
+        })),
+        _ => None,
     };
-    for attempt in 0..MAX_LOOKUPS {
-        match ctx.step(req, attempt + 1 == MAX_LOOKUPS, f)? {
-            Step::Done(outcome) => return Ok(*outcome),
-            Step::Again(r) => req = *r,
-        }
-    }
-    pass(policy, plan, req, f)
+    Ok(out)
 }
 
-/// What one lookup needs besides the request.
-struct Lookup<'p, 'a> {
+/// The edge's side of `cachet_http::drive`: one request's core cache transactions, origin
+/// fetches, answers and access-log record.
+struct Edge<'p, 'a, 'f> {
     policy: &'p Policy,
     plan: &'p Plan<'a>,
+    /// The client's request (`None` once passed to the origin).
+    req: Option<Request>,
     client: Client,
-    early: EarlyRefresh,
     key: CacheKey,
     /// The request's fields, normalized for variant selection (RFC 9111 §4.1,
     /// `cachet_http::vary::normalized`): the core cache picks the variant stored with
     /// `vary_by` whose fields match (Fastly's own `Vary` support, which Viceroy implements).
     vary: Vec<(HeaderName, HeaderValue)>,
+    f: &'f mut Access,
+}
+
+impl<'p, 'a, 'f> Edge<'p, 'a, 'f> {
+    fn new(policy: &'p Policy, plan: &'p Plan<'a>, req: Request, f: &'f mut Access) -> Self {
+        Self {
+            policy,
+            plan,
+            client: client_of(&req),
+            key: CacheKey::copy_from_slice(plan.cache_key.as_bytes()),
+            vary: vary_headers(&req),
+            req: Some(req),
+            f,
+        }
+    }
+}
+
+impl drive::CoreCache for Edge<'_, '_, '_> {
+    type Tx = Transaction;
+    type Answer = Fetched;
+    type Out = Outcome;
+    type Error = EdgeError;
+
+    fn now(&self) -> Timestamp {
+        Timestamp::from_system_time(SystemTime::now())
+    }
+
+    /// std's `RandomState` is seeded from WASI `random_get`.
+    fn random_bits(&mut self) -> u64 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(self.now().as_millis());
+        h.finish()
+    }
+
+    fn lookup(&mut self) -> Result<Looked<Transaction>, EdgeError> {
+        let mut lookup = Transaction::lookup(self.key.clone());
+        for (n, v) in &self.vary {
+            lookup = lookup.header(n, v);
+        }
+        let tx = lookup.execute()?;
+        // Metadata of another layout version counts as nothing.
+        let found = tx
+            .found()
+            .and_then(|f| Some((Meta::from_bytes(&f.user_metadata())?, f.is_stale())));
+        Ok(Looked {
+            obligated: tx.must_insert_or_update(),
+            tx,
+            found,
+        })
+    }
+
+    fn body(&mut self, tx: &Transaction) -> Result<Vec<u8>, EdgeError> {
+        match tx.found() {
+            Some(found) => Ok(found.to_stream()?.into_bytes()),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// `bans::check` on this POP's copy of the index.
+    fn banned(&mut self, meta: &Meta) -> bool {
+        let (log, log_error) = bans::current(self.policy);
+        if log_error.is_some() {
+            self.f.error = log_error;
+        }
+        let req = self.req.as_ref();
+        let covered = bans::check(&log, meta, &self.plan.target, |n| {
+            req.and_then(|r| r.get_header_str(n))
+        });
+        match covered {
+            Some(bans::Covered::Ban(id)) => self.f.banned_by = Some(id),
+            Some(bans::Covered::Unknown) => self.f.bans_unknown = true,
+            None => return false,
+        }
+        true
+    }
+
+    fn insert(&mut self, tx: Transaction, meta: &Meta, body: &[u8]) -> Result<(), EdgeError> {
+        insert(self.policy, tx, meta, body)
+    }
+
+    fn update(&mut self, tx: Transaction, meta: &Meta) -> Result<(), EdgeError> {
+        update(self.policy, tx, meta)
+    }
+
+    fn cancel(&mut self, tx: &Transaction) {
+        if tx.must_insert_or_update() {
+            let _ = tx.cancel_insert_or_update();
+        }
+    }
+
+    fn purge(&mut self, key: &str, soft: bool) {
+        purge(key, soft, self.f);
+    }
+
+    fn fetch(&mut self, stored: Option<&Meta>) -> Result<Fetched, String> {
+        let req = self.req.as_ref().ok_or("request already passed")?;
+        let fill_req = fill_request(self.policy, self.plan, req, stored);
+        origin::fetch(self.policy, self.plan, fill_req)
+    }
+
+    fn head(&self, answer: &Fetched) -> AnswerHead {
+        AnswerHead {
+            status: answer.resp.get_status().as_u16(),
+            fields: fields_of(&answer.resp),
+            elapsed: answer.elapsed,
+        }
+    }
+
+    fn read_bounded(&mut self, a: &mut Fetched, limit: u64) -> Result<Option<Vec<u8>>, EdgeError> {
+        Ok(read_bounded(&mut a.resp, limit)?)
+    }
+
+    fn restore_body(&mut self, a: &mut Fetched, body: Vec<u8>) {
+        a.resp.set_body(body);
+    }
+
+    fn pass(&mut self) -> Result<Outcome, EdgeError> {
+        let req = self
+            .req
+            .take()
+            .ok_or_else(|| unreachable("request already passed".into()))?;
+        pass(self.policy, self.plan, req, self.f)
+    }
+
+    fn respond(
+        &mut self,
+        meta: &Meta,
+        body: Vec<u8>,
+        status: CacheStatus,
+    ) -> Result<Outcome, EdgeError> {
+        deliver::respond(meta, body, status, &self.client, self.f).map(Outcome::from)
+    }
+
+    fn unstored(&mut self, answer: Fetched) -> Outcome {
+        deliver::unstored(answer.resp, &self.client, true)
+    }
+
+    fn add_cookies(&mut self, out: &mut Outcome, answer: &Fetched) {
+        for cookie in answer.resp.get_header_all(header::SET_COOKIE) {
+            out.resp.append_header(header::SET_COOKIE, cookie);
+        }
+    }
+
+    fn failure(&mut self, failure: Failure) -> Outcome {
+        crate::to_response(cachet_http::reply::failure(failure)).into()
+    }
+
+    fn unreachable(&self, reason: String) -> EdgeError {
+        unreachable(reason)
+    }
+
+    fn note(&mut self, note: Note) {
+        match note {
+            Note::Status(s) => self.f.cache = s,
+            Note::PassReason(r) => self.f.pass_reason = Some(r),
+            Note::Refresh(r) => self.f.refresh = Some(r.into()),
+            Note::Error(e) => self.f.error = Some(e),
+            Note::OriginWait(d) => origin::note(self.f, d),
+        }
+    }
+}
+
+/// A refresh that runs after the client's response has been sent, holding the core
+/// cache's obligation for the key (other requests are served the cached copy meanwhile).
+pub(crate) struct Job {
+    refresh: drive::Refresh<Transaction>,
+    /// The client's request (without body), planned again for the refresh.
+    req: Request,
+}
+
+impl Job {
+    /// Runs the refresh (`cachet_http::drive::refresh`) and records what it did.
+    pub fn run(self, policy: &Policy, f: &mut Access) {
+        let started = Instant::now();
+        let Self { refresh, req } = self;
+        let why = refresh.why;
+        let inputs = crate::inputs(&req);
+        let plan = policy.plan(&inputs.view(), SystemTime::now());
+        let mut edge = Edge::new(policy, &plan, req, f);
+        let outcome = drive::refresh(&mut edge, policy, &plan, refresh);
+        f.refresh = Some(match outcome {
+            Ok(r) => format!("{why}:{r}"),
+            Err(e) => {
+                f.error = Some(e.to_string());
+                format!("{why}:kept-stored")
+            }
+        });
+        f.refresh_ms = Some(millis(started.elapsed()));
+    }
 }
 
 /// The client's request fields as the core cache's lookup headers, normalized
@@ -177,174 +341,6 @@ fn vary_names(fields: &[String]) -> Vec<HeaderName> {
         .collect()
 }
 
-/// Result of one lookup.
-enum Step {
-    /// Answered.
-    Done(Box<Outcome>),
-    /// The object was purged (ban) or soft-purged (refresh-ahead): look it up again.
-    Again(Box<Request>),
-}
-
-impl Lookup<'_, '_> {
-    fn done(r: Result<Outcome, EdgeError>) -> Result<Step, EdgeError> {
-        r.map(|out| Step::Done(Box::new(out)))
-    }
-
-    /// One lookup: what it found, classified for `cachet_http::lookup::next`, whose step
-    /// [`Self::act`] carries out.
-    fn step(&self, req: Request, last: bool, f: &mut Access) -> Result<Step, EdgeError> {
-        let mut lookup = Transaction::lookup(self.key.clone());
-        for (n, v) in &self.vary {
-            lookup = lookup.header(n, v);
-        }
-        let tx = lookup.execute()?;
-        let obligated = tx.must_insert_or_update();
-        let mut rights = Rights {
-            fill: obligated,
-            relookup: false,
-            only_if_cached: self.client.only_if_cached,
-        };
-        let found = tx.found();
-        // Not ours (another layout version) counts as nothing.
-        let meta = found
-            .as_ref()
-            .and_then(|f| Meta::from_bytes(&f.user_metadata()));
-        let (Some(found), Some(meta)) = (found, meta) else {
-            return self.act(lookup::next(Found::Nothing, rights), tx, None, req, f);
-        };
-        rights.relookup = !last && !meta.tag.is_empty();
-        let what = if meta.pass {
-            // A hit-for-pass marker; with the obligation it expired: ask the origin again.
-            f.pass_reason = Some("hit-for-pass");
-            if obligated {
-                Found::Nothing
-            } else {
-                Found::Marker
-            }
-        } else if let Some(covered) = self.banned(&meta, &req, f) {
-            match covered {
-                bans::Covered::Ban(id) => f.banned_by = Some(id),
-                bans::Covered::Unknown => f.bans_unknown = true,
-            }
-            Found::Banned
-        } else {
-            let draw = match self.early {
-                EarlyRefresh::Xfetch { .. } => Draw::from_bits(random_bits()),
-                _ => Draw::ONE,
-            };
-            Found::Object {
-                freshness: decide(Some(&meta.times), now(), &self.early, draw),
-                soft_purged: found.is_stale(),
-                has_grace: !meta.times.grace.is_zero(),
-            }
-        };
-        let next = lookup::next(what, rights);
-        // The body is read only when it may be sent.
-        let body = match next {
-            Next::Serve { .. } | Next::Revalidate => found.to_stream()?.into_bytes(),
-            _ => Vec::new(),
-        };
-        drop(found);
-        self.act(next, tx, Some(Hit { meta, body }), req, f)
-    }
-
-    /// What keeps `meta` from being served as it is, if anything (`bans::check` on this
-    /// POP's copy of the index).
-    fn banned(&self, meta: &Meta, req: &Request, f: &mut Access) -> Option<bans::Covered> {
-        let (log, log_error) = bans::current(self.policy);
-        if log_error.is_some() {
-            f.error = log_error;
-        }
-        bans::check(&log, meta, &self.plan.target, |n| req.get_header_str(n))
-    }
-
-    /// Carries out `next` for `hit` (the found object; its body only when it may be
-    /// served) under `tx`.
-    fn act(
-        &self,
-        next: Next,
-        tx: Transaction,
-        hit: Option<Hit>,
-        req: Request,
-        f: &mut Access,
-    ) -> Result<Step, EdgeError> {
-        let job = |tx: Transaction, why: &'static str, meta: &Meta| Job {
-            tx,
-            meta: meta.clone(),
-            req: req.clone_without_body(),
-            why,
-        };
-        match (next, hit) {
-            (Next::Serve { status, refresh }, Some(hit)) => {
-                f.cache = status;
-                let why = if status == CacheStatus::Stale {
-                    "stale"
-                } else {
-                    "ahead"
-                };
-                let after = if refresh {
-                    Some(job(tx, why, &hit.meta))
-                } else {
-                    drop(tx);
-                    None
-                };
-                self.serve(hit, after, f)
-            }
-            (Next::Relookup { soft }, Some(hit)) => {
-                drop(tx);
-                purge(&hit.meta.tag, soft, f);
-                Ok(Step::Again(Box::new(req)))
-            }
-            (Next::Revalidate, Some(hit)) => Self::done(revalidate_now(self, tx, &hit, &req, f)),
-            (Next::NotCached, _) => {
-                if tx.must_insert_or_update() {
-                    let _ = tx.cancel_insert_or_update();
-                }
-                Ok(Step::Done(Box::new(not_cached(f).into())))
-            }
-            (Next::Fill, _) => Self::done(miss(self, tx, &req, f)),
-            (Next::Pass { status }, _) | (Next::Serve { status, .. }, None) => {
-                drop(tx);
-                if status == CacheStatus::Miss {
-                    f.pass_reason = Some("revalidating-elsewhere");
-                }
-                let mut out = pass(self.policy, self.plan, req, f)?;
-                if status != CacheStatus::Pass {
-                    f.cache = status;
-                    out.resp.set_header("x-cache", status.as_str());
-                }
-                Ok(Step::Done(Box::new(out)))
-            }
-            (Next::Relookup { .. } | Next::Revalidate, None) => {
-                drop(tx);
-                Self::done(pass(self.policy, self.plan, req, f))
-            }
-        }
-    }
-
-    /// Serves a found object; `after` refreshes it once the response is sent.
-    fn serve(&self, hit: Hit, after: Option<Job>, f: &mut Access) -> Result<Step, EdgeError> {
-        let resp = deliver::respond(&hit.meta, hit.body, f.cache, &self.client, f)?;
-        Ok(Step::Done(Box::new(Outcome {
-            resp,
-            after: after.map(Box::new),
-            inflate: false,
-        })))
-    }
-}
-
-/// The `504` of an `only-if-cached` request with nothing servable (RFC 9111 §5.2.1.7).
-fn not_cached(f: &mut Access) -> Response {
-    f.cache = CacheStatus::Miss;
-    crate::to_response(cachet_http::reply::failure(cachet_http::Failure::NotCached))
-}
-
-/// A found object: metadata and stored body (its age comes from the metadata's times).
-struct Hit {
-    meta: Meta,
-    body: Vec<u8>,
-}
-
 /// Purges (or soft-purges) one surrogate key, recording failures in the access log.
 fn purge(key: &str, soft: bool, f: &mut Access) {
     let r = if soft {
@@ -354,37 +350,6 @@ fn purge(key: &str, soft: bool, f: &mut Access) {
     };
     if let Err(e) = r {
         f.error = Some(format!("purge {key}: {e}"));
-    }
-}
-
-/// A refresh that runs after the client's response has been sent, holding the core
-/// cache's obligation for the key (other requests are served the cached copy meanwhile).
-pub(crate) struct Job {
-    tx: Transaction,
-    meta: Meta,
-    req: Request,
-    why: &'static str,
-}
-
-impl Job {
-    /// Refreshes the object: conditional request when it has validators; 304 freshens,
-    /// a storable response replaces, a response that may no longer be stored leaves a
-    /// hit-for-pass marker, an error or 5xx keeps the stored copy (obligation cancelled,
-    /// the next request retries).
-    pub fn run(self, policy: &Policy, f: &mut Access) {
-        let started = Instant::now();
-        let Self { tx, meta, req, why } = self;
-        let inputs = crate::inputs(&req);
-        let plan = policy.plan(&inputs.view(), SystemTime::now());
-        let outcome = refresh(policy, &plan, tx, &meta, &req);
-        f.refresh = Some(match outcome {
-            Ok(r) => format!("{why}:{r}"),
-            Err(e) => {
-                f.error = Some(e.to_string());
-                format!("{why}:kept-stored")
-            }
-        });
-        f.refresh_ms = Some(millis(started.elapsed()));
     }
 }
 
@@ -406,71 +371,6 @@ fn fill_request(policy: &Policy, plan: &Plan<'_>, req: &Request, stored: Option<
     out
 }
 
-/// Sends a fill; on failure the obligation is cancelled (the next request retries).
-fn send_fill(
-    policy: &Policy,
-    plan: &Plan<'_>,
-    tx: &Transaction,
-    req: Request,
-) -> Result<Fetched, String> {
-    origin::fetch(policy, plan, req).inspect_err(|_| {
-        let _ = tx.cancel_insert_or_update();
-    })
-}
-
-/// What a background refresh did (access-log text).
-fn refresh(
-    policy: &Policy,
-    plan: &Plan<'_>,
-    tx: Transaction,
-    meta: &Meta,
-    req: &Request,
-) -> Result<&'static str, EdgeError> {
-    let fill_req = fill_request(policy, plan, req, Some(meta));
-    let fetched = send_fill(policy, plan, &tx, fill_req).map_err(unreachable)?;
-    let status = fetched.resp.get_status().as_u16();
-    let fields = fields_of(&fetched.resp);
-    match revalidated(policy, plan, meta, &fetched, &fields) {
-        Revalidated::Uncacheable { marker, .. } => {
-            insert(policy, tx, &marker, &[])?;
-            Ok("now-uncacheable")
-        }
-        Revalidated::Freshen(fresh) => {
-            update(policy, tx, &fresh)?;
-            Ok("revalidated-304")
-        }
-        Revalidated::Keep => {
-            let _ = tx.cancel_insert_or_update();
-            Ok(if status == 304 {
-                "kept-stored"
-            } else {
-                "origin-error-kept-stored"
-            })
-        }
-        Revalidated::Replace => Ok(match store(policy, plan, tx, fetched, true)?.0 {
-            Filled::Stored { .. } => "replaced",
-            _ => "now-uncacheable",
-        }),
-    }
-}
-
-/// The engine's verdict on a revalidation answer (`cachet_http::fill::revalidated`).
-fn revalidated(
-    policy: &Policy,
-    plan: &Plan<'_>,
-    meta: &Meta,
-    fetched: &Fetched,
-    fields: &[(String, Vec<u8>)],
-) -> Revalidated {
-    let answer = Origin {
-        status: fetched.resp.get_status().as_u16(),
-        fields,
-        body: &[],
-        elapsed: fetched.elapsed,
-    };
-    fill::revalidated(policy, plan, &plan.cache_key, meta, answer, now())
-}
-
 /// Writes a freshened object's metadata (same body) under the obligation.
 fn update(policy: &Policy, tx: Transaction, fresh: &Meta) -> Result<(), EdgeError> {
     let keys = object_keys(fresh);
@@ -485,133 +385,6 @@ fn update(policy: &Policy, tx: Transaction, fresh: &Meta) -> Result<(), EdgeErro
         .user_metadata(fresh.to_bytes().into())
         .execute()?;
     Ok(())
-}
-
-/// Whether an origin failure now may be answered with `meta` (within grace or its
-/// stale-if-error window, `cachet_refresh::on_origin_error`).
-fn stale_if_error(meta: &Meta) -> bool {
-    on_origin_error(
-        Some(&meta.times),
-        now(),
-        Duration::from_secs(meta.stale_if_error_s),
-        RETRY_AFTER,
-    ) == ErrorAction::ServeStale
-}
-
-/// Past grace, holding the obligation: revalidate before answering.
-fn revalidate_now(
-    ctx: &Lookup<'_, '_>,
-    tx: Transaction,
-    hit: &Hit,
-    req: &Request,
-    f: &mut Access,
-) -> Result<Outcome, EdgeError> {
-    let (policy, plan, client) = (ctx.policy, ctx.plan, &ctx.client);
-    let meta = &hit.meta;
-    let fill_req = fill_request(policy, plan, req, Some(meta));
-    let fetched = match send_fill(policy, plan, &tx, fill_req) {
-        Ok(r) => r,
-        Err(e) if stale_if_error(meta) => {
-            f.error = Some(e);
-            f.cache = CacheStatus::Stale;
-            return deliver::respond(meta, hit.body.clone(), f.cache, client, f).map(Outcome::from);
-        }
-        Err(e) => return Err(unreachable(e)),
-    };
-    origin::note(f, fetched.elapsed);
-    f.cache = CacheStatus::Miss;
-    let fields = fields_of(&fetched.resp);
-    match revalidated(policy, plan, meta, &fetched, &fields) {
-        Revalidated::Uncacheable { marker, theirs } => {
-            // This client gets the stored body with the 304's fields, nobody else does.
-            insert(policy, tx, &marker, &[])?;
-            f.refresh = Some("now-uncacheable".into());
-            f.cache = CacheStatus::Pass;
-            let mut resp = deliver::respond(&theirs, hit.body.clone(), f.cache, client, f)?;
-            // Their cookie is theirs: passed on, never stored.
-            for cookie in fetched.resp.get_header_all(header::SET_COOKIE) {
-                resp.append_header(header::SET_COOKIE, cookie);
-            }
-            Ok(resp.into())
-        }
-        Revalidated::Freshen(fresh) => {
-            update(policy, tx, &fresh)?;
-            f.refresh = Some("revalidated-304".into());
-            deliver::respond(&fresh, hit.body.clone(), f.cache, client, f).map(Outcome::from)
-        }
-        Revalidated::Keep => {
-            // Past grace the stored copy is served only within the origin's
-            // stale-if-error (RFC 5861 §4); otherwise the origin's error goes out as it is.
-            let _ = tx.cancel_insert_or_update();
-            f.refresh = Some("origin-error".into());
-            if stale_if_error(meta) {
-                f.cache = CacheStatus::Stale;
-                return deliver::respond(meta, hit.body.clone(), f.cache, client, f)
-                    .map(Outcome::from);
-            }
-            f.cache = CacheStatus::Pass;
-            Ok(deliver::unstored(fetched.resp, client, true))
-        }
-        Revalidated::Replace => fill(policy, plan, tx, fetched, client, f, true),
-    }
-}
-
-/// We hold the collapsing obligation for this key and nothing usable is stored: one origin
-/// fetch serves every waiter.
-fn miss(
-    ctx: &Lookup<'_, '_>,
-    tx: Transaction,
-    req: &Request,
-    f: &mut Access,
-) -> Result<Outcome, EdgeError> {
-    let (policy, plan) = (ctx.policy, ctx.plan);
-    let fill_req = fill_request(policy, plan, req, None);
-    let fetched = send_fill(policy, plan, &tx, fill_req).map_err(unreachable)?;
-    origin::note(f, fetched.elapsed);
-    fill(policy, plan, tx, fetched, &ctx.client, f, false)
-}
-
-/// Applies the engine's verdict on a fill's answer (`cachet_http::fill`) to the core
-/// cache: inserts the object or a hit-for-pass marker, or cancels the obligation. Returns
-/// the verdict and the origin response (with its body when it was not stored). The body is
-/// read into memory only when it may be stored.
-fn store(
-    policy: &Policy,
-    plan: &Plan<'_>,
-    tx: Transaction,
-    fetched: Fetched,
-    replacing: bool,
-) -> Result<(Filled, Response), EdgeError> {
-    let Fetched { mut resp, elapsed } = fetched;
-    let now = now();
-    let status = resp.get_status().as_u16();
-    let fields = fields_of(&resp);
-    let key = &plan.cache_key;
-    let limit = policy.config().edge.max_object_bytes;
-    let verdict =
-        if let Some(v) = fill::unstorable(policy, plan, key, status, &fields, now, replacing) {
-            v
-        } else if let Some(body) = read_bounded(&mut resp, limit)? {
-            let origin = Origin {
-                status,
-                fields: &fields,
-                body: &body,
-                elapsed,
-            };
-            let v = fill::filled(policy, plan, key, origin, now, replacing)?;
-            resp.set_body(body);
-            v
-        } else {
-            fill::oversized(policy, plan, key, status, &fields, now, replacing)
-        };
-    match &verdict {
-        Filled::Stored { meta, body } => insert(policy, tx, meta, body)?,
-        Filled::Marker { meta, .. } => insert(policy, tx, meta, &[])?,
-        Filled::Unstored(_) => {
-            let _ = tx.cancel_insert_or_update();
-        }
-    }
-    Ok((verdict, resp))
 }
 
 /// Reads `resp`'s body when it is at most `limit` bytes (`[edge].max_object_bytes`). A
@@ -635,30 +408,6 @@ pub(crate) fn read_bounded(resp: &mut Response, limit: u64) -> std::io::Result<O
     replay.append(body);
     resp.set_body(replay);
     Ok(None)
-}
-
-/// Stores a fill's answer as the engine says ([`store`]) and answers this client: from
-/// the stored object, or with the origin's answer unstored.
-fn fill(
-    policy: &Policy,
-    plan: &Plan<'_>,
-    tx: Transaction,
-    fetched: Fetched,
-    client: &Client,
-    f: &mut Access,
-    replacing: bool,
-) -> Result<Outcome, EdgeError> {
-    match store(policy, plan, tx, fetched, replacing)? {
-        (Filled::Stored { meta, body }, _) => {
-            f.cache = CacheStatus::Miss;
-            deliver::respond(&meta, body, f.cache, client, f).map(Outcome::from)
-        }
-        (Filled::Marker { why, .. } | Filled::Unstored(why), resp) => {
-            f.pass_reason = Some(why.label());
-            f.cache = CacheStatus::Pass;
-            Ok(deliver::unstored(resp, client, true))
-        }
-    }
 }
 
 /// The core cache's stale-while-revalidate for an object: grace + keep, plus the TTL when

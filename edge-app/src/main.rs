@@ -20,7 +20,7 @@ mod origin;
 mod scratch;
 
 use std::sync::OnceLock;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use cachet_http::{CacheStatus, Failure, Inputs, Reply};
 use cachet_policy::admin::AdminError;
@@ -68,7 +68,7 @@ pub(crate) enum EdgeError {
 /// The one place core and platform errors become HTTP responses (the mapping itself is
 /// `cachet_http::reply`'s).
 fn error_response(e: &EdgeError) -> Response {
-    let retry = retry_after_secs(Duration::from_secs(5));
+    let retry = retry_after_secs(cachet_http::drive::RETRY_AFTER);
     let reply = match e {
         EdgeError::Admin(a) => cachet_http::reply::admin_error(a),
         EdgeError::Config(_) => cachet_http::reply::failure(Failure::Config),

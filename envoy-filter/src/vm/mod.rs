@@ -32,9 +32,9 @@ use crate::{Flag, host};
 /// Shared-data key of the VM id counter.
 const VM_ID_KEY: &str = "cachet.vmid";
 
-/// `Retry-After` of a `503` when the origin failed and nothing may be served (the edge
-/// app's value).
-const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// `Retry-After` of a `503` when the origin failed and nothing may be served (one value
+/// for both adapters).
+use cachet_http::drive::RETRY_AFTER;
 
 /// Everything that can go wrong in the filter.
 #[derive(Debug, thiserror::Error)]

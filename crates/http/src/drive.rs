@@ -1,0 +1,565 @@
+//! The cache flow of one cacheable request on a transactional core cache, written once:
+//! lookup, ban check, serve, refresh after, revalidate, fill, store, stale-if-error.
+//!
+//! The flow fits a platform whose cache hands out an *obligation* per key, as Fastly's
+//! core cache does (`fastly::cache::core::Transaction`, Varnish's busy object): the first
+//! request for a missing or stale key gets it and fills, the others wait or are served
+//! (request collapsing by the platform). The edge app implements [`CoreCache`] with
+//! only platform I/O (transactions, the origin backend, Fastly responses, the access log);
+//! every decision is here or in the modules this calls:
+//!
+//! * what a lookup found and what to do with it: [`crate::lookup::next`] with the
+//!   object's own times (`cachet_refresh::decide`, XFetch's draw from
+//!   [`CoreCache::random_bits`]), a ban verdict, hit-for-pass markers;
+//! * a ban or refresh-ahead: the object is purged (soft for refresh-ahead) by its own
+//!   surrogate key and looked up again, at most [`MAX_LOOKUPS`] times, so the refetch is
+//!   collapsed too;
+//! * what an origin answer becomes: [`crate::fill::unstorable`] /
+//!   [`crate::fill::filled`] / [`crate::fill::oversized`] for a fill,
+//!   [`crate::fill::revalidated`] for a revalidation (RFC 9111 §4.3.4);
+//! * an origin failure: the stored copy within grace or its `stale-if-error` window
+//!   ([`stale_if_error`], RFC 5861 §4), else the origin's error or a `503`
+//!   ([`CoreCache::unreachable`]);
+//! * a background refresh ([`refresh`]) after a stale or refresh-ahead answer: a 304
+//!   freshens, a storable answer replaces, a now-private one leaves a marker, an error
+//!   keeps the stored copy.
+//!
+//! The Envoy filter elects its collapsing leader across workers itself and answers
+//! asynchronously, so it drives the same rules ([`crate::lookup`], [`crate::fill`],
+//! `cachet_refresh::on_origin_error`) from its callbacks instead of this loop.
+
+use std::time::Duration;
+
+use cachet_policy::object::Meta;
+use cachet_policy::{Plan, Policy};
+use cachet_refresh::{Draw, EarlyRefresh, ErrorAction, Timestamp, decide, on_origin_error};
+
+use crate::fill::{self, Filled, Revalidated};
+use crate::lookup::{self, Found, Next, Rights};
+use crate::store::Origin;
+use crate::{CacheStatus, Client, Failure};
+
+/// Lookups per request: the first, and one after a ban purge or a refresh-ahead soft purge.
+pub const MAX_LOOKUPS: usize = 2;
+
+/// `Retry-After` of a `503` sent when the origin is unreachable and nothing may be served
+/// stale (both adapters).
+pub const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// What one lookup found.
+#[derive(Debug)]
+pub struct Looked<T> {
+    /// The transaction: the handle that holds the obligation, if any.
+    pub tx: T,
+    /// This request holds the key's obligation (it may insert or update).
+    pub obligated: bool,
+    /// The stored object's metadata (`None`: nothing stored, or metadata of another
+    /// layout) and whether the platform holds it as stale (soft-purged).
+    pub found: Option<(Meta, bool)>,
+}
+
+/// An origin answer's status line and fields, as the engine reads them.
+#[derive(Debug, Clone)]
+pub struct AnswerHead {
+    /// Its status.
+    pub status: u16,
+    /// Every header line, in order (bytes).
+    pub fields: Vec<(String, Vec<u8>)>,
+    /// Time to its headers.
+    pub elapsed: Duration,
+}
+
+/// What the flow tells the access log (the adapter records; it decides nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Note {
+    /// The request's cache status so far (the last one written wins).
+    Status(CacheStatus),
+    /// Why the request was passed or its answer not stored.
+    PassReason(&'static str),
+    /// Foreground refresh work: `revalidated-304`, `now-uncacheable`, `origin-error`.
+    Refresh(&'static str),
+    /// Something failed and the flow went on (a stale copy was served instead).
+    Error(String),
+    /// A foreground origin wait.
+    OriginWait(Duration),
+}
+
+/// The platform side of the flow: a transactional core cache, the origin and the client
+/// answer. Implementations only move bytes; each method says what it must do.
+pub trait CoreCache {
+    /// A lookup transaction (holds the obligation when [`Looked::obligated`]).
+    type Tx;
+    /// An origin answer whose body is not read yet.
+    type Answer;
+    /// A response for the client.
+    type Out;
+    /// The platform's error; body errors convert from `std::io::Error`.
+    type Error: From<std::io::Error>;
+
+    /// The clock.
+    fn now(&self) -> Timestamp;
+    /// 64 random bits (XFetch's draw).
+    fn random_bits(&mut self) -> u64;
+    /// Looks up the request's key (its variant chosen by the request's fields).
+    ///
+    /// # Errors
+    /// The core cache's failure.
+    fn lookup(&mut self) -> Result<Looked<Self::Tx>, Self::Error>;
+    /// The found object's stored body.
+    ///
+    /// # Errors
+    /// The core cache's failure reading it.
+    fn body(&mut self, tx: &Self::Tx) -> Result<Vec<u8>, Self::Error>;
+    /// Whether a ban covers `meta` (the adapter reads its ban index and logs which).
+    fn banned(&mut self, meta: &Meta) -> bool;
+    /// Inserts `meta` and `body` under the obligation (a marker: `meta.pass`, no body).
+    ///
+    /// # Errors
+    /// The core cache's failure.
+    fn insert(&mut self, tx: Self::Tx, meta: &Meta, body: &[u8]) -> Result<(), Self::Error>;
+    /// Replaces the stored object's metadata (same body) under the obligation.
+    ///
+    /// # Errors
+    /// The core cache's failure.
+    fn update(&mut self, tx: Self::Tx, meta: &Meta) -> Result<(), Self::Error>;
+    /// Gives up the obligation, if held (the next request retries).
+    fn cancel(&mut self, tx: &Self::Tx);
+    /// Purges (`soft`: soft-purges) one surrogate key.
+    fn purge(&mut self, key: &str, soft: bool);
+    /// Sends the fill's origin request (conditional on `stored`'s validators).
+    ///
+    /// # Errors
+    /// Why the origin could not be reached.
+    fn fetch(&mut self, stored: Option<&Meta>) -> Result<Self::Answer, String>;
+    /// `answer`'s status and fields.
+    fn head(&self, answer: &Self::Answer) -> AnswerHead;
+    /// `answer`'s body when it is at most `limit` bytes, else `None` (and `answer` keeps a
+    /// body that streams all of it).
+    ///
+    /// # Errors
+    /// The body's read error.
+    fn read_bounded(
+        &mut self,
+        answer: &mut Self::Answer,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>, Self::Error>;
+    /// Gives `answer` its body back after [`Self::read_bounded`] took it.
+    fn restore_body(&mut self, answer: &mut Self::Answer, body: Vec<u8>);
+    /// Passes the client's request to the origin, nothing stored (records `PASS`).
+    ///
+    /// # Errors
+    /// The origin could not be reached.
+    fn pass(&mut self) -> Result<Self::Out, Self::Error>;
+    /// The client's answer from a stored object (`cachet_http::deliver`).
+    ///
+    /// # Errors
+    /// A stored body that does not inflate.
+    fn respond(
+        &mut self,
+        meta: &Meta,
+        body: Vec<u8>,
+        status: CacheStatus,
+    ) -> Result<Self::Out, Self::Error>;
+    /// The client's answer from an origin answer that was not stored
+    /// (`cachet_http::unstored`; the fill carried our `Accept-Encoding`).
+    fn unstored(&mut self, answer: Self::Answer) -> Self::Out;
+    /// Adds `answer`'s `Set-Cookie` lines to `out` (this client's own cookies).
+    fn add_cookies(&mut self, out: &mut Self::Out, answer: &Self::Answer);
+    /// One of Cachet's own failure answers (`cachet_http::reply::failure`).
+    fn failure(&mut self, failure: Failure) -> Self::Out;
+    /// The error for an unreachable origin with nothing servable (a `503` with
+    /// `Retry-After` [`RETRY_AFTER`]).
+    fn unreachable(&self, reason: String) -> Self::Error;
+    /// Records `note` in the access log.
+    fn note(&mut self, note: Note);
+}
+
+/// A refresh to run after the client's answer is sent, holding the obligation (other
+/// requests are served the stored copy meanwhile).
+#[derive(Debug)]
+pub struct Refresh<T> {
+    /// The transaction holding the obligation.
+    pub tx: T,
+    /// The stored object's metadata.
+    pub meta: Meta,
+    /// `stale` (grace) or `ahead` (refresh-ahead).
+    pub why: &'static str,
+}
+
+/// What the flow produced: the client's answer and maybe a refresh to run after it.
+#[derive(Debug)]
+pub struct Served<T, O> {
+    /// The client's answer.
+    pub out: O,
+    /// Work after the answer is sent.
+    pub after: Option<Refresh<T>>,
+}
+
+impl<T, O> Served<T, O> {
+    fn now(out: O) -> Self {
+        Self { out, after: None }
+    }
+}
+
+/// One lookup's result: answered, or `None` (purged: look up again).
+type StepResult<C> =
+    Result<Option<Served<<C as CoreCache>::Tx, <C as CoreCache>::Out>>, <C as CoreCache>::Error>;
+
+/// The flow's context: the request's plan and client fields.
+struct Flow<'p, 'a> {
+    policy: &'p Policy,
+    plan: &'p Plan<'a>,
+    client: &'p Client,
+    early: EarlyRefresh,
+}
+
+/// Serves a cacheable request planned as `plan` from the core cache, fetching,
+/// refreshing or revalidating as the object's state requires (the flow in the module
+/// docs). After [`MAX_LOOKUPS`] lookups that each purged what they found, the request is
+/// passed.
+///
+/// # Errors
+/// The platform's: the core cache failed; the origin is unreachable and no copy may be
+/// served ([`CoreCache::unreachable`]); a stored body is corrupt.
+pub fn cached<C: CoreCache>(
+    c: &mut C,
+    policy: &Policy,
+    plan: &Plan<'_>,
+    client: &Client,
+) -> Result<Served<C::Tx, C::Out>, C::Error> {
+    let flow = Flow {
+        policy,
+        plan,
+        client,
+        early: policy.early_refresh(plan),
+    };
+    for attempt in 0..MAX_LOOKUPS {
+        if let Some(served) = flow.step(c, attempt + 1 == MAX_LOOKUPS)? {
+            return Ok(served);
+        }
+    }
+    c.pass().map(Served::now)
+}
+
+/// A found object: metadata and its stored body (read only when it may be sent).
+struct Hit {
+    meta: Meta,
+    body: Vec<u8>,
+}
+
+impl Flow<'_, '_> {
+    /// One lookup, classified for [`lookup::next`], whose step [`Self::act`] carries out;
+    /// `None`: purged, look up again.
+    fn step<C: CoreCache>(&self, c: &mut C, last: bool) -> StepResult<C> {
+        let Looked {
+            tx,
+            obligated,
+            found,
+        } = c.lookup()?;
+        let mut rights = Rights {
+            fill: obligated,
+            relookup: false,
+            only_if_cached: self.client.only_if_cached,
+        };
+        let Some((meta, platform_stale)) = found else {
+            return self.act(c, lookup::next(Found::Nothing, rights), tx, obligated, None);
+        };
+        rights.relookup = !last && !meta.tag.is_empty();
+        let what = if meta.pass {
+            // A hit-for-pass marker; with the obligation it expired: ask the origin again.
+            c.note(Note::PassReason("hit-for-pass"));
+            if obligated {
+                Found::Nothing
+            } else {
+                Found::Marker
+            }
+        } else if c.banned(&meta) {
+            Found::Banned
+        } else {
+            let draw = match self.early {
+                EarlyRefresh::Xfetch { .. } => Draw::from_bits(c.random_bits()),
+                _ => Draw::ONE,
+            };
+            Found::Object {
+                freshness: decide(Some(&meta.times), c.now(), &self.early, draw),
+                soft_purged: platform_stale,
+                has_grace: !meta.times.grace.is_zero(),
+            }
+        };
+        let next = lookup::next(what, rights);
+        let body = match next {
+            Next::Serve { .. } | Next::Revalidate => c.body(&tx)?,
+            _ => Vec::new(),
+        };
+        self.act(c, next, tx, obligated, Some(Hit { meta, body }))
+    }
+
+    /// Carries out `next` for `hit` under `tx`.
+    fn act<C: CoreCache>(
+        &self,
+        c: &mut C,
+        next: Next,
+        tx: C::Tx,
+        obligated: bool,
+        hit: Option<Hit>,
+    ) -> StepResult<C> {
+        let served = match (next, hit) {
+            (Next::Serve { status, refresh }, Some(hit)) => {
+                c.note(Note::Status(status));
+                let after = refresh.then(|| Refresh {
+                    tx,
+                    meta: hit.meta.clone(),
+                    why: if status == CacheStatus::Stale {
+                        "stale"
+                    } else {
+                        "ahead"
+                    },
+                });
+                let out = c.respond(&hit.meta, hit.body, status)?;
+                Served { out, after }
+            }
+            (Next::Relookup { soft }, Some(hit)) => {
+                drop(tx);
+                c.purge(&hit.meta.tag, soft);
+                return Ok(None);
+            }
+            (Next::Revalidate, Some(hit)) => Served::now(self.revalidate_now(c, tx, &hit)?),
+            (Next::NotCached, _) => {
+                if obligated {
+                    c.cancel(&tx);
+                }
+                c.note(Note::Status(CacheStatus::Miss));
+                Served::now(c.failure(Failure::NotCached))
+            }
+            (Next::Fill, _) => Served::now(self.miss(c, tx)?),
+            (Next::Pass { status }, _) | (Next::Serve { status, .. }, None) => {
+                drop(tx);
+                if status == CacheStatus::Miss {
+                    c.note(Note::PassReason("revalidating-elsewhere"));
+                }
+                let out = c.pass()?;
+                if status != CacheStatus::Pass {
+                    c.note(Note::Status(status));
+                }
+                Served::now(out)
+            }
+            (Next::Relookup { .. } | Next::Revalidate, None) => {
+                drop(tx);
+                Served::now(c.pass()?)
+            }
+        };
+        Ok(Some(served))
+    }
+
+    /// Holding the obligation with nothing usable stored: one origin fetch serves every
+    /// waiter.
+    fn miss<C: CoreCache>(&self, c: &mut C, tx: C::Tx) -> Result<C::Out, C::Error> {
+        let answer = send_fill(c, &tx, None)?;
+        c.note(Note::OriginWait(c.head(&answer).elapsed));
+        self.fill(c, tx, answer, false)
+    }
+
+    /// Past grace, holding the obligation: revalidate before answering.
+    fn revalidate_now<C: CoreCache>(
+        &self,
+        c: &mut C,
+        tx: C::Tx,
+        hit: &Hit,
+    ) -> Result<C::Out, C::Error> {
+        let meta = &hit.meta;
+        let answer = match c.fetch(Some(meta)) {
+            Ok(a) => a,
+            Err(e) => {
+                c.cancel(&tx);
+                if stale_if_error(meta, c.now()) {
+                    c.note(Note::Error(e));
+                    c.note(Note::Status(CacheStatus::Stale));
+                    return c.respond(meta, hit.body.clone(), CacheStatus::Stale);
+                }
+                return Err(c.unreachable(e));
+            }
+        };
+        let head = c.head(&answer);
+        c.note(Note::OriginWait(head.elapsed));
+        c.note(Note::Status(CacheStatus::Miss));
+        match revalidated(c, self.policy, self.plan, meta, &head) {
+            Revalidated::Uncacheable { marker, theirs } => {
+                // This client gets the stored body with the 304's fields, nobody else does.
+                c.insert(tx, &marker, &[])?;
+                c.note(Note::Refresh("now-uncacheable"));
+                c.note(Note::Status(CacheStatus::Pass));
+                let mut out = c.respond(&theirs, hit.body.clone(), CacheStatus::Pass)?;
+                // Their cookie is theirs: passed on, never stored.
+                c.add_cookies(&mut out, &answer);
+                Ok(out)
+            }
+            Revalidated::Freshen(fresh) => {
+                c.update(tx, &fresh)?;
+                c.note(Note::Refresh("revalidated-304"));
+                c.respond(&fresh, hit.body.clone(), CacheStatus::Miss)
+            }
+            Revalidated::Keep => {
+                // Past grace the stored copy is served only within the origin's
+                // stale-if-error (RFC 5861 §4); otherwise the origin's error goes out.
+                c.cancel(&tx);
+                c.note(Note::Refresh("origin-error"));
+                if stale_if_error(meta, c.now()) {
+                    c.note(Note::Status(CacheStatus::Stale));
+                    return c.respond(meta, hit.body.clone(), CacheStatus::Stale);
+                }
+                c.note(Note::Status(CacheStatus::Pass));
+                Ok(c.unstored(answer))
+            }
+            Revalidated::Replace => self.fill(c, tx, answer, true),
+        }
+    }
+
+    /// Stores a fill's answer as the engine says ([`store`]) and answers this client:
+    /// from the stored object, or with the origin's answer unstored.
+    fn fill<C: CoreCache>(
+        &self,
+        c: &mut C,
+        tx: C::Tx,
+        answer: C::Answer,
+        replacing: bool,
+    ) -> Result<C::Out, C::Error> {
+        match store(c, self.policy, self.plan, tx, answer, replacing)? {
+            (Filled::Stored { meta, body }, _) => {
+                c.note(Note::Status(CacheStatus::Miss));
+                c.respond(&meta, body, CacheStatus::Miss)
+            }
+            (Filled::Marker { why, .. } | Filled::Unstored(why), answer) => {
+                c.note(Note::PassReason(why.label()));
+                c.note(Note::Status(CacheStatus::Pass));
+                Ok(c.unstored(answer))
+            }
+        }
+    }
+}
+
+/// Whether an origin failure at `now` may be answered with `meta` (within grace or its
+/// stale-if-error window, `cachet_refresh::on_origin_error`, RFC 5861 §4).
+pub fn stale_if_error(meta: &Meta, now: Timestamp) -> bool {
+    on_origin_error(
+        Some(&meta.times),
+        now,
+        Duration::from_secs(meta.stale_if_error_s),
+        RETRY_AFTER,
+    ) == ErrorAction::ServeStale
+}
+
+/// Sends a fill; on failure the obligation is cancelled (the next request retries) and
+/// the origin's unreachability is the error.
+fn send_fill<C: CoreCache>(
+    c: &mut C,
+    tx: &C::Tx,
+    stored: Option<&Meta>,
+) -> Result<C::Answer, C::Error> {
+    c.fetch(stored).map_err(|e| {
+        c.cancel(tx);
+        c.unreachable(e)
+    })
+}
+
+/// The engine's verdict on a revalidation answer (`cachet_http::fill::revalidated`).
+fn revalidated<C: CoreCache>(
+    c: &C,
+    policy: &Policy,
+    plan: &Plan<'_>,
+    meta: &Meta,
+    head: &AnswerHead,
+) -> Revalidated {
+    let answer = Origin {
+        status: head.status,
+        fields: &head.fields,
+        body: &[],
+        elapsed: head.elapsed,
+    };
+    fill::revalidated(policy, plan, &plan.cache_key, meta, answer, c.now())
+}
+
+/// Applies the engine's verdict on a fill's answer to the core cache: inserts the object
+/// or a hit-for-pass marker, or cancels the obligation. Returns the verdict and the answer
+/// (with its body when it was not stored). The body is read into memory only when it may
+/// be stored and is at most `[edge].max_object_bytes`.
+fn store<C: CoreCache>(
+    c: &mut C,
+    policy: &Policy,
+    plan: &Plan<'_>,
+    tx: C::Tx,
+    mut answer: C::Answer,
+    replacing: bool,
+) -> Result<(Filled, C::Answer), C::Error> {
+    let now = c.now();
+    let AnswerHead {
+        status,
+        fields,
+        elapsed,
+    } = c.head(&answer);
+    let key = &plan.cache_key;
+    let limit = policy.config().edge.max_object_bytes;
+    let verdict =
+        if let Some(v) = fill::unstorable(policy, plan, key, status, &fields, now, replacing) {
+            v
+        } else if let Some(body) = c.read_bounded(&mut answer, limit)? {
+            let origin = Origin {
+                status,
+                fields: &fields,
+                body: &body,
+                elapsed,
+            };
+            let v = fill::filled(policy, plan, key, origin, now, replacing)?;
+            c.restore_body(&mut answer, body);
+            v
+        } else {
+            fill::oversized(policy, plan, key, status, &fields, now, replacing)
+        };
+    match &verdict {
+        Filled::Stored { meta, body } => c.insert(tx, meta, body)?,
+        Filled::Marker { meta, .. } => c.insert(tx, meta, &[])?,
+        Filled::Unstored(_) => c.cancel(&tx),
+    }
+    Ok((verdict, answer))
+}
+
+/// Runs a [`Refresh`] after the client's answer was sent: a conditional request when the
+/// object has validators; a 304 freshens, a storable answer replaces, an answer that may
+/// no longer be stored leaves a hit-for-pass marker, an error or 5xx keeps the stored copy
+/// (obligation cancelled, the next request retries). Returns what it did, for the access
+/// log: `revalidated-304`, `replaced`, `now-uncacheable`, `kept-stored` or
+/// `origin-error-kept-stored`.
+///
+/// # Errors
+/// The platform's (origin unreachable: the stored copy is kept).
+pub fn refresh<C: CoreCache>(
+    c: &mut C,
+    policy: &Policy,
+    plan: &Plan<'_>,
+    job: Refresh<C::Tx>,
+) -> Result<&'static str, C::Error> {
+    let Refresh { tx, meta, .. } = job;
+    let answer = send_fill(c, &tx, Some(&meta))?;
+    let head = c.head(&answer);
+    match revalidated(c, policy, plan, &meta, &head) {
+        Revalidated::Uncacheable { marker, .. } => {
+            c.insert(tx, &marker, &[])?;
+            Ok("now-uncacheable")
+        }
+        Revalidated::Freshen(fresh) => {
+            c.update(tx, &fresh)?;
+            Ok("revalidated-304")
+        }
+        Revalidated::Keep => {
+            c.cancel(&tx);
+            Ok(if head.status == 304 {
+                "kept-stored"
+            } else {
+                "origin-error-kept-stored"
+            })
+        }
+        Revalidated::Replace => Ok(match store(c, policy, plan, tx, answer, true)?.0 {
+            Filled::Stored { .. } => "replaced",
+            _ => "now-uncacheable",
+        }),
+    }
+}
