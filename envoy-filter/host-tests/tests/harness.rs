@@ -1006,10 +1006,18 @@ fn past_grace_within_keep_the_leader_revalidates_before_answering() {
     assert_eq!((r.x_cache(), r.text()), ("HIT", first.text()));
     w2.finish(waiter).expect("finish");
     assert_eq!(host.metric("cachet.revalidated"), 1);
-    // Past grace again, and the origin fails: a clean 503, the object is kept.
+    // Past grace again, and the origin answers an error: it goes out as the origin sent
+    // it (RFC 9111 §4.3.3, as on the edge), the object is kept.
     host.advance_ms(past_grace);
     let (id, call) = leader(&mut w1, path);
     let r = answered(&mut w1, id, &call, &answer(502, &[], "bad gateway"));
+    assert_eq!(
+        (r.status, r.x_cache(), r.text()),
+        (502, "PASS", "bad gateway".to_owned())
+    );
+    // No answer at all (reset): a clean 503, the object kept.
+    let (id, call) = leader(&mut w1, path);
+    let r = answered(&mut w1, id, &call, &Response::default());
     assert_eq!(
         (r.status, r.header("retry-after"), r.header("cache-control")),
         (503, Some("5"), Some("no-store"))

@@ -391,27 +391,13 @@ impl Http {
     /// object's stale-if-error window (`cachet_refresh::on_origin_error`), else a clean
     /// `503` with `Retry-After` and `Cache-Control: no-store`.
     pub(super) fn origin_failed(&mut self, reason: &str) {
-        let base = self.base.take();
         let at = host::now();
-        let now = Timestamp::from_system_time(at);
-        let stale_if_error =
-            Duration::from_secs(base.as_ref().map_or(0, |(o, _)| o.h.meta.stale_if_error_s));
-        let action = on_origin_error(
-            base.as_ref().map(|(_, t)| t),
-            now,
-            stale_if_error,
-            RETRY_AFTER,
-        );
-        match (action, base) {
-            (ErrorAction::ServeStale, Some((obj, _))) => {
+        match self.base.take() {
+            Some((obj, times)) if stale_copy_allowed(&obj, &times, at) => {
                 Metrics::inc(self.vm.m().stale);
                 self.vm.respond(&obj, CacheStatus::Stale, &self.client, at);
             }
-            (ErrorAction::Unavailable { retry_after_secs }, _) => send_error(&EnvoyError::Origin {
-                reason: reason.to_owned(),
-                retry_after_secs,
-            }),
-            (ErrorAction::ServeStale, None) => send_error(&EnvoyError::unavailable(reason)),
+            _ => send_error(&EnvoyError::unavailable(reason)),
         }
     }
 
@@ -482,6 +468,17 @@ impl Http {
                 vm.respond(&obj, CacheStatus::Miss, &self.client, host::now());
             }
             (Some(Stored::Pass), Some(r)) => self.send_origin(r.status, &r.headers, &r.body),
+            // The origin answered a revalidation with an error: the stored copy when its
+            // grace or stale-if-error allows, else the origin's answer as it is
+            // (RFC 9111 §4.3.3), as on the edge (`cachet_http::drive`).
+            (None, Some(r))
+                if self
+                    .base
+                    .as_ref()
+                    .is_some_and(|(o, t)| !stale_copy_allowed(o, t, host::now())) =>
+            {
+                self.send_origin(r.status, &r.headers, &r.body);
+            }
             (_, r) => self.origin_failed(&r.as_ref().map_or_else(
                 || "no response".to_owned(),
                 |r| format!("status {}", r.status),
@@ -648,4 +645,12 @@ impl Http {
             self.vm.wake(Some(job.want.slot));
         }
     }
+}
+
+/// Whether an origin failure at `at` may be answered with `obj`, found with `times`:
+/// within grace or its stale-if-error window (`cachet_refresh::on_origin_error`).
+fn stale_copy_allowed(obj: &StoredObject, times: &EntryTimes, at: SystemTime) -> bool {
+    let stale_if_error = Duration::from_secs(obj.h.meta.stale_if_error_s);
+    let now = Timestamp::from_system_time(at);
+    on_origin_error(Some(times), now, stale_if_error, RETRY_AFTER) == ErrorAction::ServeStale
 }
