@@ -90,8 +90,10 @@ pub enum Revalidated {
     /// fetched for unconditionally.
     Unusable,
     /// A `304` whose fields make the response per-user (`private`, `no-store`,
-    /// `Set-Cookie`): a hit-for-pass marker replaced the stored object.
-    Uncacheable,
+    /// `Set-Cookie`): a hit-for-pass marker replaced the stored object; this client alone
+    /// gets the stored body described by the metadata (the stored object with the 304's
+    /// fields, `cachet_http::fill::Revalidated::Uncacheable`), as on the edge.
+    Uncacheable(Box<Meta>),
     /// `5xx` or a failed callout: the stored object is kept as it is.
     Kept,
 }
@@ -578,13 +580,13 @@ impl Cache {
                 let obj = StoredObject::new(base.h.key.clone(), *fresh, base.body.clone());
                 Revalidated::Freshened(self.insert(sd, obj, now))
             }
-            fill::Revalidated::Uncacheable { marker, .. } => {
+            fill::Revalidated::Uncacheable { marker, theirs } => {
                 self.insert(
                     sd,
                     StoredObject::new(want.key.clone(), *marker, Vec::new()),
                     now,
                 );
-                Revalidated::Uncacheable
+                Revalidated::Uncacheable(theirs)
             }
             fill::Revalidated::Replace => {
                 Revalidated::Replaced(self.store(sd, p, plan, want, answer, now, true))

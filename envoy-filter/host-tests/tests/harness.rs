@@ -1050,6 +1050,37 @@ fn past_grace_within_keep_the_leader_revalidates_before_answering() {
 }
 
 #[test]
+fn a_304_that_turns_the_page_private_reaches_only_its_client() {
+    let (host, mut w1, mut w2) = workers(&config_routes(&serde_json::json!({"keep": "1d"})));
+    let mut origin = Origin::conditional();
+    let path = "/blog/alice/entry/28";
+    let first = get(&mut w1, &mut origin, path, &[]);
+    host.advance_ms(300_000 + 3_600_000 + 1_000); // past max-age and the route's grace
+    let (id, call) = leader(&mut w1, path);
+    assert!(call.header("if-none-match").is_some());
+    let private = answer(
+        304,
+        &[
+            ("cache-control", "private, no-store"),
+            ("set-cookie", "session=s1"),
+        ],
+        "",
+    );
+    // The requester gets the stored body with the 304's fields and its cookie, in one
+    // round trip, as on the edge (`cachet_http::drive`).
+    let r = answered(&mut w1, id, &call, &private);
+    assert_eq!((r.status, r.x_cache()), (200, "PASS"));
+    assert_eq!(r.text(), first.text());
+    assert_eq!(r.header("cache-control"), Some("private, no-store"));
+    assert_eq!(r.header("set-cookie"), Some("session=s1"));
+    assert!(w1.callouts().is_empty(), "no second fetch");
+    // Nobody else gets the stored copy: the marker sends them to the origin.
+    let (id2, o) = w2.request(req("GET", BLOG, path, &[]), None).expect("req");
+    assert!(matches!(o, Outcome::Upstream(_)), "passed: {o:?}");
+    w2.finish(id2).expect("finish");
+}
+
+#[test]
 fn a_miss_whose_callout_fails_is_a_clean_503() {
     let host = host();
     let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");

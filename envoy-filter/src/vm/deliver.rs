@@ -18,6 +18,19 @@ impl Vm {
         client: &Client,
         at: SystemTime,
     ) {
+        self.respond_with(obj, status, client, at, &[]);
+    }
+
+    /// [`Self::respond`] with `extra` header lines added (a per-user 304's own
+    /// `Set-Cookie`, never stored).
+    pub(super) fn respond_with(
+        &self,
+        obj: &StoredObject,
+        status: CacheStatus,
+        client: &Client,
+        at: SystemTime,
+        extra: &[(&str, &str)],
+    ) {
         let now = Timestamp::from_system_time(at);
         let meta = &obj.h.meta;
         let d = cachet_http::deliver(meta, client, now, status);
@@ -51,7 +64,7 @@ impl Vm {
         // per-request workspace (cachet-workspace), cleared to its high watermark right
         // after; stored fields are borrowed from the object.
         let scratch = ws.as_mut().map(Workspace::scratch);
-        let h: Vec<(&str, &str)> = head
+        let mut h: Vec<(&str, &str)> = head
             .headers
             .iter()
             .map(|(n, v)| {
@@ -65,6 +78,7 @@ impl Vm {
                 (n.as_ref(), v)
             })
             .collect();
+        h.extend_from_slice(extra);
         host::send(head.status, &h, body);
         drop(h);
         drop(scratch);

@@ -12,13 +12,13 @@ use cachet_http::fill as engine_fill;
 use cachet_http::lookup::{self, Found, Next, Rights};
 use cachet_http::{Answer, CacheStatus, Failure, Reply, fields};
 use cachet_policy::object;
-use cachet_policy::{Decision, Plan, Policy, PolicyError, Synth, WorkspaceMode};
+use cachet_policy::{Decision, Plan, Policy, PolicyError, Synth};
 use cachet_refresh::{
     CollapseConfig, EntryTimes, ErrorAction, Freshness, Parked, Refused, Timestamp, WaitQueue,
     on_origin_error, retry_after_secs,
 };
 use cachet_store::cache::{Cache, Counts, Revalidated, Stored, Tier, Wanted};
-use cachet_workspace::{ClearMode, Config as WsConfig, Workspace};
+use cachet_workspace::Workspace;
 use proxy_wasm::types::{BufferType, LogLevel, MapType};
 
 use crate::admin::{self, AdminRequest};
@@ -283,17 +283,7 @@ impl Vm {
             }
         };
         let cfg = policy.config();
-        let ws = cfg.workspace;
-        let mode = match ws.mode {
-            WorkspaceMode::Watermark => ClearMode::Watermark,
-            WorkspaceMode::Shadow => ClearMode::Shadow,
-            WorkspaceMode::Full => ClearMode::Full,
-        };
-        let workspace = match Workspace::new(WsConfig {
-            capacity_bytes: ws.capacity_bytes,
-            mode,
-            verify_one_in: ws.verify_one_in,
-        }) {
+        let workspace = match Workspace::new(cfg.workspace.workspace_config()) {
             Ok(w) => w,
             Err(e) => {
                 host::log(

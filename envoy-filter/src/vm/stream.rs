@@ -442,52 +442,77 @@ impl Http {
             vm.wake(Some(job.want.slot));
             return;
         }
-        let base = self.base.clone();
-        let fetched = match (&r, base) {
-            (None, None) => {
-                Metrics::inc(vm.m().origin_errors);
-                None
-            }
-            (Some(r), None) => Some(vm.store_response(&p, &job, r, false)),
-            (_, Some((obj, _))) => match vm.revalidate(&p, &job, &obj, r.as_ref()) {
-                Revalidated::Freshened(fresh) => Some(Stored::Object(fresh)),
-                Revalidated::Replaced(f) => Some(f),
-                Revalidated::Unusable | Revalidated::Uncacheable => {
-                    // The 304 does not apply to what is stored now, or made it per-user:
-                    // fetch unconditionally.
-                    self.base = None;
-                    self.fetch(&p, job);
-                    return;
-                }
-                Revalidated::Kept => None,
-            },
-        };
-        match (fetched, &r) {
-            // A freshened or replaced object waited on the origin: MISS.
-            (Some(Stored::Object(obj)), _) => {
-                vm.respond(&obj, CacheStatus::Miss, &self.client, host::now());
-            }
-            (Some(Stored::Pass), Some(r)) => self.send_origin(r.status, &r.headers, &r.body),
-            // The origin answered a revalidation with an error: the stored copy when its
-            // grace or stale-if-error allows, else the origin's answer as it is
-            // (RFC 9111 §4.3.3), as on the edge (`cachet_http::drive`).
-            (None, Some(r))
-                if self
-                    .base
-                    .as_ref()
-                    .is_some_and(|(o, t)| !stale_copy_allowed(o, t, host::now())) =>
-            {
-                self.send_origin(r.status, &r.headers, &r.body);
-            }
-            (_, r) => self.origin_failed(&r.as_ref().map_or_else(
-                || "no response".to_owned(),
-                |r| format!("status {}", r.status),
-            )),
+        if !self.answer_fetch(&vm, &p, &job, r.as_ref()) {
+            // The 304 does not apply to what is stored now: fetch unconditionally.
+            self.base = None;
+            self.fetch(&p, job);
+            return;
         }
         self.base = None;
         self.release();
         self.phase = Phase::Local;
         vm.wake(Some(job.want.slot));
+    }
+
+    /// Applies the leader's origin answer `r` (`None`: the callout failed) and answers
+    /// this client: the stored or freshened object (`MISS`); the origin's answer when it
+    /// was not stored, or when it is an error to a revalidation past grace and
+    /// stale-if-error (RFC 9111 §4.3.3); a per-user 304's own answer (the stored body with
+    /// the 304's fields and cookies, `PASS`); else stale or `503` ([`Self::origin_failed`]).
+    /// The same rules as the edge's (`cachet_http::drive`). Returns `false` when the
+    /// answer is unusable (a 304 for an object changed meanwhile): nothing was sent.
+    fn answer_fetch(
+        &mut self,
+        vm: &Rc<Vm>,
+        p: &Policy,
+        job: &Job,
+        r: Option<&OriginResponse>,
+    ) -> bool {
+        let at = host::now();
+        let fetched = match (r, self.base.clone()) {
+            (None, None) => {
+                Metrics::inc(vm.m().origin_errors);
+                None
+            }
+            (Some(r), None) => Some(vm.store_response(p, job, r, false)),
+            (_, Some((obj, times))) => match vm.revalidate(p, job, &obj, r) {
+                Revalidated::Freshened(fresh) => Some(Stored::Object(fresh)),
+                Revalidated::Replaced(f) => Some(f),
+                Revalidated::Unusable => return false,
+                Revalidated::Uncacheable(theirs) => {
+                    // This client gets the stored body with the 304's fields and its own
+                    // cookies; the marker keeps everybody else off the stored copy.
+                    let theirs = StoredObject::new(obj.h.key.clone(), *theirs, obj.body.clone());
+                    let cookies: Vec<(&str, &str)> = r
+                        .map(|r| r.headers.as_slice())
+                        .unwrap_or_default()
+                        .iter()
+                        .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+                        .filter_map(|(_, v)| Some(("set-cookie", std::str::from_utf8(v).ok()?)))
+                        .collect();
+                    Metrics::inc(vm.m().passes);
+                    vm.respond_with(&theirs, CacheStatus::Pass, &self.client, at, &cookies);
+                    return true;
+                }
+                Revalidated::Kept => match r {
+                    Some(r) if !stale_copy_allowed(&obj, &times, at) => {
+                        self.send_origin(r.status, &r.headers, &r.body);
+                        return true;
+                    }
+                    _ => None,
+                },
+            },
+        };
+        match (fetched, r) {
+            // A freshened or replaced object waited on the origin: MISS.
+            (Some(Stored::Object(obj)), _) => vm.respond(&obj, CacheStatus::Miss, &self.client, at),
+            (Some(Stored::Pass), Some(r)) => self.send_origin(r.status, &r.headers, &r.body),
+            (_, r) => self.origin_failed(&r.map_or_else(
+                || "no response".to_owned(),
+                |r| format!("status {}", r.status),
+            )),
+        }
+        true
     }
 
     /// Sends a fill's origin answer that was not stored (`PASS`), as the engine says
