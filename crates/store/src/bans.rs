@@ -338,28 +338,38 @@ pub fn poll_due(sd: &dyn SharedData, now_ms: u64, last_poll_ms: u64, next_due_ms
     now_ms >= next_due_ms || read_u64(sd.get(POLL_NOW_KEY).0.as_deref()) > last_poll_ms
 }
 
-/// Applies one etcd poll (`crate::etcd::poll_answer`) to the local log: entries newer than
-/// the last revision applied (`BanLog::feed_through`), valid ones only, keeping their
-/// times and recording the revision the poll is complete through; then the fleet's floor
-/// when it rose (`BanLog::raise_floor`: objects stored before it count as banned, so a node
-/// that missed retired entries loses no ban). Returns how many entries were added.
+/// Applies one etcd poll (`crate::etcd::poll_answer`) to the local log: first the fleet's
+/// floor when it rose (`BanLog::raise_floor`: objects stored before it count as banned, so
+/// a node that missed retired entries loses no ban, and the entries it covers go, making
+/// room), then the entries newer than the last revision applied (`BanLog::feed_through`)
+/// and than the floor, valid ones only, keeping their times and recording the revision
+/// the poll is complete through. Returns how many entries were added.
 ///
 /// # Errors
-/// [`FeedError::Append`] when the log refused them (`max` entries, or busy after repeated
-/// CAS conflicts); nothing is recorded then, the next poll brings them again.
+/// [`FeedError::Append`] when the log refused the entries (`max` entries, or busy after
+/// repeated CAS conflicts); the floor is applied all the same, the entries are not
+/// recorded, and the next poll brings them again.
 pub fn apply_polled(
     sd: &dyn SharedData,
     polled: &crate::etcd::Polled,
     max: usize,
     now_ms: u64,
 ) -> Result<usize, FeedError> {
+    if let Some(floor) = polled.floor_ms {
+        for _ in 0..LOG_CAS_RETRIES {
+            let (mut log, cas) = read_log(sd);
+            if !log.raise_floor(floor) || write_log(sd, &log, cas) {
+                break;
+            }
+        }
+    }
     let mut added = 0;
     let (log, _) = read_log(sd);
     if polled.through > log.feed_through {
         let new: Vec<NewEntry> = polled
             .entries
             .iter()
-            .filter(|e| e.id > log.feed_through)
+            .filter(|e| e.id > log.feed_through && e.at_ms > log.trimmed_at_ms)
             .filter(|e| match e.kind {
                 Kind::SoftPurge => e.key.is_some(),
                 _ => parse_ban(&e.expr).is_ok(),
@@ -375,14 +385,6 @@ pub fn apply_polled(
         added = append(sd, &new, max, now_ms, Some(polled.through))
             .map_err(|e| FeedError::Append(format!("{e:?}")))?
             .len();
-    }
-    if let Some(floor) = polled.floor_ms {
-        for _ in 0..LOG_CAS_RETRIES {
-            let (mut log, cas) = read_log(sd);
-            if !log.raise_floor(floor) || write_log(sd, &log, cas) {
-                break;
-            }
-        }
     }
     Ok(added)
 }

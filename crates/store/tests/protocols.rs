@@ -210,3 +210,60 @@ fn a_sharded_directory_keeps_the_whole_tier_within_its_bound() {
     let objects: usize = (0..4).map(|s| tier.dir(&sd, s).entries.len()).sum();
     assert!(objects > 40, "every shard holds objects: {objects}");
 }
+
+/// A polled fleet entry (`cachet_policy::etcd::Polled`): a ban with revision `id`.
+fn polled_ban(id: u64, at_ms: u64, expr: &str) -> bans::LogEntry {
+    bans::LogEntry {
+        id,
+        at_ms,
+        kind: bans::Kind::Ban,
+        expr: expr.to_owned(),
+        key: None,
+        lurker_friendly: true,
+    }
+}
+
+#[test]
+fn a_full_log_takes_the_fleet_floor_first_and_then_has_room_for_the_new_entries() {
+    let sd = MemoryStore::default();
+    let poll = |entries, floor_ms, through| cachet_store::etcd::Polled {
+        entries,
+        floor_ms,
+        through,
+        skipped: 0,
+    };
+    let old = vec![
+        polled_ban(10, 1_000, "obj.http.x-url ~ ^/a"),
+        polled_ban(11, 2_000, "obj.http.x-url ~ ^/b"),
+    ];
+    assert_eq!(
+        bans::apply_polled(&sd, &poll(old, None, 11), 2, 5_000),
+        Ok(2)
+    );
+    // Full at max = 2: a new entry alone is refused, and nothing is recorded.
+    let new = vec![polled_ban(12, 3_000, "obj.http.x-url ~ ^/c")];
+    assert!(bans::apply_polled(&sd, &poll(new.clone(), None, 12), 2, 6_000).is_err());
+    assert_eq!(bans::read_log(&sd).0.feed_through, 11);
+    // The fleet retired the two old entries (floor 2,000): they go, the new one fits.
+    assert_eq!(
+        bans::apply_polled(&sd, &poll(new, Some(2_000), 12), 2, 7_000),
+        Ok(1)
+    );
+    let (log, _) = bans::read_log(&sd);
+    assert_eq!(log.trimmed_at_ms, 2_000);
+    assert_eq!(log.feed_through, 12);
+    assert_eq!(
+        log.entries
+            .iter()
+            .map(|e| (e.expr.as_str(), e.at_ms))
+            .collect::<Vec<_>>(),
+        vec![("obj.http.x-url ~ ^/c", 3_000)]
+    );
+    // Entries the floor already covers are not added again.
+    let stale = vec![polled_ban(13, 1_500, "obj.http.x-url ~ ^/d")];
+    assert_eq!(
+        bans::apply_polled(&sd, &poll(stale, Some(2_000), 13), 2, 8_000),
+        Ok(0)
+    );
+    assert_eq!(bans::read_log(&sd).0.feed_through, 13);
+}
