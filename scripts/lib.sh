@@ -72,14 +72,16 @@ ensure_wasm_opt() {
   fi
 }
 
-# Optimizes a cargo-built wasm into NAME.opt.wasm next to it with wasm-opt LEVEL (default -O3;
-# redone only when cargo wrote a newer one); prints the optimized path.
+# Optimizes a cargo-built wasm into NAME.opt.wasm next to it with wasm-opt LEVEL (default -O3)
+# and any further wasm-opt FLAGS given after it (redone only when cargo wrote a newer one);
+# prints the optimized path.
 optimize_wasm() {
   local wasm=$1 level=${2:--O3} out=${1%.wasm}.opt.wasm
+  local extra=("${@:3}")
   ensure_wasm_opt
   if [[ ! -f "$out" || "$wasm" -nt "$out" ]]; then
-    say "wasm-opt $level $(basename "$wasm")"
-    wasm-opt "$level" --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+    say "wasm-opt $level ${extra[*]} $(basename "$wasm")"
+    wasm-opt "$level" "${extra[@]}" --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
       --enable-mutable-globals "$wasm" -o "$out.tmp" >&2
     mv "$out.tmp" "$out"
   fi

@@ -25,7 +25,9 @@ fn config_json(local_bytes: u64) -> serde_json::Value {
     let text = include_str!("../../../edge-app/cachet.toml");
     let v: toml::Value = toml::from_str(text).expect("cachet.toml");
     let mut json = serde_json::to_value(v).expect("json");
-    json["envoy"] = serde_json::json!({"cluster": "origin", "local_bytes": local_bytes});
+    // Fills by callout (not the router default): the bench answers the callout itself.
+    json["envoy"] =
+        serde_json::json!({"cluster": "origin", "local_bytes": local_bytes, "fill": "callout"});
     json
 }
 
