@@ -1,7 +1,8 @@
 //! Cachet's storage protocols over a compare-and-swap key-value store: the shared object
 //! tier and the in-VM tier in front of it ([`tier`]), one worker's lookups, fills and
 //! lurker over both ([`cache`]), the collapsing locks ([`locks`]) and the shared ban log
-//! with each worker's replica ([`bans`]).
+//! with each worker's replica ([`bans`]), and the filter's setup from its plugin
+//! configuration ([`plugin`]).
 //!
 //! In Envoy the store is proxy-wasm shared data (one per Envoy process, seen by every
 //! worker's VM); the filter implements [`SharedData`] over its host calls and nothing
@@ -20,6 +21,7 @@ pub mod cache;
 /// speak in fleet mode.
 pub use cachet_policy::etcd;
 pub mod locks;
+pub mod plugin;
 pub mod tier;
 
 /// A key-value store with per-key compare-and-swap, as proxy-wasm shared data is

@@ -252,47 +252,15 @@ impl Vm {
     /// Reads and applies the plugin configuration (`size` bytes, as the host announced).
     /// Returns `false` with a log line on any problem (Envoy then refuses the plugin).
     pub fn configure(&self, size: usize) -> bool {
-        let Some(bytes) = host::plugin_configuration(size) else {
-            host::log(
-                LogLevel::Error,
-                "cachet: plugin configuration is empty; give the cachet_policy::Config schema as JSON",
-            );
-            return false;
-        };
-        let text = match std::str::from_utf8(&bytes) {
-            Ok(t) => t,
+        let bytes = host::plugin_configuration(size);
+        let (policy, workspace) = match cachet_store::plugin::setup(bytes.as_deref()) {
+            Ok(s) => (s.policy, s.workspace),
             Err(e) => {
-                host::log(
-                    LogLevel::Error,
-                    &format!("cachet: plugin configuration is not UTF-8: {e}"),
-                );
-                return false;
-            }
-        };
-        let policy = match cachet_policy::Config::from_json(text)
-            .and_then(Policy::new)
-            .map_err(EnvoyError::from)
-        {
-            Ok(p) => p,
-            Err(e) => {
-                host::log(
-                    LogLevel::Error,
-                    &format!("cachet: rejecting plugin configuration: {e}"),
-                );
+                host::log(LogLevel::Error, &format!("cachet: {e}"));
                 return false;
             }
         };
         let cfg = policy.config();
-        let workspace = match Workspace::new(cfg.workspace.workspace_config()) {
-            Ok(w) => w,
-            Err(e) => {
-                host::log(
-                    LogLevel::Error,
-                    &format!("cachet: rejecting plugin configuration: workspace: {e}"),
-                );
-                return false;
-            }
-        };
         let key = cachet_store::tier::hash_key(&HostData, [random_u64(), random_u64()]);
         *self.cache.borrow_mut() = Cache::new(
             cfg.envoy.shared_bytes,
