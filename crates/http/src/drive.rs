@@ -32,7 +32,9 @@ use std::time::Duration;
 
 use cachet_policy::object::Meta;
 use cachet_policy::{Plan, Policy};
-use cachet_refresh::{Draw, EarlyRefresh, ErrorAction, Timestamp, decide, on_origin_error};
+use cachet_refresh::{
+    Draw, EarlyRefresh, EntryTimes, ErrorAction, Timestamp, decide, on_origin_error,
+};
 
 use crate::fill::{self, Filled, Revalidated};
 use crate::lookup::{self, Found, Next, Rights};
@@ -371,7 +373,7 @@ impl Flow<'_, '_> {
             Ok(a) => a,
             Err(e) => {
                 c.cancel(&tx);
-                if stale_if_error(meta, c.now()) {
+                if stale_if_error(meta, &meta.times, c.now()) {
                     c.note(Note::Error(e));
                     c.note(Note::Status(CacheStatus::Stale));
                     return c.respond(meta, hit.body.clone(), CacheStatus::Stale);
@@ -403,7 +405,7 @@ impl Flow<'_, '_> {
                 // stale-if-error (RFC 5861 §4); otherwise the origin's error goes out.
                 c.cancel(&tx);
                 c.note(Note::Refresh("origin-error"));
-                if stale_if_error(meta, c.now()) {
+                if stale_if_error(meta, &meta.times, c.now()) {
                     c.note(Note::Status(CacheStatus::Stale));
                     return c.respond(meta, hit.body.clone(), CacheStatus::Stale);
                 }
@@ -437,11 +439,13 @@ impl Flow<'_, '_> {
     }
 }
 
-/// Whether an origin failure at `now` may be answered with `meta` (within grace or its
-/// stale-if-error window, `cachet_refresh::on_origin_error`, RFC 5861 §4).
-pub fn stale_if_error(meta: &Meta, now: Timestamp) -> bool {
+/// Whether an origin failure at `now` may be answered with the object `meta`, whose
+/// times are `times` (its own, or as a platform found it): within grace or its
+/// stale-if-error window (`cachet_refresh::on_origin_error`, RFC 5861 §4). Both adapters
+/// decide with this.
+pub fn stale_if_error(meta: &Meta, times: &EntryTimes, now: Timestamp) -> bool {
     on_origin_error(
-        Some(&meta.times),
+        Some(times),
         now,
         Duration::from_secs(meta.stale_if_error_s),
         RETRY_AFTER,

@@ -14,8 +14,7 @@ use cachet_http::{Answer, CacheStatus, Failure, Reply, fields};
 use cachet_policy::object;
 use cachet_policy::{Decision, Plan, Policy, PolicyError, Synth};
 use cachet_refresh::{
-    CollapseConfig, EntryTimes, ErrorAction, Freshness, Parked, Refused, Timestamp, WaitQueue,
-    on_origin_error, retry_after_secs,
+    CollapseConfig, EntryTimes, Freshness, Parked, Refused, Timestamp, WaitQueue, retry_after_secs,
 };
 use cachet_store::cache::{Cache, Counts, Revalidated, Stored, Tier, Wanted};
 use cachet_workspace::Workspace;

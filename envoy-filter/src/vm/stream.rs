@@ -672,10 +672,8 @@ impl Http {
     }
 }
 
-/// Whether an origin failure at `at` may be answered with `obj`, found with `times`:
-/// within grace or its stale-if-error window (`cachet_refresh::on_origin_error`).
+/// Whether an origin failure at `at` may be answered with `obj`, found with `times`
+/// (`cachet_http::drive::stale_if_error`, the edge's rule).
 fn stale_copy_allowed(obj: &StoredObject, times: &EntryTimes, at: SystemTime) -> bool {
-    let stale_if_error = Duration::from_secs(obj.h.meta.stale_if_error_s);
-    let now = Timestamp::from_system_time(at);
-    on_origin_error(Some(times), now, stale_if_error, RETRY_AFTER) == ErrorAction::ServeStale
+    cachet_http::drive::stale_if_error(&obj.h.meta, times, Timestamp::from_system_time(at))
 }
