@@ -26,7 +26,9 @@
 //!
 //! The Envoy filter elects its collapsing leader across workers itself and answers
 //! asynchronously, so it drives the same rules ([`crate::lookup`], [`crate::fill`],
-//! `cachet_refresh::on_origin_error`) from its callbacks instead of this loop.
+//! [`stale_if_error`], the per-user 304's own answer, a revalidation's 5xx forwarded)
+//! from its callbacks instead of this loop; the shared conformance cases hold both to
+//! the same answers.
 
 use std::time::Duration;
 
