@@ -34,13 +34,35 @@ pub fn fleet_yaml(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../fleet/{name}.yaml"))
 }
 
-/// A free loopback TCP port (bound once and released: distinct for every call that
-/// overlaps, in practice).
+/// First and last port [`free_port`] hands out: below Linux's ephemeral range
+/// (32768–60999 by default), where the kernel picks the local port of every outgoing
+/// connection. A port taken from the ephemeral range and released can be taken by any
+/// connection before Envoy or etcd binds it (seen in CI: "Address already in use" under a
+/// load test).
+const PORTS: std::ops::RangeInclusive<u16> = 20_000..=32_000;
+
+/// A free loopback TCP port for a process a test starts (Envoy, etcd): bound once and
+/// released, taken from [`PORTS`] in a sequence that starts at an offset of this
+/// process's id, so test binaries running in parallel walk different parts of it.
 ///
 /// # Errors
-/// When no port can be bound.
+/// When no port of the range can be bound.
 pub fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (first, span) = (
+        u32::from(*PORTS.start()),
+        u32::from(PORTS.end() - PORTS.start()) + 1,
+    );
+    let offset = std::process::id().wrapping_mul(2_654_435_761) % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = u16::try_from(first + (offset + n) % span)?;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no free port in {PORTS:?}")
 }
 
 /// A running Envoy.

@@ -1,6 +1,5 @@
 //! A real etcd (Debian's `etcd-server`, `$CACHET_ETCD`) on loopback for the fleet tests: started with a temporary data directory, stopped and started again on the same ports and data (an outage), killed on drop.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -38,10 +37,6 @@ pub fn start_or_skip() -> Result<Option<Etcd>> {
     Etcd::start(&bin).map(Some)
 }
 
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 /// A single-member etcd cluster.
 pub struct Etcd {
     bin: PathBuf,
@@ -61,8 +56,8 @@ impl Etcd {
         let mut e = Self {
             bin: bin.to_owned(),
             child: None,
-            port: free_port()?,
-            peer: free_port()?,
+            port: crate::envoy::free_port()?,
+            peer: crate::envoy::free_port()?,
             dir: tempfile::tempdir()?,
         };
         e.resume()?;
