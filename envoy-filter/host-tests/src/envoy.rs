@@ -39,7 +39,7 @@ pub fn fleet_yaml(name: &str) -> PathBuf {
 /// connection. A port taken from the ephemeral range and released can be taken by any
 /// connection before Envoy or etcd binds it (seen in CI: "Address already in use" under a
 /// load test).
-const PORTS: std::ops::RangeInclusive<u16> = 20_000..=32_000;
+pub const PORTS: std::ops::RangeInclusive<u16> = 20_000..=32_000;
 
 /// A free loopback TCP port for a process a test starts (Envoy, etcd): bound once and
 /// released, taken from [`PORTS`] in a sequence that starts at an offset of this
