@@ -2,7 +2,7 @@
 //! Envoy's admin `/stats` or summed from access-log lines.
 //!
 //! Names are the stable field names of `cachet stat --json` (docs/cli.md): the Envoy
-//! filter's metric names (`envoy-filter/src/metrics.rs`, shown at `/stats` as
+//! filter's metric names (`crates/worker/src/metrics.rs`, shown at `/stats` as
 //! `wasmcustom.cachet.<name>`) where Envoy has them, plus the derived totals below.
 
 use std::collections::BTreeMap;

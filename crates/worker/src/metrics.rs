@@ -1,6 +1,6 @@
 //! The filter's proxy-wasm metrics, visible at Envoy's admin `/stats` (as `wasmcustom.cachet.*`).
 
-use proxy_wasm::types::MetricType;
+use crate::host::MetricType;
 
 use crate::host;
 

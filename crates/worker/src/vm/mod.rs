@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
+use crate::host::{BufferType, LogLevel, MapType};
 use cachet_http::fill as engine_fill;
 use cachet_http::lookup::{self, Found, Next, Rights};
 use cachet_http::{Answer, CacheStatus, Failure, Reply, fields};
@@ -18,7 +19,6 @@ use cachet_refresh::{
 };
 use cachet_store::cache::{Cache, Counts, Revalidated, Stored, Tier, Wanted};
 use cachet_workspace::Workspace;
-use proxy_wasm::types::{BufferType, LogLevel, MapType};
 
 use crate::admin::{self, AdminRequest};
 use crate::bans;
@@ -37,7 +37,7 @@ use cachet_http::drive::RETRY_AFTER;
 
 /// Everything that can go wrong in the filter.
 #[derive(Debug, thiserror::Error)]
-pub enum EnvoyError {
+pub enum WorkerError {
     /// The plugin configuration is missing or invalid.
     #[error("configuration: {0}")]
     Config(#[from] PolicyError),
@@ -55,7 +55,7 @@ pub enum EnvoyError {
     Body(#[from] std::io::Error),
 }
 
-impl EnvoyError {
+impl WorkerError {
     /// The origin failed with nothing servable: `503` after [`RETRY_AFTER`].
     fn unavailable(reason: impl Into<String>) -> Self {
         Self::Origin {
@@ -215,7 +215,7 @@ impl Vm {
         }
     }
 
-    /// Creates the singleton shared-data entries (see [`host::shared_init`]) and takes a
+    /// Creates the singleton shared-data entries and takes a
     /// VM id (lock owner identity).
     pub fn init_shared(&self) {
         for k in [

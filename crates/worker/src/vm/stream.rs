@@ -104,9 +104,9 @@ impl Http {
     /// `on_http_request_headers`. A hit makes five host calls: the header map, the clock,
     /// the ban epoch, the local reply and the hit counter (`tests.rs` counts them); the
     /// request's own edits (device header, normalized `:path`) are written only when it
-    /// goes upstream ([`Forward`]).
-    pub fn on_request_headers(&mut self, end_of_stream: bool) -> proxy_wasm::types::Action {
-        use proxy_wasm::types::Action;
+    /// goes upstream (`Forward`).
+    pub fn on_request_headers(&mut self, end_of_stream: bool) -> crate::host::Action {
+        use crate::host::Action;
         let mut headers = host::headers(MapType::HttpRequestHeaders);
         // Read before the reserved fields go: a fleet edge's fill to this shield.
         let edge_tier = self.vm.policy().is_some_and(|p| {
@@ -122,7 +122,7 @@ impl Http {
             }
         });
         let Some(p) = self.vm.policy() else {
-            send_error(&EnvoyError::Config(PolicyError::Invalid(Vec::new())));
+            send_error(&WorkerError::Config(PolicyError::Invalid(Vec::new())));
             return Action::Pause;
         };
         let path = header(&headers, ":path").unwrap_or_default().to_owned();
@@ -187,11 +187,11 @@ impl Http {
     }
 
     /// Lets the request go to the origin through Envoy's router, uncached (`PASS`).
-    fn pass(&mut self, p: &Policy) -> proxy_wasm::types::Action {
+    fn pass(&mut self, p: &Policy) -> crate::host::Action {
         self.forward.apply(p);
         self.phase = Phase::Pass;
         Metrics::inc(self.vm.m().passes);
-        proxy_wasm::types::Action::Continue
+        crate::host::Action::Continue
     }
 
     /// An admin call (`/.cachet/*`): answered at once, or after its body for
@@ -203,8 +203,8 @@ impl Http {
         method: String,
         path: &str,
         end_of_stream: bool,
-    ) -> proxy_wasm::types::Action {
-        use proxy_wasm::types::Action;
+    ) -> crate::host::Action {
+        use crate::host::Action;
         let get = |n: &str| header(headers, n).map(str::to_owned);
         self.admin = Some(AdminRequest {
             method,
@@ -244,8 +244,8 @@ impl Http {
         p: &Policy,
         mut job: Job,
         at: SystemTime,
-    ) -> proxy_wasm::types::Action {
-        use proxy_wasm::types::Action;
+    ) -> crate::host::Action {
+        use crate::host::Action;
         let vm = Rc::clone(&self.vm);
         let m = vm.m();
         vm.sync_bans();
@@ -311,8 +311,8 @@ impl Http {
         job: Job,
         base: Option<(Rc<StoredObject>, EntryTimes)>,
         now_ms: u64,
-    ) -> proxy_wasm::types::Action {
-        use proxy_wasm::types::Action;
+    ) -> crate::host::Action {
+        use crate::host::Action;
         let vm = Rc::clone(&self.vm);
         let m = vm.m();
         let lease = now_ms + p.config().collapse.lease_ms;
@@ -356,8 +356,8 @@ impl Http {
 
     /// Dispatches this stream's origin fetch (conditional when it revalidates a stored
     /// object).
-    pub(super) fn fetch(&mut self, p: &Policy, job: Job) -> proxy_wasm::types::Action {
-        use proxy_wasm::types::Action;
+    pub(super) fn fetch(&mut self, p: &Policy, job: Job) -> crate::host::Action {
+        use crate::host::Action;
         self.started_ms = host::now_ms();
         let r = Vm::dispatch(p, &job, self.base.as_ref().map(|(b, _)| &**b));
         self.job = Some(job);
@@ -397,7 +397,7 @@ impl Http {
                 Metrics::inc(self.vm.m().stale);
                 self.vm.respond(&obj, CacheStatus::Stale, &self.client, at);
             }
-            _ => send_error(&EnvoyError::unavailable(reason)),
+            _ => send_error(&WorkerError::unavailable(reason)),
         }
     }
 
@@ -545,12 +545,8 @@ impl Http {
     }
 
     /// `on_http_request_body`: only admin calls read bodies.
-    pub fn on_request_body(
-        &mut self,
-        size: usize,
-        end_of_stream: bool,
-    ) -> proxy_wasm::types::Action {
-        use proxy_wasm::types::Action;
+    pub fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> crate::host::Action {
+        use crate::host::Action;
         if self.phase == Phase::AdminEtcd {
             // An admin call waiting for etcd: its (empty) body never goes upstream.
             return Action::Pause;
@@ -612,7 +608,7 @@ impl Http {
 
     /// `on_http_response_headers`: responses from the origin through Envoy's router
     /// (passes) get the edge's headers.
-    pub fn on_response_headers(&mut self, end_of_stream: bool) -> proxy_wasm::types::Action {
+    pub fn on_response_headers(&mut self, end_of_stream: bool) -> crate::host::Action {
         if self.phase == Phase::RouterFill {
             return self.router_fill_headers(end_of_stream);
         }
@@ -640,19 +636,15 @@ impl Http {
                 }
             }
         }
-        proxy_wasm::types::Action::Continue
+        crate::host::Action::Continue
     }
 
     /// `on_http_response_body`: only a router fill reads the answer's body.
-    pub fn on_response_body(
-        &mut self,
-        size: usize,
-        end_of_stream: bool,
-    ) -> proxy_wasm::types::Action {
+    pub fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> crate::host::Action {
         if self.phase == Phase::RouterFill {
             return self.router_fill_body(size, end_of_stream);
         }
-        proxy_wasm::types::Action::Continue
+        crate::host::Action::Continue
     }
 
     /// The stream ended: give up a lock still held (client went away) and leave the

@@ -45,7 +45,7 @@ impl Vm {
                     Some(Cow::Owned(b))
                 }
                 Err(e) => {
-                    send_error(&EnvoyError::Body(e));
+                    send_error(&WorkerError::Body(e));
                     return;
                 }
             },
@@ -100,21 +100,21 @@ impl Vm {
 
 /// The one place filter errors become HTTP responses (the mapping itself is
 /// `cachet_http::reply`'s).
-pub(super) fn error_response(e: &EnvoyError) -> Reply {
+pub(super) fn error_response(e: &WorkerError) -> Reply {
     cachet_http::reply::failure(match e {
-        EnvoyError::Config(_) => Failure::Config,
-        EnvoyError::Origin {
+        WorkerError::Config(_) => Failure::Config,
+        WorkerError::Origin {
             retry_after_secs, ..
         } => Failure::Origin {
             retry_after_secs: *retry_after_secs,
         },
-        EnvoyError::Body(_) => Failure::Cache {
+        WorkerError::Body(_) => Failure::Cache {
             retry_after_secs: retry_after_secs(RETRY_AFTER),
         },
     })
 }
 
-pub(super) fn send_error(e: &EnvoyError) {
+pub(super) fn send_error(e: &WorkerError) {
     send_reply(&error_response(e));
 }
 

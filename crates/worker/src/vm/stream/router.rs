@@ -24,11 +24,7 @@ impl Http {
     /// and lets it go upstream. An identity client's fill asks for identity: the engine
     /// stores gzip either way, and an answer too large to store then reaches the client
     /// in a coding it accepts without inflating it here.
-    pub(super) fn fill_through_router(
-        &mut self,
-        p: &Policy,
-        job: Job,
-    ) -> proxy_wasm::types::Action {
+    pub(super) fn fill_through_router(&mut self, p: &Policy, job: Job) -> crate::host::Action {
         let plan = job.plan(p, host::now());
         let mut fields = engine_fill::request_fields(p, &plan, &job.want.fields, None);
         drop(plan);
@@ -65,12 +61,12 @@ impl Http {
         self.job = Some(job);
         self.phase = Phase::RouterFill;
         Metrics::inc(self.vm.m().misses);
-        proxy_wasm::types::Action::Continue
+        crate::host::Action::Continue
     }
 
     /// The fill's answer headers: held while its body is read (a declared length over
     /// the limit is streamed on at once).
-    pub(super) fn router_fill_headers(&mut self, end_of_stream: bool) -> proxy_wasm::types::Action {
+    pub(super) fn router_fill_headers(&mut self, end_of_stream: bool) -> crate::host::Action {
         if !host::via_upstream() {
             // Envoy's own reply (no route, no healthy upstream, timeout): not the origin's
             // answer, never stored; the waiters go on without it.
@@ -89,7 +85,7 @@ impl Http {
         if end_of_stream {
             return self.router_fill_complete(0);
         }
-        proxy_wasm::types::Action::Pause
+        crate::host::Action::Pause
     }
 
     /// A chunk of the fill's answer body: buffered (`size` counts all of it so far) until
@@ -98,7 +94,7 @@ impl Http {
         &mut self,
         size: usize,
         end_of_stream: bool,
-    ) -> proxy_wasm::types::Action {
+    ) -> crate::host::Action {
         let limit = self
             .vm
             .policy()
@@ -107,19 +103,19 @@ impl Http {
             return self.router_fill_oversized();
         }
         if !end_of_stream {
-            return proxy_wasm::types::Action::Pause;
+            return crate::host::Action::Pause;
         }
         self.router_fill_complete(size)
     }
 
     /// The whole answer is here: stored (or not) as a callout's answer is, and answered
     /// with a local reply that replaces the held one.
-    fn router_fill_complete(&mut self, size: usize) -> proxy_wasm::types::Action {
+    fn router_fill_complete(&mut self, size: usize) -> crate::host::Action {
         let vm = Rc::clone(&self.vm);
         let (Some(p), Some(job), Some(headers)) =
             (vm.policy(), self.job.clone(), self.fill_head.take())
         else {
-            return proxy_wasm::types::Action::Continue;
+            return crate::host::Action::Continue;
         };
         let r = OriginResponse {
             status: status_of(&headers).unwrap_or(502),
@@ -135,13 +131,13 @@ impl Http {
         self.release();
         self.phase = Phase::Local;
         vm.wake(Some(job.want.slot));
-        proxy_wasm::types::Action::Pause
+        crate::host::Action::Pause
     }
 
     /// Envoy answered the fill itself: nothing stored, the lock released, the waiters
     /// woken (they fetch again or pass), and the reply goes to this client as it is,
     /// labelled `X-Cache: ERROR`.
-    fn router_fill_local_reply(&mut self) -> proxy_wasm::types::Action {
+    fn router_fill_local_reply(&mut self) -> crate::host::Action {
         Metrics::inc(self.vm.m().origin_errors);
         // Labelled as the edge labels its own failures.
         host::set_header(
@@ -154,13 +150,13 @@ impl Http {
             self.vm.wake(Some(job.want.slot));
         }
         self.phase = Phase::Local;
-        proxy_wasm::types::Action::Continue
+        crate::host::Action::Continue
     }
 
     /// The answer is over `[edge].max_object_bytes`: the engine's verdict from its status
     /// and fields alone (a hit-for-pass marker where it says so), the waiters let through,
     /// and the held answer streamed on with the edge's header edits.
-    fn router_fill_oversized(&mut self) -> proxy_wasm::types::Action {
+    fn router_fill_oversized(&mut self) -> crate::host::Action {
         let vm = Rc::clone(&self.vm);
         let hs = self.fill_head.take().unwrap_or_default();
         if let (Some(p), Some(job)) = (vm.policy(), self.job.clone()) {
@@ -185,6 +181,6 @@ impl Http {
         }
         Metrics::inc(vm.m().passes);
         self.phase = Phase::Local;
-        proxy_wasm::types::Action::Continue
+        crate::host::Action::Continue
     }
 }

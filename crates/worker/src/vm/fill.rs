@@ -18,7 +18,7 @@ impl Vm {
         p: &Policy,
         job: &Job,
         base: Option<&StoredObject>,
-    ) -> Result<u32, proxy_wasm::types::Status> {
+    ) -> Result<u32, crate::host::Status> {
         let plan = job.plan(p, host::now());
         let fields =
             engine_fill::request_fields(p, &plan, &job.want.fields, base.map(|b| &b.h.meta));

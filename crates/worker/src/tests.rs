@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use proxy_wasm::types::{Action, BufferType, LogLevel, MapType, MetricType, Status};
+use crate::host::{Action, BufferType, LogLevel, MapType, MetricType, Status};
 
 use cachet_store::SharedData;
 
@@ -146,7 +146,7 @@ impl Host for Fake {
 /// The edge app's shipped configuration as the filter's JSON plugin configuration.
 fn config() -> String {
     let v: toml::Value =
-        toml::from_str(include_str!("../../edge-app/cachet.toml")).expect("cachet.toml");
+        toml::from_str(include_str!("../../../edge-app/cachet.toml")).expect("cachet.toml");
     let mut json = serde_json::to_value(v).expect("json");
     json["admin"] = serde_json::json!({"token": "a-test-token-of-32-bytes-length!"});
     // The callout path: these tests drive misses through callouts; the router path has

@@ -1,0 +1,355 @@
+//! The port between a cache worker and its proxy: the [`Host`] trait and the types it speaks.
+//!
+//! Every host call the worker makes goes through the functions of this module, which
+//! forward to the [`Host`] installed for the current thread (one worker per proxy thread):
+//! the proxy-wasm binding in `envoy-filter` (`ProxyWasm`, installed by its entry point),
+//! a test double in this crate's unit tests. This is the pattern of Kuadrant's wasm-shim:
+//! the worker's logic runs natively under `cargo test`, and every call can be counted
+//! ([`calls`]).
+//!
+//! The port is shaped like the proxy-wasm ABI 0.2.1 (Envoy, Istio, NGINX and ATS wasm
+//! hosts implement it): header maps and buffers named by kind, local replies, paused
+//! streams resumed by context id, HTTP callouts answered later, shared data with CAS. The
+//! types below are the worker's own, so this crate does not depend on the SDK; the binding
+//! maps them one to one.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Which header map a call reads or writes (proxy-wasm `MapType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MapType {
+    /// The current stream's request headers.
+    HttpRequestHeaders,
+    /// The current stream's response headers.
+    HttpResponseHeaders,
+    /// The headers of the callout answer being delivered.
+    HttpCallResponseHeaders,
+}
+
+/// Which body buffer a call reads (proxy-wasm `BufferType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BufferType {
+    /// The current stream's request body (as buffered so far).
+    HttpRequestBody,
+    /// The current stream's response body (as buffered so far).
+    HttpResponseBody,
+    /// The body of the callout answer being delivered.
+    HttpCallResponseBody,
+    /// The plugin configuration.
+    PluginConfiguration,
+}
+
+/// Severity of a log line (proxy-wasm `LogLevel`; the worker writes these three).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    /// Configuration and start-up facts.
+    Info,
+    /// Something failed and is retried (a ban feed, an etcd call).
+    Warn,
+    /// The configuration is refused.
+    Error,
+}
+
+/// Kind of a metric (proxy-wasm `MetricType`; the worker defines these two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricType {
+    /// Only ever added to.
+    Counter,
+    /// Set to the last computed value.
+    Gauge,
+}
+
+/// Why the host refused a callout (proxy-wasm `Status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Unknown cluster or missing pseudo-headers.
+    BadArgument,
+    /// Any other refusal.
+    InternalFailure,
+}
+
+/// What the proxy does with a stream after a callback (proxy-wasm `Action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Go on: the request to the upstream, the response to the client.
+    Continue,
+    /// Hold the stream: it was answered locally, or waits for a callout or a wake-up.
+    Pause,
+}
+
+/// The host calls the worker makes (proxy-wasm ABI 0.2.1 names in brackets). Values are
+/// bytes where clients or origins supply them.
+pub trait Host {
+    /// Wall clock (`proxy_get_current_time_nanoseconds`).
+    fn now(&self) -> SystemTime;
+    /// One log line (`proxy_log`).
+    fn log(&self, level: LogLevel, msg: &str);
+    /// A shared-data value and its CAS token (`proxy_get_shared_data`).
+    fn shared_get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>);
+    /// Sets a shared-data value; `false` on a CAS mismatch (`proxy_set_shared_data`).
+    fn shared_set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool;
+    /// Bytes `0..size` of a buffer (`proxy_get_buffer_bytes`).
+    fn buffer(&self, kind: BufferType, size: usize) -> Option<Vec<u8>>;
+    /// Every pair of a header map (`proxy_get_header_map_pairs`).
+    fn headers(&self, map: MapType) -> Vec<(String, Vec<u8>)>;
+    /// Sets or removes one header (`proxy_replace_header_map_value` /
+    /// `proxy_remove_header_map_value`).
+    fn set_header(&self, map: MapType, name: &str, value: Option<&str>);
+    /// Replaces a whole header map (`proxy_set_header_map_pairs`).
+    fn set_headers(&self, map: MapType, pairs: &[(&str, &[u8])]);
+    /// A local reply on the current stream (`proxy_send_local_response`).
+    fn send(&self, status: u16, headers: &[(&str, &str)], body: Option<&[u8]>);
+    /// Makes later stream calls act on `context_id` (`proxy_set_effective_context`).
+    fn set_effective_context(&self, context_id: u32) -> bool;
+    /// Resumes the current (paused) request (`proxy_continue_stream`).
+    fn resume_request(&self);
+    /// An HTTP callout; its token (`proxy_http_call`).
+    ///
+    /// # Errors
+    /// The host's status (`BadArgument`: unknown cluster or missing pseudo-headers).
+    fn dispatch(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<u32, Status>;
+    /// Defines a metric; its id, 0 when refused (`proxy_define_metric`).
+    fn define_metric(&self, kind: MetricType, name: &str) -> u32;
+    /// Adds to a counter or gauge (`proxy_increment_metric`).
+    fn metric_add(&self, id: u32, by: i64);
+    /// Sets a gauge (`proxy_record_metric`).
+    fn metric_set(&self, id: u32, value: u64);
+    /// The root context's tick period (`proxy_set_tick_period_milliseconds`).
+    fn set_tick(&self, period: Duration);
+    /// Whether the downstream connection uses TLS (property `connection.tls_version`).
+    fn downstream_tls(&self) -> bool;
+    /// Whether the current stream's response came from its upstream: Envoy's property
+    /// `response.code_details` is `via_upstream` (a local reply, e.g. `route_not_found`,
+    /// has another); `true` when the host does not say.
+    fn via_upstream(&self) -> bool {
+        true
+    }
+}
+
+/// Outside a proxy-wasm VM and before [`install`]: no host at all (every read is empty,
+/// every write is refused).
+struct Detached;
+
+impl Host for Detached {
+    fn now(&self) -> SystemTime {
+        UNIX_EPOCH
+    }
+    fn log(&self, _: LogLevel, _: &str) {}
+    fn shared_get(&self, _: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        (None, None)
+    }
+    fn shared_set(&self, _: &str, _: &[u8], _: Option<u32>) -> bool {
+        false
+    }
+    fn buffer(&self, _: BufferType, _: usize) -> Option<Vec<u8>> {
+        None
+    }
+    fn headers(&self, _: MapType) -> Vec<(String, Vec<u8>)> {
+        Vec::new()
+    }
+    fn set_header(&self, _: MapType, _: &str, _: Option<&str>) {}
+    fn set_headers(&self, _: MapType, _: &[(&str, &[u8])]) {}
+    fn send(&self, _: u16, _: &[(&str, &str)], _: Option<&[u8]>) {}
+    fn set_effective_context(&self, _: u32) -> bool {
+        false
+    }
+    fn resume_request(&self) {}
+    fn dispatch(
+        &self,
+        _: &str,
+        _: &[(&str, &str)],
+        _: Option<&[u8]>,
+        _: Duration,
+    ) -> Result<u32, Status> {
+        Err(Status::InternalFailure)
+    }
+    fn define_metric(&self, _: MetricType, _: &str) -> u32 {
+        0
+    }
+    fn metric_add(&self, _: u32, _: i64) {}
+    fn metric_set(&self, _: u32, _: u64) {}
+    fn set_tick(&self, _: Duration) {}
+    fn downstream_tls(&self) -> bool {
+        false
+    }
+}
+
+thread_local! {
+    static HOST: RefCell<Rc<dyn Host>> = RefCell::new(default_host());
+    static CALLS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn default_host() -> Rc<dyn Host> {
+    Rc::new(Detached)
+}
+
+/// Installs `host` for this thread: the proxy binding at VM start, a test double in tests.
+pub fn install(host: Rc<dyn Host>) {
+    HOST.with(|h| *h.borrow_mut() = host);
+}
+
+/// Host calls made on this thread so far (regression figure for the hit path).
+pub fn calls() -> u64 {
+    CALLS.with(Cell::get)
+}
+
+/// Runs `f` with this thread's host (the borrow ends before `f` runs, so a host may call
+/// back into the filter).
+fn with<R>(f: impl FnOnce(&dyn Host) -> R) -> R {
+    CALLS.with(|c| c.set(c.get() + 1));
+    let h = HOST.with(|h| Rc::clone(&h.borrow()));
+    f(&*h)
+}
+
+/// The host's wall clock (`proxy_get_current_time_nanoseconds`); the Unix epoch if the
+/// host refuses (never seen).
+pub fn now() -> SystemTime {
+    with(|h| h.now())
+}
+
+/// Milliseconds since the Unix epoch of [`now`].
+pub fn now_ms() -> u64 {
+    u64::try_from(
+        now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_millis(),
+    )
+    .unwrap_or(u64::MAX)
+}
+
+/// Writes one log line at `level`.
+pub fn log(level: LogLevel, msg: &str) {
+    with(|h| h.log(level, msg));
+}
+
+/// A shared-data value and its CAS token (`None`, `None` when absent).
+pub fn shared_get(key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+    with(|h| h.shared_get(key))
+}
+
+/// Sets a shared-data value; with `cas` the write fails (returns `false`) when another
+/// writer got there first (`Status::CasMismatch`).
+pub fn shared_set(key: &str, value: &[u8], cas: Option<u32>) -> bool {
+    with(|h| h.shared_set(key, value, cas))
+}
+
+/// The plugin configuration, read with the exact size the host announced to
+/// `on_configure` (DESIGN.md: some hosts reject the SDK's `usize::MAX`).
+pub fn plugin_configuration(size: usize) -> Option<Vec<u8>> {
+    if size == 0 {
+        return None;
+    }
+    with(|h| h.buffer(BufferType::PluginConfiguration, size))
+}
+
+/// A body buffer (`HttpRequestBody`, `HttpCallResponseBody`, …) of `size` bytes.
+pub fn buffer(kind: BufferType, size: usize) -> Vec<u8> {
+    if size == 0 {
+        return Vec::new();
+    }
+    with(|h| h.buffer(kind, size)).unwrap_or_default()
+}
+
+/// All pairs of a header map; values as bytes (the SDK's string form panics on non-UTF-8
+/// values, which clients may send, e.g. in `User-Agent`). Names are lower-case ASCII in
+/// Envoy (HTTP/2 and HTTP/1 codecs both normalize them).
+pub fn headers(map: MapType) -> Vec<(String, Vec<u8>)> {
+    with(|h| h.headers(map))
+}
+
+/// Sets (`Some`) or removes (`None`) one header.
+pub fn set_header(map: MapType, name: &str, value: Option<&str>) {
+    with(|h| h.set_header(map, name, value));
+}
+
+/// Whether the current stream's response came from its upstream ([`Host::via_upstream`]).
+pub fn via_upstream() -> bool {
+    with(|h| h.via_upstream())
+}
+
+/// Replaces a whole header map of the current stream.
+pub fn set_headers(map: MapType, pairs: &[(&str, &[u8])]) {
+    with(|h| h.set_headers(map, pairs));
+}
+
+/// Answers the current stream with a local reply.
+pub fn send(status: u16, headers: &[(&str, &str)], body: Option<&[u8]>) {
+    with(|h| h.send(status, headers, body));
+}
+
+/// Makes later stream calls act on `context_id` (a paused request resumed from the root).
+pub fn set_effective_context(context_id: u32) -> bool {
+    with(|h| h.set_effective_context(context_id))
+}
+
+/// Lets a paused request continue to the upstream.
+pub fn resume_request() {
+    with(|h| h.resume_request());
+}
+
+/// Dispatches an HTTP call; the token, or the host's refusal.
+///
+/// # Errors
+/// The host's status: `BadArgument` (unknown cluster, missing pseudo-headers) or
+/// `InternalFailure`.
+pub fn dispatch(
+    cluster: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<u32, Status> {
+    with(|h| h.dispatch(cluster, headers, body, timeout))
+}
+
+/// Defines a metric; 0 (ignored by [`metric_add`]) when the host refuses.
+pub fn define_metric(kind: MetricType, name: &str) -> u32 {
+    with(|h| h.define_metric(kind, name))
+}
+
+/// Adds `by` to a counter or gauge.
+pub fn metric_add(id: u32, by: i64) {
+    if id != 0 && by != 0 {
+        with(|h| h.metric_add(id, by));
+    }
+}
+
+/// Sets a gauge.
+pub fn metric_set(id: u32, value: u64) {
+    if id != 0 {
+        with(|h| h.metric_set(id, value));
+    }
+}
+
+/// Sets the root context's tick period.
+pub fn set_tick(period: Duration) {
+    with(|h| h.set_tick(period));
+}
+
+/// Proxy-wasm shared data as `cachet_store::SharedData`: the one seam between the
+/// storage protocols (`cachet_store`) and the host.
+pub struct HostData;
+
+impl cachet_store::SharedData for HostData {
+    fn get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        shared_get(key)
+    }
+
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        shared_set(key, value, cas)
+    }
+}
+
+/// Whether the downstream connection uses TLS (property `connection.tls_version`; absent
+/// on plaintext connections and in hosts without properties).
+pub fn downstream_tls() -> bool {
+    with(|h| h.downstream_tls())
+}
