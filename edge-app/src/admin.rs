@@ -16,8 +16,8 @@ use fastly::secret_store::SecretStore;
 use fastly::{Request, Response};
 
 use crate::EdgeError;
-use crate::access::Access;
 use crate::bans;
+use cachet_http::access::Access;
 
 /// The configured admin token, if the secret store and secret exist.
 fn token(policy: &Policy) -> Option<Vec<u8>> {

@@ -31,22 +31,22 @@
 
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
-use cachet_http::drive::{self, AnswerHead, Looked, Note};
+use cachet_http::drive::{self, AnswerHead, CoreEntry, Looked, Note};
 use cachet_http::fill;
 use cachet_http::{CacheStatus, Client, Failure};
 use cachet_policy::object::Meta;
 use cachet_policy::{Plan, Policy};
-use cachet_refresh::{EarlyRefresh, EntryTimes, Timestamp, retry_after_secs};
+use cachet_refresh::{Timestamp, retry_after_secs};
 use fastly::cache::core::{CacheKey, Transaction};
 use fastly::http::{HeaderName, HeaderValue, header};
 use fastly::{Request, Response};
 
-use crate::access::{Access, millis};
 use crate::deliver::{self, RespHeaders, client_of, fields_of};
 use crate::origin::{self, Fetched};
 use crate::{EdgeError, Outcome, bans};
+use cachet_http::access::{Access, millis};
 
 /// Passes `req` to the origin; the response is never stored.
 ///
@@ -61,7 +61,7 @@ pub(crate) fn pass(
     let client = client_of(&req);
     let method = req.get_method_str().to_owned();
     let fetched = origin::fetch(policy, plan, req).map_err(unreachable)?;
-    origin::note(f, fetched.elapsed);
+    f.origin_wait(fetched.elapsed);
     f.cache = CacheStatus::Pass;
     // RFC 9111 §4.4: a non-error answer to an unsafe method invalidates the target and
     // same-host Location / Content-Location, every variant (their URL keys).
@@ -276,13 +276,7 @@ impl drive::CoreCache for Edge<'_, '_, '_> {
     }
 
     fn note(&mut self, note: Note) {
-        match note {
-            Note::Status(s) => self.f.cache = s,
-            Note::PassReason(r) => self.f.pass_reason = Some(r),
-            Note::Refresh(r) => self.f.refresh = Some(r.into()),
-            Note::Error(e) => self.f.error = Some(e),
-            Note::OriginWait(d) => origin::note(self.f, d),
-        }
+        self.f.note(note);
     }
 }
 
@@ -371,17 +365,18 @@ fn fill_request(policy: &Policy, plan: &Plan<'_>, req: &Request, stored: Option<
     out
 }
 
-/// Writes a freshened object's metadata (same body) under the obligation.
+/// Writes a freshened object's metadata (same body) under the obligation
+/// (`drive::CoreEntry`: TTL, stale-while-revalidate, surrogate keys).
 fn update(policy: &Policy, tx: Transaction, fresh: &Meta) -> Result<(), EdgeError> {
-    let keys = object_keys(fresh);
-    let mut update = tx.update(fresh.times.ttl);
+    let e = CoreEntry::of(policy, fresh);
+    let mut update = tx.update(e.ttl);
     let vary = vary_names(&fresh.vary_fields);
     if !vary.is_empty() {
         update = update.vary_by(&vary);
     }
     update
-        .stale_while_revalidate(core_swr(policy, &fresh.route, &fresh.times))
-        .surrogate_keys(keys.iter().map(String::as_str))
+        .stale_while_revalidate(e.swr)
+        .surrogate_keys(e.keys.iter().map(String::as_str))
         .user_metadata(fresh.to_bytes().into())
         .execute()?;
     Ok(())
@@ -410,47 +405,20 @@ pub(crate) fn read_bounded(resp: &mut Response, limit: u64) -> std::io::Result<O
     Ok(None)
 }
 
-/// The core cache's stale-while-revalidate for an object: grace + keep, plus the TTL when
-/// its route refreshes early (so a soft purge leaves it usable until its real expiry and
-/// beyond, on platforms where a soft-purged object is only usable within SWR).
-fn core_swr(policy: &Policy, route: &str, times: &EntryTimes) -> Duration {
-    let early = policy
-        .config()
-        .routes
-        .iter()
-        .find(|r| r.name == route)
-        .is_some_and(|r| r.early_refresh != EarlyRefresh::None);
-    let mut swr = times.grace.saturating_add(times.keep);
-    if early {
-        swr = swr.saturating_add(times.ttl);
-    }
-    swr
-}
-
-/// Surrogate keys an object is inserted with: its own, then its per-object tag.
-fn object_keys(meta: &Meta) -> Vec<String> {
-    let mut keys = meta.surrogate_keys.clone();
-    if !meta.tag.is_empty() {
-        keys.push(meta.tag.clone());
-    }
-    keys
-}
-
 /// Inserts an object (or, `meta.pass`, a content-free hit-for-pass marker) under the
-/// obligation: the core cache's TTL is the object's, its stale-while-revalidate
-/// [`core_swr`] (none for a marker), `vary_by` the origin's varying fields.
+/// obligation, as `drive::CoreEntry` says, `vary_by` the origin's varying fields.
 fn insert(policy: &Policy, tx: Transaction, meta: &Meta, body: &[u8]) -> Result<(), EdgeError> {
-    let keys = object_keys(meta);
-    let mut insert = tx.insert(meta.times.ttl);
+    let e = CoreEntry::of(policy, meta);
+    let mut insert = tx.insert(e.ttl);
     let vary = vary_names(&meta.vary_fields);
     if !vary.is_empty() {
         insert = insert.vary_by(&vary);
     }
-    if !meta.pass {
-        insert = insert.stale_while_revalidate(core_swr(policy, &meta.route, &meta.times));
+    if !e.swr.is_zero() {
+        insert = insert.stale_while_revalidate(e.swr);
     }
     let mut writer = insert
-        .surrogate_keys(keys.iter().map(String::as_str))
+        .surrogate_keys(e.keys.iter().map(String::as_str))
         .user_metadata(meta.to_bytes().into())
         .known_length(body.len() as u64)
         .execute()?;

@@ -11,61 +11,43 @@ use fastly::http::HeaderName;
 use fastly::{Request, Response};
 
 use crate::EdgeError;
-use crate::access::Access;
+use cachet_http::access::Access;
 
-/// A Fastly request's headers as bytes.
-pub(crate) struct ReqHeaders<'a>(pub &'a Request);
+/// `cachet_http::Headers` over a Fastly message's header map (a request's or a
+/// response's: the same calls on both types), and every line of it as (name, bytes).
+macro_rules! header_view {
+    ($view:ident, $fields:ident, $msg:ty) => {
+        /// Header bytes of a Fastly message.
+        pub(crate) struct $view<'a>(pub &'a $msg);
 
-impl Headers for ReqHeaders<'_> {
-    fn visit(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) {
-        // A name Fastly can't represent (`:authority`) is absent, never a panic.
-        let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else {
-            return;
-        };
-        for v in self.0.get_header_all(&name) {
-            if !f(v.as_bytes()) {
-                return;
+        impl Headers for $view<'_> {
+            fn visit(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) {
+                // A name Fastly can't represent (`:authority`) is absent, never a panic.
+                let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else {
+                    return;
+                };
+                for v in self.0.get_header_all(&name) {
+                    if !f(v.as_bytes()) {
+                        return;
+                    }
+                }
             }
         }
-    }
-}
 
-/// A Fastly response's headers as bytes.
-pub(crate) struct RespHeaders<'a>(pub &'a Response);
-
-impl Headers for RespHeaders<'_> {
-    fn visit(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) {
-        // A name Fastly can't represent (`:authority`) is absent, never a panic.
-        let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else {
-            return;
-        };
-        for v in self.0.get_header_all(&name) {
-            if !f(v.as_bytes()) {
-                return;
-            }
+        /// Every header line as (name, value bytes), in order.
+        pub(crate) fn $fields(m: &$msg) -> Vec<(String, Vec<u8>)> {
+            m.get_header_names()
+                .flat_map(|n| {
+                    m.get_header_all(n)
+                        .map(move |v| (n.as_str().to_owned(), v.as_bytes().to_vec()))
+                })
+                .collect()
         }
-    }
+    };
 }
 
-/// Every header line of `resp` as (name, value bytes), in order.
-pub(crate) fn fields_of(resp: &Response) -> Vec<(String, Vec<u8>)> {
-    resp.get_header_names()
-        .flat_map(|n| {
-            resp.get_header_all(n)
-                .map(move |v| (n.as_str().to_owned(), v.as_bytes().to_vec()))
-        })
-        .collect()
-}
-
-/// Every header line of `req` as (name, value bytes), in order.
-pub(crate) fn req_fields_of(req: &Request) -> Vec<(String, Vec<u8>)> {
-    req.get_header_names()
-        .flat_map(|n| {
-            req.get_header_all(n)
-                .map(move |v| (n.as_str().to_owned(), v.as_bytes().to_vec()))
-        })
-        .collect()
-}
+header_view!(ReqHeaders, req_fields_of, Request);
+header_view!(RespHeaders, fields_of, Response);
 
 /// The client request fields answers depend on (`cachet_http::Client`), plus whether the
 /// request comes from a Cachet edge tier to this shield.
@@ -106,20 +88,12 @@ pub(crate) fn respond(
     }
     f.stored_bytes = Some(meta.stored_len);
     f.origin_bytes = Some(meta.origin_len);
-    let sent = match head.body {
-        Answer::Empty => None,
-        Answer::Whole => Some(body),
-        Answer::Slice(a, b) => {
-            let (a, b) = (
-                usize::try_from(a).unwrap_or(0),
-                usize::try_from(b).unwrap_or(0),
-            );
-            Some(body.get(a..b).map(<[u8]>::to_vec).unwrap_or_default())
-        }
-    };
-    f.body_bytes = Some(sent.as_ref().map_or(0, Vec::len) as u64);
-    if let Some(b) = sent {
-        resp.set_body(b);
+    let sent = head.body.select(&body);
+    f.body_bytes = Some(sent.map_or(0, <[u8]>::len) as u64);
+    match (sent, head.body) {
+        (Some(_), Answer::Whole) => resp.set_body(body),
+        (Some(part), _) => resp.set_body(part.to_vec()),
+        (None, _) => {}
     }
     Ok(resp)
 }

@@ -8,10 +8,9 @@
 //!
 //! Modules: [`admin`] (the `/.cachet/*` API), [`bans`] (the shared ban log in the KV
 //! store), [`cache`] (lookup, miss, refresh-ahead, stale, revalidation), [`deliver`]
-//! (responses from stored objects), [`origin`] (backend and fetch), [`access`] (the JSON
-//! access log), [`scratch`] (the per-request workspace).
+//! (responses from stored objects), [`origin`] (backend and fetch), [`scratch`] (the
+//! per-request workspace). The access-log record is `cachet_http::access::Access`.
 
-mod access;
 mod admin;
 mod bans;
 mod cache;
@@ -30,8 +29,8 @@ use fastly::cache::core::CacheError;
 use fastly::http::header;
 use fastly::{ConfigStore, Request, Response};
 
-use crate::access::Access;
 use crate::cache::Job;
+use cachet_http::access::Access;
 
 /// Configuration built into the wasm; a `config` entry in the `cachet` config store
 /// replaces it without a redeploy.
@@ -194,7 +193,19 @@ fn main() {
         job.run(p, &mut access);
     }
     scratch::end(&mut access);
-    access.write();
+    write_access(&access);
+}
+
+/// Writes the access-log record to the configured log endpoint (stdout in Viceroy).
+fn write_access(access: &Access) {
+    use std::io::Write;
+    let endpoint = policy().map_or("cachet_log", |p| p.config().edge.log_endpoint.as_str());
+    if let (Ok(mut ep), Ok(json)) = (
+        fastly::log::Endpoint::try_from_name(endpoint),
+        serde_json::to_string(access),
+    ) {
+        let _ = writeln!(ep, "{json}");
+    }
 }
 
 fn dispatch(policy: &Policy, req: Request, f: &mut Access) -> Result<Outcome, EdgeError> {
@@ -213,11 +224,7 @@ fn handle(policy: &Policy, mut req: Request, f: &mut Access) -> Result<Outcome, 
     let inputs = inputs(&req);
     let view = inputs.view();
     let plan = policy.plan(&view, SystemTime::now());
-    f.host = plan.host.to_string();
-    f.url = plan.target.to_string();
-    plan.route.clone_into(&mut f.route);
-    f.device = plan.device.as_str();
-    f.key.clone_from(&plan.cache_key);
+    f.planned(&plan);
     // The client's device header was removed in `main`; ours always replaces it.
     req.set_header(plan.device_header, plan.device.as_str());
     match &plan.decision {

@@ -10,11 +10,9 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use cachet_policy::{OriginConfig, Plan, Policy};
+use cachet_policy::{OriginConfig, OriginEndpoint, Plan, Policy};
 use fastly::backend::Backend;
 use fastly::{Request, Response};
-
-use crate::access::millis;
 
 /// Name of the dynamic backend Cachet registers for `[origin].url`.
 const DYNAMIC_BACKEND: &str = "cachet-origin";
@@ -91,23 +89,10 @@ pub(crate) fn tier(policy: &Policy) -> Tier {
 /// edge POP fetching from its shield). Cachet sets it on its shield fetches too.
 pub(crate) const FORWARDED_FROM_FASTLY: &str = "fastly-ff";
 
+/// Registers the dynamic backend for `[origin].url` (`OriginConfig::endpoint`).
 fn register(cfg: &OriginConfig) -> Result<Backend, String> {
-    let (tls, rest) = if let Some(r) = cfg.url.strip_prefix("https://") {
-        (true, r)
-    } else {
-        (false, cfg.url.strip_prefix("http://").unwrap_or(&cfg.url))
-    };
-    let authority = rest.split('/').next().unwrap_or(rest);
-    let host = authority
-        .rsplit_once(':')
-        .map_or(authority, |(h, _)| h)
-        .to_owned();
-    let target = if authority.contains(':') {
-        authority.to_owned()
-    } else if tls {
-        format!("{authority}:443")
-    } else {
-        format!("{authority}:80")
+    let Some(OriginEndpoint { tls, host, target }) = cfg.endpoint() else {
+        return Err("no [origin].url".into());
     };
     let mut b = Backend::builder(DYNAMIC_BACKEND, target)
         .connect_timeout(cfg.connect_timeout.0)
@@ -171,9 +156,4 @@ pub(crate) fn send(policy: &Policy, target: &str, mut req: Request) -> Result<Fe
         resp,
         elapsed: started.elapsed(),
     })
-}
-
-/// Records a foreground origin wait in the access log.
-pub(crate) fn note(f: &mut crate::access::Access, elapsed: Duration) {
-    f.origin_ms = Some(f.origin_ms.unwrap_or(0).saturating_add(millis(elapsed)));
 }

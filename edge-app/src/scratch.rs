@@ -9,11 +9,10 @@
 
 use std::cell::RefCell;
 use std::hash::{BuildHasher, Hasher};
-use std::io::Read;
 
-use cachet_workspace::{Scratch, WorkspaceError, WorkspacePair};
+use cachet_workspace::WorkspacePair;
 
-use crate::access::Access;
+use cachet_http::access::Access;
 
 thread_local! {
     static PAIR: RefCell<Option<WorkspacePair>> = const { RefCell::new(None) };
@@ -76,7 +75,7 @@ pub(crate) fn gunzip(stored: &[u8]) -> std::io::Result<Vec<u8>> {
     let inflated = PAIR.with(|p| {
         let mut p = p.borrow_mut();
         match p.as_mut() {
-            Some(pair) => inflate_into(&pair.backend.scratch(), stored),
+            Some(pair) => cachet_policy::object::gunzip_into(&pair.backend.scratch(), stored),
             None => Ok(None),
         }
     })?;
@@ -84,30 +83,4 @@ pub(crate) fn gunzip(stored: &[u8]) -> std::io::Result<Vec<u8>> {
         Some(body) => Ok(body),
         None => cachet_policy::object::gunzip(stored),
     }
-}
-
-/// `Ok(None)` when the inflated body does not fit the workspace.
-fn inflate_into(s: &Scratch<'_>, stored: &[u8]) -> std::io::Result<Option<Vec<u8>>> {
-    let Ok(mut r) = s.reserve_all() else {
-        return Ok(None);
-    };
-    let mut dec = flate2::read::GzDecoder::new(stored);
-    loop {
-        let room = r.remaining();
-        if room == 0 {
-            return Ok(None);
-        }
-        let chunk = match r.unfilled_mut(room.min(16 * 1024)) {
-            Ok(c) => c,
-            Err(WorkspaceError::Overflow { .. } | WorkspaceError::Overflowed) => return Ok(None),
-            Err(e) => return Err(std::io::Error::other(e.to_string())),
-        };
-        let n = dec.read(chunk)?;
-        if n == 0 {
-            break;
-        }
-        r.advance(n)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-    }
-    Ok(Some(r.release().to_vec()))
 }

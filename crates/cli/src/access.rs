@@ -1,4 +1,4 @@
-//! The edge's JSON access-log lines (`edge-app/src/access.rs`), as `cachet stat` and
+//! The edge's JSON access-log lines (`cachet_http::access::Access`), as `cachet stat` and
 //! `cachet log` read them.
 //!
 //! A line is one JSON object, optionally prefixed by the log endpoint's name as Viceroy
@@ -97,5 +97,49 @@ mod tests {
         assert_eq!(a.tier.as_deref(), Some("single"));
         assert!(parse(r#"{"status":"x"}"#).is_err());
         assert!(parse("[1]").is_err());
+    }
+
+    #[test]
+    fn reads_every_field_the_edge_writes() {
+        use cachet_http::CacheStatus;
+        use cachet_http::access::Access as Written;
+        let w = Written {
+            method: "GET".into(),
+            url: "/a?b=1".into(),
+            route: "blog".into(),
+            cache: CacheStatus::Stale,
+            status: 200,
+            origin_ms: Some(12),
+            refresh: Some("stale:revalidated-304".into()),
+            banned_by: Some(7),
+            ban_added: Some(9),
+            ws_watermark: Some(4096),
+            ws_overflow: Some(false),
+            ws_verified: Some("ok"),
+            tier: "shield",
+            error: Some("boom".into()),
+            ..Written::default()
+        };
+        let line = format!("cachet_log :: {}", serde_json::to_string(&w).unwrap());
+        let r = parse(split(&line).unwrap()).unwrap();
+        assert_eq!(
+            r,
+            Access {
+                method: Some("GET".into()),
+                url: Some("/a?b=1".into()),
+                route: Some("blog".into()),
+                cache: Some("STALE".into()),
+                status: Some(200),
+                origin_ms: Some(12),
+                refresh: Some("stale:revalidated-304".into()),
+                banned_by: Some(7),
+                ws_watermark: Some(4096),
+                ws_overflow: Some(false),
+                ws_verified: Some("ok".into()),
+                tier: Some("shield".into()),
+                error: Some("boom".into()),
+                ban_added: Some(9),
+            }
+        );
     }
 }

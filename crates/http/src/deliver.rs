@@ -99,6 +99,25 @@ pub enum Answer {
     Slice(u64, u64),
 }
 
+impl Answer {
+    /// The bytes of `body` (the representation sent) that go out: `None` for no body; a
+    /// slice outside `body` (never produced by [`deliver()`] for the length it was given)
+    /// is empty rather than a panic.
+    pub fn select<'b>(&self, body: &'b [u8]) -> Option<&'b [u8]> {
+        match *self {
+            Self::Empty => None,
+            Self::Whole => Some(body),
+            Self::Slice(a, b) => Some(
+                usize::try_from(a)
+                    .ok()
+                    .zip(usize::try_from(b).ok())
+                    .and_then(|(a, b)| body.get(a..b))
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+}
+
 /// The response head and which bytes to send: what an adapter writes to the wire. Stored
 /// fields are borrowed from the object's [`Meta`] (no copy on the hit path); computed ones
 /// are owned.

@@ -454,6 +454,49 @@ pub fn stale_if_error(meta: &Meta, times: &EntryTimes, now: Timestamp) -> bool {
     ) == ErrorAction::ServeStale
 }
 
+/// How a transactional core cache holds an object (Fastly's `insert`/`update` options),
+/// decided from its stored [`Meta`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoreEntry {
+    /// The core cache's TTL: the object's real TTL.
+    pub ttl: Duration,
+    /// The core cache's stale-while-revalidate: grace + keep, plus the TTL when the
+    /// object's route refreshes early (a soft purge then leaves it usable until its real
+    /// expiry and beyond, on platforms where a soft-purged object is only usable within
+    /// SWR); none for a hit-for-pass marker.
+    pub swr: Duration,
+    /// Surrogate keys: the object's own (origin's, then the route's), then its per-object
+    /// tag (the key a ban's purge and refresh-ahead's soft purge use).
+    pub keys: Vec<String>,
+}
+
+impl CoreEntry {
+    /// The entry for `meta` under `policy`'s routes.
+    pub fn of(policy: &Policy, meta: &Meta) -> Self {
+        let early = policy
+            .config()
+            .routes
+            .iter()
+            .find(|r| r.name == meta.route)
+            .is_some_and(|r| r.early_refresh != cachet_refresh::EarlyRefresh::None);
+        let t = &meta.times;
+        let swr = match (meta.pass, early) {
+            (true, _) => Duration::ZERO,
+            (false, false) => t.grace.saturating_add(t.keep),
+            (false, true) => t.grace.saturating_add(t.keep).saturating_add(t.ttl),
+        };
+        let mut keys = meta.surrogate_keys.clone();
+        if !meta.tag.is_empty() {
+            keys.push(meta.tag.clone());
+        }
+        Self {
+            ttl: t.ttl,
+            swr,
+            keys,
+        }
+    }
+}
+
 /// Sends a fill; on failure the obligation is cancelled (the next request retries) and
 /// the origin's unreachability is the error.
 fn send_fill<C: CoreCache>(

@@ -26,12 +26,14 @@
 //!   gzip inflated for an identity client of a fill.
 //! * [`Inputs`]: the request fields the policy plans from, read once from header bytes.
 //! * [`CacheStatus`]: the typed `X-Cache` value.
+//! * [`access`]: the edge's access-log record, the schema the CLI reads.
 //!
 //! Why a crate of its own: the policy answers "what is this request, may this response be
 //! stored, for how long"; this crate answers "which bytes and headers go out". It depends
 //! on the policy's stored [`Meta`](cachet_policy::object::Meta), so it sits above it.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod conditional;
 pub mod date;
 pub mod deliver;

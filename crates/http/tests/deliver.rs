@@ -248,3 +248,14 @@ fn only_if_cached_is_read_from_the_request() {
     assert!(!client("GET", &[("Cache-Control", "no-cache")]).only_if_cached);
     assert!(!client("GET", &[]).only_if_cached);
 }
+
+#[test]
+fn answer_select_picks_the_bytes_that_go_out() {
+    let body = b"0123456789";
+    assert_eq!(Answer::Empty.select(body), None);
+    assert_eq!(Answer::Whole.select(body), Some(&body[..]));
+    assert_eq!(Answer::Slice(2, 5).select(body), Some(&b"234"[..]));
+    // Outside the body (never produced for its length): empty, not a panic.
+    assert_eq!(Answer::Slice(8, 20).select(body), Some(&b""[..]));
+    assert_eq!(Answer::Slice(5, 2).select(body), Some(&b""[..]));
+}

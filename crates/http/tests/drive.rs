@@ -566,3 +566,32 @@ fn a_304_that_makes_the_page_private_reaches_only_its_client() {
     assert!(c.stored.as_ref().unwrap().meta.pass, "a marker replaced it");
     assert!(c.notes.contains(&Note::Refresh("now-uncacheable")));
 }
+
+#[test]
+fn the_core_entry_holds_grace_and_keep_and_the_ttl_too_when_the_route_refreshes_early() {
+    use cachet_refresh::EntryTimes;
+    let early = Policy::from_toml(
+        "[[routes]]\nname = \"css\"\npath_prefix = \"/css/\"\nearly_refresh = { policy = \"xfetch\" }\n\
+         [[routes]]\nname = \"blog\"\npath_prefix = \"/\"\n",
+    )
+    .expect("valid");
+    let stored = Timestamp::from_millis(T0);
+    let mut meta = Meta::marker("blog", stored, Duration::from_secs(60));
+    meta.pass = false;
+    meta.surrogate_keys = vec!["user-1".into()];
+    meta.tag = "cachet-obj-0123456789abcdef".into();
+    meta.times = EntryTimes::new(stored, Duration::from_secs(60));
+    meta.times.grace = Duration::from_secs(30);
+    meta.times.keep = Duration::from_secs(3600);
+    let e = drive::CoreEntry::of(&early, &meta);
+    assert_eq!(e.ttl, Duration::from_secs(60));
+    assert_eq!(e.swr, Duration::from_secs(3630));
+    assert_eq!(e.keys, ["user-1", "cachet-obj-0123456789abcdef"]);
+    meta.route = "css".into();
+    assert_eq!(
+        drive::CoreEntry::of(&early, &meta).swr,
+        Duration::from_secs(3690)
+    );
+    meta.pass = true;
+    assert_eq!(drive::CoreEntry::of(&early, &meta).swr, Duration::ZERO);
+}

@@ -35,8 +35,8 @@ pub use response::{
     CacheControl, NoStore, ResponseView, Storability, Store, VaryRewrite, accepts_encoding,
 };
 pub use settings::{
-    AdminConfig, BansConfig, EnvoyConfig, FillPath, OriginConfig, RESERVED_FIELD_PREFIX,
-    WorkspaceMode, WorkspaceSettings,
+    AdminConfig, BansConfig, EnvoyConfig, FillPath, OriginConfig, OriginEndpoint,
+    RESERVED_FIELD_PREFIX, WorkspaceMode, WorkspaceSettings,
 };
 
 use glob::Glob;

@@ -451,9 +451,64 @@ pub fn gunzip(body: &[u8]) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Inflates a gzip body into a per-request workspace (`cachet-workspace`): the inflate
+/// buffer is the workspace's, only the finished body is copied out. `Ok(None)` when the
+/// inflated body does not fit the workspace (the caller then uses [`gunzip`] on the heap);
+/// a workspace's own bound keeps the output under [`MAX_INFLATED_BYTES`] in practice.
+///
+/// # Errors
+/// Corrupt gzip data; a workspace failure other than running out of room.
+pub fn gunzip_into(
+    s: &cachet_workspace::Scratch<'_>,
+    stored: &[u8],
+) -> std::io::Result<Option<Vec<u8>>> {
+    use cachet_workspace::WorkspaceError;
+    let Ok(mut r) = s.reserve_all() else {
+        return Ok(None);
+    };
+    let mut dec = flate2::read::GzDecoder::new(stored);
+    loop {
+        let room = r.remaining();
+        if room == 0 {
+            return Ok(None);
+        }
+        let chunk = match r.unfilled_mut(room.min(16 * 1024)) {
+            Ok(c) => c,
+            Err(WorkspaceError::Overflow { .. } | WorkspaceError::Overflowed) => return Ok(None),
+            Err(e) => return Err(std::io::Error::other(e.to_string())),
+        };
+        let n = dec.read(chunk)?;
+        if n == 0 {
+            break;
+        }
+        r.advance(n)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+    }
+    Ok(Some(r.release().to_vec()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gunzip_into_a_workspace_or_none_when_it_does_not_fit() {
+        use cachet_workspace::{Config, Workspace};
+        let body = b"<p>hello workspace</p>".repeat(100);
+        let z = gzip(&body).unwrap_or_default();
+        let cfg = |capacity_bytes| Config {
+            capacity_bytes,
+            ..Config::default()
+        };
+        let mut big = Workspace::new(cfg(64 * 1024)).expect("workspace");
+        assert_eq!(
+            gunzip_into(&big.scratch(), &z).ok().flatten(),
+            Some(body.clone())
+        );
+        let mut small = Workspace::new(cfg(1024)).expect("workspace");
+        assert_eq!(gunzip_into(&small.scratch(), &z).ok(), Some(None));
+        assert!(gunzip_into(&big.scratch(), b"not gzip").is_err());
+    }
 
     #[test]
     fn gzip_roundtrip() {

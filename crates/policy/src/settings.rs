@@ -113,7 +113,44 @@ impl Default for OriginConfig {
     }
 }
 
+/// Where a dynamic origin backend connects, read from `[origin].url`
+/// ([`OriginConfig::endpoint`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginEndpoint {
+    /// `https://`: TLS, with SNI and the certificate checked against [`Self::host`].
+    pub tls: bool,
+    /// Host name or address, without the port.
+    pub host: String,
+    /// `host:port` to connect to (port 443 or 80 when the URL names none).
+    pub target: String,
+}
+
 impl OriginConfig {
+    /// The endpoint of `url` (scheme, authority; any path is ignored); `None` when `url`
+    /// is empty (the static backend is used). A URL without a scheme counts as `http://`
+    /// (`validate` refuses it in checked configurations).
+    pub fn endpoint(&self) -> Option<OriginEndpoint> {
+        if self.url.is_empty() {
+            return None;
+        }
+        let (tls, rest) = match self.url.strip_prefix("https://") {
+            Some(r) => (true, r),
+            None => (false, self.url.strip_prefix("http://").unwrap_or(&self.url)),
+        };
+        let authority = rest.split('/').next().unwrap_or(rest);
+        let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+        let target = match (authority.contains(':'), tls) {
+            (true, _) => authority.to_owned(),
+            (false, true) => format!("{authority}:443"),
+            (false, false) => format!("{authority}:80"),
+        };
+        Some(OriginEndpoint {
+            tls,
+            host: host.to_owned(),
+            target,
+        })
+    }
+
     fn validate(&self, push: &mut dyn FnMut(String, String)) {
         for (i, f) in self.fill_fields.iter().enumerate() {
             if !is_field_name(f) {

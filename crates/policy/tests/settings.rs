@@ -192,3 +192,39 @@ fn the_shard_header_is_off_by_default_and_must_be_a_reserved_field_other_than_th
 fn paths_of(issues: &[(String, String)]) -> Vec<&str> {
     issues.iter().map(|(p, _)| p.as_str()).collect()
 }
+
+#[test]
+fn the_origin_endpoint_comes_from_the_url_with_the_schemes_default_port() {
+    use cachet_policy::{OriginConfig, OriginEndpoint};
+    let at = |url: &str| {
+        OriginConfig {
+            url: url.into(),
+            ..OriginConfig::default()
+        }
+        .endpoint()
+    };
+    let ep = |tls, host: &str, target: &str| {
+        Some(OriginEndpoint {
+            tls,
+            host: host.into(),
+            target: target.into(),
+        })
+    };
+    assert_eq!(at(""), None);
+    assert_eq!(
+        at("http://127.0.0.1:8080"),
+        ep(false, "127.0.0.1", "127.0.0.1:8080")
+    );
+    assert_eq!(
+        at("https://origin.example/app"),
+        ep(true, "origin.example", "origin.example:443")
+    );
+    assert_eq!(
+        at("http://origin.example"),
+        ep(false, "origin.example", "origin.example:80")
+    );
+    assert_eq!(
+        at("https://o.example:8443/x"),
+        ep(true, "o.example", "o.example:8443")
+    );
+}

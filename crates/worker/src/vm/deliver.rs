@@ -52,13 +52,7 @@ impl Vm {
         };
         let bytes: &[u8] = inflated.as_deref().unwrap_or(&obj.body);
         let head = d.head(bytes.len() as u64);
-        let body = match head.body {
-            Answer::Empty => None,
-            Answer::Whole => Some(bytes),
-            Answer::Slice(a, b) => {
-                bytes.get(usize::try_from(a).unwrap_or(usize::MAX)..usize::try_from(b).unwrap_or(0))
-            }
-        };
+        let body = head.body.select(bytes);
         let mut ws = self.ws.borrow_mut();
         // Values computed for this response (Age, Date, lengths) live in the VM's
         // per-request workspace (cachet-workspace), cleared to its high watermark right

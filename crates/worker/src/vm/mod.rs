@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use crate::host::{BufferType, LogLevel, MapType};
 use cachet_http::fill as engine_fill;
 use cachet_http::lookup::{self, Found, Next, Rights};
-use cachet_http::{Answer, CacheStatus, Failure, Reply, fields};
+use cachet_http::{CacheStatus, Failure, Reply, fields};
 use cachet_policy::object;
 use cachet_policy::{Decision, Plan, Policy, PolicyError, Synth};
 use cachet_refresh::{

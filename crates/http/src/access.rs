@@ -1,14 +1,17 @@
-//! The JSON access log: one line per request to the configured Fastly log endpoint.
+//! The edge's access-log record: one JSON line per request, the schema `cachet stat` and `cachet log` read.
 //!
-//! Viceroy prints log-endpoint lines to stdout as `<endpoint> :: <line>`; the end-to-end
-//! tests read them from there. Nothing secret is ever logged: no request headers, no
-//! admin token, no bodies.
+//! The edge app fills one [`Access`] per request (with [`Access::planned`] and the
+//! `drive` notes) and writes it with `serde_json` to its log endpoint; Viceroy prints
+//! log-endpoint lines to stdout as `<endpoint> :: <line>`. The CLI reads the same lines
+//! with a tolerant view of this schema (`crates/cli/src/access.rs`, every field optional);
+//! a test there reads a record written by this type. Nothing secret is ever in it: no
+//! request headers, no admin token, no bodies.
 
-use std::io::Write;
+use cachet_policy::Plan;
 
 /// One access-log record, written as a JSON line per request.
-#[derive(serde::Serialize, Default)]
-pub(crate) struct Access {
+#[derive(serde::Serialize, Default, Debug)]
+pub struct Access {
     /// Request method.
     pub method: String,
     /// URL surrogate keys purged because an unsafe method succeeded (RFC 9111 §4.4).
@@ -22,7 +25,7 @@ pub(crate) struct Access {
     pub route: String,
     /// `HIT`, `MISS`, `PASS`, `STALE`, `SYNTH` or `ERROR`.
     #[serde(serialize_with = "status_label")]
-    pub cache: cachet_http::CacheStatus,
+    pub cache: crate::CacheStatus,
     /// Status sent to the client.
     pub status: u16,
     /// Device class.
@@ -68,32 +71,43 @@ pub(crate) struct Access {
 }
 
 impl Access {
-    /// Writes the record to the configured log endpoint (stdout in Viceroy).
-    pub fn write(&self) {
-        let endpoint =
-            crate::policy().map_or("cachet_log", |p| p.config().edge.log_endpoint.as_str());
-        if let (Ok(mut ep), Ok(json)) = (
-            fastly::log::Endpoint::try_from_name(endpoint),
-            serde_json::to_string(self),
-        ) {
-            let _ = writeln!(ep, "{json}");
+    /// Records what the plan decided: normalized host and target, route, device, key.
+    pub fn planned(&mut self, plan: &Plan<'_>) {
+        self.host = plan.host.to_string();
+        self.url = plan.target.to_string();
+        plan.route.clone_into(&mut self.route);
+        self.device = plan.device.as_str();
+        self.key.clone_from(&plan.cache_key);
+    }
+
+    /// Adds a foreground origin wait of `elapsed` to [`Self::origin_ms`].
+    pub fn origin_wait(&mut self, elapsed: std::time::Duration) {
+        self.origin_ms = Some(self.origin_ms.unwrap_or(0).saturating_add(millis(elapsed)));
+    }
+
+    /// Records a `drive` note ([`crate::drive::Note`]).
+    pub fn note(&mut self, note: crate::drive::Note) {
+        use crate::drive::Note;
+        match note {
+            Note::Status(s) => self.cache = s,
+            Note::PassReason(r) => self.pass_reason = Some(r),
+            Note::Refresh(r) => self.refresh = Some(r.into()),
+            Note::Error(e) => self.error = Some(e),
+            Note::OriginWait(d) => self.origin_wait(d),
         }
     }
 }
 
 /// Milliseconds in `d`, saturating.
-pub(crate) fn millis(d: std::time::Duration) -> u64 {
+pub fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Serializes a [`cachet_http::CacheStatus`] as its `X-Cache` label.
+/// Serializes a [`crate::CacheStatus`] as its `X-Cache` label.
 #[allow(
     clippy::trivially_copy_pass_by_ref,
     reason = "serde's serialize_with passes a reference"
 )]
-fn status_label<S: serde::Serializer>(
-    c: &cachet_http::CacheStatus,
-    s: S,
-) -> Result<S::Ok, S::Error> {
+fn status_label<S: serde::Serializer>(c: &crate::CacheStatus, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(c.as_str())
 }
