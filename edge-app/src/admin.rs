@@ -42,15 +42,13 @@ pub(crate) fn handle(
     mut req: Request,
     f: &mut Access,
 ) -> Result<Response, EdgeError> {
-    if !policy.config().admin.enabled {
-        return Err(AdminError::NotFound("admin API disabled".into()).into());
-    }
-    let call = admin::route(req.get_method_str(), path)?;
-    let token = token(policy);
-    admin::authorize(
+    let call = admin::admit(
+        policy.config().admin.enabled,
+        req.get_method_str(),
+        path,
         req.get_header(header::AUTHORIZATION)
             .map(fastly::http::HeaderValue::as_bytes),
-        token.as_deref(),
+        token(policy).as_deref(),
     )?;
     match call {
         AdminCall::AddBan => {

@@ -141,6 +141,29 @@ pub fn admin_path(target: &str) -> Option<String> {
     named.then(|| String::from_utf8_lossy(&out).into_owned())
 }
 
+/// Admits an admin call, in the one order both platforms use: the API enabled
+/// (`[admin].enabled`, else `404`), then routing (unknown path `404`, wrong method `405`
+/// with `Allow`), then the bearer token ([`authorize`]: `401`, `403`). Routing before the
+/// token means an unknown admin path is `404` with or without credentials.
+///
+/// # Errors
+/// [`AdminError::NotFound`], [`AdminError::MethodNotAllowed`], [`AdminError::Unauthorized`],
+/// [`AdminError::Forbidden`].
+pub fn admit(
+    enabled: bool,
+    method: &str,
+    path: &str,
+    authorization: Option<&[u8]>,
+    token: Option<&[u8]>,
+) -> Result<AdminCall, AdminError> {
+    if !enabled {
+        return Err(AdminError::NotFound("admin API disabled".into()));
+    }
+    let call = route(method, path)?;
+    authorize(authorization, token)?;
+    Ok(call)
+}
+
 /// Maps an admin request to its call.
 ///
 /// # Errors
@@ -376,6 +399,38 @@ mod tests {
         assert_eq!(route("POST", "/.cachet/purge"), Ok(AdminCall::Purge));
         assert_eq!(route("GET", "/.cachet/ban").unwrap_err().status(), 405);
         assert_eq!(route("GET", "/.cachet/nope").unwrap_err().status(), 404);
+    }
+
+    #[test]
+    fn admission_checks_enabled_then_route_then_token() {
+        let t = Some(&b"s3cret"[..]);
+        let ok = Some(&b"Bearer s3cret"[..]);
+        assert_eq!(
+            admit(true, "POST", "/.cachet/ban", ok, t),
+            Ok(AdminCall::AddBan)
+        );
+        // Disabled: 404 even with the right token.
+        assert!(matches!(
+            admit(false, "POST", "/.cachet/ban", ok, t),
+            Err(AdminError::NotFound(_))
+        ));
+        // Routing before the token: an unknown path or method is refused as such without one.
+        assert!(matches!(
+            admit(true, "POST", "/.cachet/nope", None, t),
+            Err(AdminError::NotFound(_))
+        ));
+        assert_eq!(
+            admit(true, "GET", "/.cachet/ban", None, t),
+            Err(AdminError::MethodNotAllowed { allow: "POST" })
+        );
+        assert_eq!(
+            admit(true, "GET", "/.cachet/bans", None, t),
+            Err(AdminError::Unauthorized)
+        );
+        assert!(matches!(
+            admit(true, "GET", "/.cachet/bans", Some(&b"Bearer nope"[..]), t),
+            Err(AdminError::Forbidden(_))
+        ));
     }
 
     #[test]

@@ -88,14 +88,7 @@ fn call(
     fx: &mut Effects,
 ) -> Result<Reply, AdminError> {
     let cfg = policy.config();
-    if !cfg.admin.enabled {
-        return Err(AdminError::NotFound("admin API disabled".into()));
-    }
-    let call = admin::route(&req.method, &req.path)?;
-    admin::authorize(
-        req.authorization.as_deref().map(str::as_bytes),
-        Some(cfg.admin.token.as_bytes()),
-    )?;
+    let call = admit(policy, req)?;
     let max = cfg.bans.max_bans;
     match call {
         AdminCall::AddBan => {
@@ -109,6 +102,18 @@ fn call(
         }
         AdminCall::Purge => purge(sd, req, max, now_ms, fx),
     }
+}
+
+/// `cachet_policy::admin::admit` with the plugin's token (`[admin].token`).
+fn admit(policy: &Policy, req: &AdminRequest) -> Result<AdminCall, AdminError> {
+    let cfg = &policy.config().admin;
+    admin::admit(
+        cfg.enabled,
+        &req.method,
+        &req.path,
+        req.authorization.as_deref().map(str::as_bytes),
+        Some(cfg.token.as_bytes()),
+    )
 }
 
 fn append_error(e: AppendError, max: usize) -> AdminError {
@@ -239,16 +244,7 @@ pub fn handle_fleet(
         Fleet::Reply(cachet_http::reply::admin_error(&e), fx)
     };
     let cfg = policy.config();
-    if !cfg.admin.enabled {
-        return refused(AdminError::NotFound("admin API disabled".into()));
-    }
-    let call = match admin::route(&req.method, &req.path).and_then(|c| {
-        admin::authorize(
-            req.authorization.as_deref().map(str::as_bytes),
-            Some(cfg.admin.token.as_bytes()),
-        )
-        .map(|()| c)
-    }) {
+    let call = match admit(policy, req) {
         Ok(c) => c,
         Err(e) => return refused(e),
     };

@@ -556,11 +556,13 @@ impl Http {
         }
         self.vm.admin_body_arrived(self.ctx);
         if size > admin::MAX_BODY_BYTES {
-            host::send(
-                413,
-                &[("content-type", "application/json"), ("x-cache", "SYNTH")],
-                Some(br#"{"error":"admin request body too large"}"#),
-            );
+            // The refusal the edge sends for a declared length over the limit.
+            send_reply(&cachet_http::reply::admin_error(
+                &cachet_policy::admin::AdminError::PayloadTooLarge {
+                    len: size,
+                    limit: admin::MAX_BODY_BYTES,
+                },
+            ));
             self.phase = Phase::Local;
             return Action::Pause;
         }
