@@ -31,7 +31,7 @@ use cachet_policy::admin::{AddedBan, AdminError, LookupRequest};
 use cachet_policy::banindex::{ColdBytes, Header, IndexError};
 use cachet_policy::banlog::BanLog;
 use cachet_policy::banstore::{
-    self, CopyMeta, KvItem, KvWriteError, PopCopy, Precondition, VersionedKv,
+    self, CopyLookup, CopyMeta, KvItem, KvWriteError, PopCache, PopCopy, Precondition, VersionedKv,
 };
 use cachet_policy::object::Meta;
 use fastly::cache::core::{self, CacheKey, Found, Transaction};
@@ -178,103 +178,94 @@ fn read_range(found: &Found, at: usize, len: usize) -> Result<Vec<u8>, IndexErro
 }
 
 /// This POP's copy from a lookup; `None` when its metadata is unreadable.
-fn local(found: Found) -> Option<Bans> {
+fn local(found: Found) -> Option<Local> {
     let meta = CopyMeta::from_bytes(&found.user_metadata())?;
-    Some(Bans::Copy(Local {
+    Some(Local {
         found,
         meta,
         head: OnceCell::new(),
-    }))
+    })
 }
 
-/// The bans as this POP sees them: the core-cache copy of the index. Once it is older
-/// than `[bans].sync_interval`, one request (the core cache's obligation) re-reads the KV
-/// store (`banstore::sync`) and replaces it while the others keep using the previous copy
-/// (stale for at most [`LOCAL_COPY_SWR`]). When the store cannot be read and no copy is
-/// left, the bans are `Unknown` (fail closed; the caller logs the returned error text).
+/// The bans as this POP sees them (`banstore::current`: the core-cache copy of the index;
+/// once it is older than `[bans].sync_interval`, one request, the core cache's obligation
+/// holder, re-reads the KV store and replaces it while the others keep using the previous
+/// copy, stale for at most [`LOCAL_COPY_SWR`]; fail closed when the store cannot be read
+/// and no copy is left). The returned text is a failure for the access log.
 pub(crate) fn current(policy: &Policy) -> (Bans, Option<String>) {
-    let tx = match Transaction::lookup(CacheKey::from_static(LOCAL_COPY_KEY))
-        .always_use_requested_range()
-        .execute()
-    {
-        Ok(tx) => tx,
-        Err(e) => return (Bans::None, Some(e.to_string())),
-    };
-    if !tx.must_insert_or_update()
-        && let Some(b) = tx.found().and_then(local)
-    {
-        return (b, None);
-    }
-    match open(policy).and_then(|kv| banstore::sync(&kv)) {
-        Ok(bytes) => {
-            publish_local(policy, tx, &bytes);
-            clear_failure();
-            (Bans::Whole(bytes), None)
-        }
-        Err(e) => {
-            // Keep using the previous copy, if any, until a refresh succeeds; without
-            // one, the bans are unknown.
-            let stale = tx.found().and_then(local);
-            let _ = tx.cancel_insert_or_update();
-            let bans = stale.unwrap_or_else(|| Bans::Unknown {
-                since_ms: failure_since(),
-            });
-            (bans, Some(e.to_string()))
-        }
-    }
-}
-
-/// When this POP first failed to read the bans: the failure marker's time, or now (and
-/// the marker written) when there is none.
-fn failure_since() -> u64 {
     let now_ms =
         cachet_refresh::Timestamp::from_system_time(std::time::SystemTime::now()).as_millis();
-    if let Ok(Some(found)) = core::lookup(CacheKey::from_static(FAILURE_KEY)).execute()
-        && let Some(since) = found
-            .user_metadata()
-            .get(..8)
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_le_bytes)
-    {
-        return since;
-    }
-    if let Ok(w) = core::insert(CacheKey::from_static(FAILURE_KEY), FAILURE_TTL)
-        .surrogate_keys([FAILURE_SURROGATE])
-        .known_length(0)
-        .user_metadata(bytes::Bytes::copy_from_slice(&now_ms.to_le_bytes()))
-        .execute()
-    {
-        let _ = w.finish();
-    }
-    now_ms
+    banstore::current(&mut Pop(policy), || open(policy), now_ms)
 }
 
-/// Removes the failure marker after a successful sync, when there is one.
-fn clear_failure() {
-    if let Ok(Some(_)) = core::lookup(CacheKey::from_static(FAILURE_KEY)).execute() {
+/// This POP's core cache as `banstore` keeps its copy and failure marker there.
+struct Pop<'p>(&'p Policy);
+
+impl PopCache for Pop<'_> {
+    type Lookup = Transaction;
+    type Copy = Local;
+
+    fn lookup(&mut self) -> Result<CopyLookup<Transaction, Local>, String> {
+        let tx = Transaction::lookup(CacheKey::from_static(LOCAL_COPY_KEY))
+            .always_use_requested_range()
+            .execute()
+            .map_err(|e| e.to_string())?;
+        Ok(CopyLookup {
+            refresh: tx.must_insert_or_update(),
+            copy: tx.found().and_then(local),
+            lookup: tx,
+        })
+    }
+
+    /// Fresh for `sync_interval`, then served stale for at most [`LOCAL_COPY_SWR`] while
+    /// one request refreshes it.
+    fn publish(&mut self, tx: Transaction, bytes: &[u8]) {
+        if !tx.must_insert_or_update() {
+            return;
+        }
+        let Ok(h) = Header::parse(bytes) else {
+            let _ = tx.cancel_insert_or_update();
+            return;
+        };
+        let insert = tx.insert(self.0.config().bans.sync_interval.0);
+        write_copy(
+            insert
+                .stale_while_revalidate(LOCAL_COPY_SWR)
+                .known_length(bytes.len() as u64)
+                .user_metadata(copy_meta(&h))
+                .execute(),
+            bytes,
+        );
+    }
+
+    fn cancel(&mut self, tx: Transaction) {
+        if tx.must_insert_or_update() {
+            let _ = tx.cancel_insert_or_update();
+        }
+    }
+
+    fn failed_since(&mut self) -> Option<u64> {
+        let found = core::lookup(CacheKey::from_static(FAILURE_KEY))
+            .execute()
+            .ok()??;
+        let since = found.user_metadata().get(..8)?.try_into().ok()?;
+        Some(u64::from_le_bytes(since))
+    }
+
+    fn mark_failed(&mut self, since_ms: u64) {
+        if let Ok(w) = core::insert(CacheKey::from_static(FAILURE_KEY), FAILURE_TTL)
+            .surrogate_keys([FAILURE_SURROGATE])
+            .known_length(0)
+            .user_metadata(bytes::Bytes::copy_from_slice(&since_ms.to_le_bytes()))
+            .execute()
+        {
+            let _ = w.finish();
+        }
+    }
+
+    fn clear_failed(&mut self) {
         let _ = fastly::http::purge::purge_surrogate_key(FAILURE_SURROGATE);
     }
-}
-
-/// Replaces this POP's copy under the lookup's obligation (fresh for `sync_interval`,
-/// then served stale for at most [`LOCAL_COPY_SWR`] while one request refreshes it).
-fn publish_local(policy: &Policy, tx: Transaction, bytes: &[u8]) {
-    if !tx.must_insert_or_update() {
-        return;
-    }
-    let Ok(h) = Header::parse(bytes) else {
-        let _ = tx.cancel_insert_or_update();
-        return;
-    };
-    let insert = tx.insert(policy.config().bans.sync_interval.0);
-    write_copy(
-        insert
-            .stale_while_revalidate(LOCAL_COPY_SWR)
-            .known_length(bytes.len() as u64)
-            .user_metadata(copy_meta(&h))
-            .execute(),
-        bytes,
-    );
 }
 
 fn copy_meta(h: &Header) -> bytes::Bytes {

@@ -94,6 +94,22 @@ pub trait VersionedKv {
     ) -> Result<(), KvWriteError>;
 }
 
+impl<T: VersionedKv + ?Sized> VersionedKv for &T {
+    fn lookup(&self, name: &str, max_body: Option<usize>) -> Result<Option<KvItem>, String> {
+        (**self).lookup(name, max_body)
+    }
+
+    fn insert(
+        &self,
+        name: &str,
+        body: &[u8],
+        metadata: Option<&str>,
+        when: Precondition,
+    ) -> Result<(), KvWriteError> {
+        (**self).insert(name, body, metadata, when)
+    }
+}
+
 /// The stamp that orders two states of one log: every accepted ban raises `next_id`.
 #[must_use]
 pub fn stamp(generation: u64, next_id: u64) -> String {
@@ -404,6 +420,95 @@ pub fn check<C: PopCopy, R: BanRequest + ?Sized>(
             .flatten(),
     };
     found.map(Covered::Ban)
+}
+
+/// A lookup of a POP's copy ([`PopCache::lookup`]).
+#[derive(Debug)]
+pub struct CopyLookup<L, C> {
+    /// The open lookup (holding the obligation to refresh the copy, when granted).
+    pub lookup: L,
+    /// This request must refresh the copy (missing, or older than the sync interval).
+    pub refresh: bool,
+    /// The copy found, if readable (fresh, or stale while another request refreshes it).
+    pub copy: Option<C>,
+}
+
+/// Where a POP keeps its copy of the index and its failure marker (Fastly: two core-cache
+/// entries, the copy's refresh under the core cache's obligation). [`current`] drives it.
+pub trait PopCache {
+    /// An open lookup of the copy (holding the obligation to refresh it, when granted).
+    type Lookup;
+    /// The copy as found.
+    type Copy: PopCopy;
+    /// Looks up the copy.
+    ///
+    /// # Errors
+    /// The platform's message when the lookup itself failed.
+    fn lookup(&mut self) -> Result<CopyLookup<Self::Lookup, Self::Copy>, String>;
+    /// Replaces the copy with `index` under the lookup's obligation (nothing without one).
+    fn publish(&mut self, lookup: Self::Lookup, index: &[u8]);
+    /// Gives up the lookup's obligation: the next request refreshes.
+    fn cancel(&mut self, lookup: Self::Lookup);
+    /// When this POP first failed to read the bans (the failure marker), ms, if marked.
+    fn failed_since(&mut self) -> Option<u64>;
+    /// Marks this POP as failing to read the bans since `since_ms`.
+    fn mark_failed(&mut self, since_ms: u64);
+    /// Removes the failure marker.
+    fn clear_failed(&mut self);
+}
+
+/// The bans as one request at `now_ms` sees them, and the text of a failure to log: the
+/// POP's copy while it is fresh (or while another request refreshes it); else the index
+/// synced from the store ([`sync`], the store opened by `open` only then) and published
+/// as the new copy; when the store fails, the previous copy if there is one, else
+/// [`Bans::Unknown`] since the POP first failed (fail closed: an accepted ban is never
+/// skipped because it cannot be read). A failed copy lookup goes to the store directly.
+pub fn current<P, K>(
+    pop: &mut P,
+    open: impl FnOnce() -> Result<K, AdminError>,
+    now_ms: u64,
+) -> (Bans<P::Copy>, Option<String>)
+where
+    P: PopCache,
+    K: VersionedKv,
+{
+    let (lookup, found, lookup_error) = match pop.lookup() {
+        Ok(CopyLookup {
+            refresh: false,
+            copy: Some(copy),
+            ..
+        }) => return (Bans::Copy(copy), None),
+        Ok(l) => (Some(l.lookup), l.copy, None),
+        Err(e) => (None, None, Some(e)),
+    };
+    match open().and_then(|kv| sync(&kv)) {
+        Ok(bytes) => {
+            if let Some(l) = lookup {
+                pop.publish(l, &bytes);
+            }
+            if pop.failed_since().is_some() {
+                pop.clear_failed();
+            }
+            (Bans::Whole(bytes), lookup_error)
+        }
+        Err(e) => {
+            if let Some(l) = lookup {
+                pop.cancel(l);
+            }
+            let bans = found.map_or_else(
+                || {
+                    let since_ms = pop.failed_since().unwrap_or_else(|| {
+                        pop.mark_failed(now_ms);
+                        now_ms
+                    });
+                    Bans::Unknown { since_ms }
+                },
+                Bans::Copy,
+            );
+            let why = lookup_error.map_or_else(|| e.to_string(), |l| format!("{l}; {e}"));
+            (bans, Some(why))
+        }
+    }
 }
 
 /// A copy held in memory (tests, and platforms that keep the index in memory).

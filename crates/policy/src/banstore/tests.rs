@@ -294,3 +294,121 @@ fn retention_retires_old_bans_in_the_same_write() {
         Some(Covered::Ban(0))
     );
 }
+
+/// A POP's core cache in memory: the copy (with whether it is due for a refresh) and the
+/// failure marker; `down` makes the copy's lookup fail.
+#[derive(Default)]
+struct Pop {
+    copy: Option<Vec<u8>>,
+    due: bool,
+    down: bool,
+    marker: Option<u64>,
+    published: usize,
+    cancelled: usize,
+}
+
+impl PopCache for Pop {
+    type Lookup = ();
+    type Copy = InMemoryCopy;
+
+    fn lookup(&mut self) -> Result<CopyLookup<(), InMemoryCopy>, String> {
+        if self.down {
+            return Err("core cache down".into());
+        }
+        Ok(CopyLookup {
+            lookup: (),
+            refresh: self.due || self.copy.is_none(),
+            copy: self.copy.clone().and_then(InMemoryCopy::new),
+        })
+    }
+    fn publish(&mut self, (): (), index: &[u8]) {
+        self.copy = Some(index.to_vec());
+        self.due = false;
+        self.published += 1;
+    }
+    fn cancel(&mut self, (): ()) {
+        self.cancelled += 1;
+    }
+    fn failed_since(&mut self) -> Option<u64> {
+        self.marker
+    }
+    fn mark_failed(&mut self, since_ms: u64) {
+        self.marker = Some(since_ms);
+    }
+    fn clear_failed(&mut self) {
+        self.marker = None;
+    }
+}
+
+#[test]
+fn current_uses_the_fresh_copy_and_refreshes_a_due_one_from_the_store() {
+    let kv = Kv::default();
+    let (_, bytes) = add(&kv, "obj.http.x-url ~ ^/blog/", 5_000, HOUR, 100).expect("accepted");
+    let mut pop = Pop::default();
+    // No copy yet: synced from the store and published.
+    let (bans, err) = current(&mut pop, || Ok(&kv), 6_000);
+    assert!(matches!(bans, Bans::Whole(ref b) if *b == bytes) && err.is_none());
+    assert_eq!(pop.published, 1);
+    // Fresh copy: the store is not opened at all.
+    let unused = || Err::<&Kv, _>(AdminError::Store("unused".into()));
+    let (bans, err) = current(&mut pop, unused, 6_001);
+    assert!(matches!(bans, Bans::Copy(_)) && err.is_none());
+    assert_eq!(
+        check(&bans, &object(1_000, "/blog/a"), &req("/blog/a")),
+        Some(Covered::Ban(1))
+    );
+    // Due, store down: the previous copy stays in use, the obligation is given up.
+    pop.due = true;
+    kv.failing.set(true);
+    let (bans, err) = current(&mut pop, || Ok(&kv), 7_000);
+    assert!(matches!(bans, Bans::Copy(_)));
+    assert!(err.is_some_and(|e| e.contains("store down")));
+    assert_eq!((pop.cancelled, pop.marker), (1, None));
+}
+
+#[test]
+fn current_fails_closed_without_a_copy_and_clears_the_marker_once_the_store_answers() {
+    let kv = Kv::default();
+    add(&kv, "obj.http.x-url ~ ^/blog/", 5_000, HOUR, 100).expect("accepted");
+    kv.failing.set(true);
+    let mut pop = Pop::default();
+    let (bans, _) = current(&mut pop, || Ok(&kv), 10_000);
+    assert!(matches!(bans, Bans::Unknown { since_ms: 10_000 }));
+    assert_eq!(pop.marker, Some(10_000));
+    // Still failing later: the failure keeps its first time, so objects fetched since
+    // are served and older ones are not.
+    let (bans, _) = current(&mut pop, || Ok(&kv), 20_000);
+    assert!(matches!(bans, Bans::Unknown { since_ms: 10_000 }));
+    assert_eq!(
+        check(&bans, &object(9_000, "/css/a"), &req("/css/a")),
+        Some(Covered::Unknown)
+    );
+    assert_eq!(
+        check(&bans, &object(15_000, "/css/a"), &req("/css/a")),
+        None
+    );
+    // The store answers: the index again, the marker gone.
+    kv.failing.set(false);
+    let (bans, err) = current(&mut pop, || Ok(&kv), 30_000);
+    assert!(matches!(bans, Bans::Whole(_)) && err.is_none());
+    assert_eq!(pop.marker, None);
+}
+
+#[test]
+fn a_failed_copy_lookup_reads_the_store_instead_of_skipping_the_bans() {
+    let kv = Kv::default();
+    add(&kv, "obj.http.x-url ~ ^/blog/", 5_000, HOUR, 100).expect("accepted");
+    let mut pop = Pop {
+        down: true,
+        ..Pop::default()
+    };
+    let (bans, err) = current(&mut pop, || Ok(&kv), 6_000);
+    assert_eq!(
+        check(&bans, &object(1_000, "/blog/a"), &req("/blog/a")),
+        Some(Covered::Ban(1))
+    );
+    assert!(err.is_some_and(|e| e.contains("core cache down")));
+    kv.failing.set(true);
+    let (bans, _) = current(&mut pop, || Ok(&kv), 7_000);
+    assert!(matches!(bans, Bans::Unknown { since_ms: 7_000 }));
+}
