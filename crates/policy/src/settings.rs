@@ -409,6 +409,13 @@ pub struct EnvoyConfig {
     /// `Surrogate-Key`, so edge copies carry the origin's keys and a purge by key reaches
     /// them (docs/fleet.md). Off by default: every answer loses the field.
     pub shield: bool,
+    /// How long a worker's lookups may use its ban replica without reading the shared
+    /// ban epoch (one shared-data read, a host call on every hit otherwise). `0s` (the
+    /// default) reads it on every lookup. A ban or purge accepted on this worker applies
+    /// to it at once and every tick re-reads the epoch, so a ban accepted on another
+    /// worker applies here within the smaller of this and `tick` (docs/envoy.md, "Bans").
+    /// At most 1 s.
+    pub ban_staleness: HumanDuration,
 }
 
 impl Default for EnvoyConfig {
@@ -426,6 +433,7 @@ impl Default for EnvoyConfig {
             etcd_prefix: "/cachet/bans/".to_owned(),
             etcd_interval: HumanDuration::from_secs(1),
             shield: false,
+            ban_staleness: HumanDuration(Duration::ZERO),
         }
     }
 }
@@ -449,6 +457,9 @@ impl EnvoyConfig {
         }
         if self.tick.0 < Duration::from_millis(10) || self.tick.0 > Duration::from_secs(60) {
             push("envoy.tick".into(), "must be in 10ms..=60s".into());
+        }
+        if self.ban_staleness.0 > Duration::from_secs(1) {
+            push("envoy.ban_staleness".into(), "at most 1s".into());
         }
         if !self.ban_feed_cluster.is_empty() && !self.ban_feed_path.starts_with('/') {
             push("envoy.ban_feed_path".into(), "must start with '/'".into());

@@ -228,3 +228,12 @@ fn the_origin_endpoint_comes_from_the_url_with_the_schemes_default_port() {
         ep(true, "o.example", "o.example:8443")
     );
 }
+
+#[test]
+fn envoy_ban_staleness_is_off_by_default_and_at_most_one_second() {
+    let c = Config::from_toml("").expect("defaults");
+    assert_eq!(c.envoy.ban_staleness.0, Duration::ZERO);
+    assert!(Config::from_toml("[envoy]\nban_staleness = \"250ms\"\n").is_ok());
+    let e = Config::from_toml("[envoy]\nban_staleness = \"2s\"\n").expect_err("over 1s");
+    assert!(format!("{e}").contains("envoy.ban_staleness"), "{e}");
+}

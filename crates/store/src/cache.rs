@@ -136,6 +136,8 @@ pub struct Cache {
     counts: Counts,
     /// Objects served since the last [`Cache::report_served`]: `(slot, version)`.
     served: std::collections::HashSet<(u32, u64)>,
+    /// When a lookup last read the shared ban epoch, ms ([`Cache::sync_bans_for_lookup`]).
+    bans_read_ms: u64,
 }
 
 /// Most served objects remembered between two reports (the rest are not marked visited).
@@ -158,6 +160,7 @@ impl Cache {
             rng: seed | 1,
             counts: Counts::default(),
             served: std::collections::HashSet::new(),
+            bans_read_ms: 0,
         }
     }
 
@@ -211,6 +214,26 @@ impl Cache {
         if self.bans.sync(sd, &mut self.local) {
             self.counts.bans = Some(self.bans.live() as u64);
         }
+    }
+
+    /// [`Self::sync_bans`] for a lookup at `now_ms`, unless this cache read the shared ban
+    /// epoch less than `staleness` ago (`[envoy].ban_staleness`; zero: always). Returns
+    /// whether it read it. The other syncs (after a local ban, on every tick) read it
+    /// regardless, so the replica is never older than `staleness` or the tick period,
+    /// whichever is smaller.
+    pub fn sync_bans_for_lookup(
+        &mut self,
+        sd: &dyn SharedData,
+        now_ms: u64,
+        staleness: std::time::Duration,
+    ) -> bool {
+        let bound = u64::try_from(staleness.as_millis()).unwrap_or(u64::MAX);
+        if bound > 0 && now_ms.saturating_sub(self.bans_read_ms) < bound {
+            return false;
+        }
+        self.bans_read_ms = now_ms;
+        self.sync_bans(sd);
+        true
     }
 
     /// The object `want` is served from: the primary key's object, or, when the primary

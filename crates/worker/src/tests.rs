@@ -460,3 +460,98 @@ fn in_fleet_mode_a_ban_is_answered_after_etcd_accepted_it_and_applied_from_the_p
         "the next poll, after etcd_interval"
     );
 }
+
+#[test]
+fn with_ban_staleness_a_hit_skips_the_epoch_read_and_a_ban_from_another_worker_applies_within_the_bound()
+ {
+    let mut cfg: serde_json::Value = serde_json::from_str(&config()).unwrap();
+    cfg["envoy"]["ban_staleness"] = serde_json::json!("500ms");
+    let cfg = cfg.to_string();
+    let (fake, a) = vm_with(&cfg);
+    // A second worker of the same Envoy (same shared data), where the ban is accepted.
+    let b = Rc::new(Vm::new(10));
+    b.init_shared();
+    assert!(b.configure(cfg.len()));
+    let t0 = fake.now_ms.get();
+    let get = |fake: &Fake| {
+        fake.map(
+            MapType::HttpRequestHeaders,
+            &[
+                (":method", b"GET"),
+                (":path", b"/blog/alice/entry/9"),
+                (":authority", b"blog.example"),
+                ("accept-encoding", b"gzip"),
+            ],
+        );
+    };
+    get(&fake);
+    let mut first = Http::new(Rc::clone(&a), 2);
+    assert_eq!(first.on_request_headers(true), Action::Pause);
+    fake.map(
+        MapType::HttpCallResponseHeaders,
+        &[(":status", b"200"), ("cache-control", b"max-age=600")],
+    );
+    fake.buffer_set(BufferType::HttpCallResponseBody, b"v1");
+    first.on_fetch_response(1, 2, 2);
+    assert_eq!(header(&fake.last_sent(), "x-cache"), Some("MISS"));
+    let hit = |ctx: u32, at: u64| {
+        fake.now_ms.set(at);
+        get(&fake);
+        let before = host::calls();
+        let mut s = Http::new(Rc::clone(&a), ctx);
+        assert_eq!(s.on_request_headers(true), Action::Pause);
+        (host::calls() - before, fake.dispatched.borrow().len())
+    };
+    // The lookup of the miss read the epoch at t0: within 500 ms a hit does not.
+    let (calls, fetches) = hit(3, t0 + 100);
+    assert_eq!(header(&fake.last_sent(), "x-cache"), Some("HIT"));
+    assert_eq!((calls, fetches), (4, 1), "no epoch read within the bound");
+    post_ban(&fake, &b, 20, b"obj.http.x-url ~ ^/blog/alice/");
+    assert_eq!(fake.last_sent().0, 201, "accepted on the other worker");
+    // Within the bound this worker has not seen it yet (the documented staleness)...
+    let (_, fetches) = hit(4, t0 + 200);
+    assert_eq!(
+        (header(&fake.last_sent(), "x-cache"), fetches),
+        (Some("HIT"), 1)
+    );
+    // ...past it, the lookup reads the epoch and the banned copy is refetched.
+    let (calls, fetches) = hit(5, t0 + 600);
+    assert_eq!(fetches, 2, "the banned object is fetched again");
+    assert!(calls > 4, "the epoch was read");
+}
+
+#[test]
+fn by_default_every_lookup_reads_the_ban_epoch_and_a_ban_applies_at_once() {
+    let (fake, a) = vm();
+    let b = Rc::new(Vm::new(10));
+    b.init_shared();
+    assert!(b.configure(config().len()));
+    let get = || {
+        fake.map(
+            MapType::HttpRequestHeaders,
+            &[
+                (":method", b"GET"),
+                (":path", b"/blog/alice/entry/9"),
+                (":authority", b"blog.example"),
+            ],
+        );
+    };
+    get();
+    let mut first = Http::new(Rc::clone(&a), 2);
+    assert_eq!(first.on_request_headers(true), Action::Pause);
+    fake.map(
+        MapType::HttpCallResponseHeaders,
+        &[(":status", b"200"), ("cache-control", b"max-age=600")],
+    );
+    fake.buffer_set(BufferType::HttpCallResponseBody, b"v1");
+    first.on_fetch_response(1, 2, 2);
+    assert_eq!(header(&fake.last_sent(), "x-cache"), Some("MISS"));
+    // A ban covers objects stored before it.
+    fake.now_ms.set(fake.now_ms.get() + 1);
+    post_ban(&fake, &b, 20, b"obj.http.x-url ~ ^/blog/alice/");
+    fake.now_ms.set(fake.now_ms.get() + 1);
+    get();
+    let mut s = Http::new(Rc::clone(&a), 3);
+    assert_eq!(s.on_request_headers(true), Action::Pause);
+    assert_eq!(fake.dispatched.borrow().len(), 2, "refetched at once");
+}

@@ -77,7 +77,12 @@ fn origin() -> Response {
 }
 
 fn primed(host: &Host, local_bytes: u64) -> Vm {
-    let mut vm = host.vm(&config(local_bytes)).expect("vm");
+    primed_with(host, &config(local_bytes))
+}
+
+/// A VM configured with `cfg` whose object is stored.
+fn primed_with(host: &Host, cfg: &str) -> Vm {
+    let mut vm = host.vm(cfg).expect("vm");
     let (id, o) = vm
         .request(req("GET", "blog.example", PATH, &[]), None)
         .expect("req");
@@ -121,6 +126,19 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("hit_local_tier_identity_client", |b| {
         b.iter(|| black_box(one(&mut local, PATH, &[])));
+    });
+    // `[envoy].ban_staleness`: the hit skips the shared ban-epoch read.
+    let mut json = config_json(4 * 1024 * 1024);
+    json["envoy"]["ban_staleness"] = serde_json::json!("1s");
+    let mut stale_ok = primed_with(&host.fresh(), &json.to_string());
+    calls(
+        &mut stale_ok,
+        "hit_local_tier_gzip_client_ban_staleness_1s",
+        PATH,
+        &gzip,
+    );
+    g.bench_function("hit_local_tier_gzip_client_ban_staleness_1s", |b| {
+        b.iter(|| black_box(one(&mut stale_ok, PATH, &[("accept-encoding", "gzip")])));
     });
     let mut shared = primed(&host.fresh(), 0);
     calls(&mut shared, "hit_shared_tier_gzip_client", PATH, &gzip);

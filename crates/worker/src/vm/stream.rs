@@ -248,9 +248,16 @@ impl Http {
         use crate::host::Action;
         let vm = Rc::clone(&self.vm);
         let m = vm.m();
-        vm.sync_bans();
         let now = Timestamp::from_system_time(at);
         let now_ms = now.as_millis();
+        let staleness = p.config().envoy.ban_staleness.0;
+        if vm
+            .cache
+            .borrow_mut()
+            .sync_bans_for_lookup(&HostData, now_ms, staleness)
+        {
+            vm.flush();
+        }
         let found = vm.cache.borrow_mut().find(&HostData, &mut job.want, now);
         vm.flush();
         let Ok(found) = found else {
