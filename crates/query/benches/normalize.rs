@@ -24,24 +24,48 @@ const TWENTY_SHUFFLED: &str = "p=11&w=4&utm_source=x&m=14&z=1&fbclid=IwAR0abc&s=
 /// The peer: decode with `url::form_urlencoded::parse`, drop the same names and globs,
 /// stable-sort by name, re-encode with `form_urlencoded::Serializer`. (It decodes and
 /// re-encodes, so its output differs from ours in escaping; the work is comparable.)
-fn url_baseline(query: &str) -> String {
-    fn removed(name: &str) -> bool {
-        DEFAULT_REMOVE.iter().any(|p| match p.strip_suffix('*') {
-            Some(prefix) => name.starts_with(prefix),
-            None => name == *p,
-        })
+///
+/// The remove list is split once into `prefix*` patterns and exact names, as a normalizer
+/// configured at run time would do (the earlier peer re-split every pattern for every
+/// name, ≈ 5–7% of its time); a `match` on literal names would be faster still, but it
+/// hard-codes the configuration, which ours takes at run time.
+struct UrlPeer {
+    /// Prefixes of the `prefix*` patterns.
+    prefixes: Vec<&'static str>,
+    /// The exact names.
+    exact: Vec<&'static str>,
+}
+
+impl UrlPeer {
+    fn new() -> Self {
+        let (mut prefixes, mut exact) = (Vec::new(), Vec::new());
+        for p in DEFAULT_REMOVE {
+            match p.strip_suffix('*') {
+                Some(prefix) => prefixes.push(prefix),
+                None => exact.push(*p),
+            }
+        }
+        Self { prefixes, exact }
     }
-    let mut pairs: Vec<_> = url::form_urlencoded::parse(query.as_bytes())
-        .filter(|(name, _)| !removed(name))
-        .collect();
-    pairs.sort_by(|a, b| a.0.cmp(&b.0));
-    url::form_urlencoded::Serializer::new(String::with_capacity(query.len()))
-        .extend_pairs(pairs)
-        .finish()
+
+    fn removed(&self, name: &str) -> bool {
+        self.prefixes.iter().any(|p| name.starts_with(p)) || self.exact.contains(&name)
+    }
+
+    fn normalize(&self, query: &str) -> String {
+        let mut pairs: Vec<_> = url::form_urlencoded::parse(query.as_bytes())
+            .filter(|(name, _)| !self.removed(name))
+            .collect();
+        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        url::form_urlencoded::Serializer::new(String::with_capacity(query.len()))
+            .extend_pairs(pairs)
+            .finish()
+    }
 }
 
 fn bench(c: &mut Criterion) {
     let n = Normalizer::new(&QueryConfig::default()).expect("default config compiles");
+    let url = UrlPeer::new();
     for (label, query) in [
         ("5 params, 2 tracking", FIVE_WITH_TRACKING),
         ("already normal", ALREADY_NORMAL),
@@ -53,7 +77,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| n.normalize(black_box(query)).map(|q| q.len()));
         });
         group.bench_function("url form_urlencoded", |b| {
-            b.iter(|| url_baseline(black_box(query)).len());
+            b.iter(|| url.normalize(black_box(query)).len());
         });
         group.finish();
     }
