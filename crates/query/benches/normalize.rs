@@ -2,7 +2,7 @@
 
 use std::hint::black_box;
 
-use cachet_query::{DEFAULT_REMOVE, Normalizer, QueryConfig};
+use cachet_query::{Normalizer, QueryConfig};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 /// Five parameters, two of them tracking (`utm_source`, `utm_medium`).
@@ -21,51 +21,13 @@ const TWENTY: &str = "z=1&y=2&utm_source=x&x=3&w=4&v=5&fbclid=IwAR0abc&u=6&t=7&s
 const TWENTY_SHUFFLED: &str = "p=11&w=4&utm_source=x&m=14&z=1&fbclid=IwAR0abc&s=8&k=16&x=3&\
                                gclid=Cj0K&o=12&t=7&y=2&_ga=2.1.2&r=9&l=15&v=5&n=13&u=6&q=10";
 
-/// The peer: decode with `url::form_urlencoded::parse`, drop the same names and globs,
-/// stable-sort by name, re-encode with `form_urlencoded::Serializer`. (It decodes and
-/// re-encodes, so its output differs from ours in escaping; the work is comparable.)
-///
-/// The remove list is split once into `prefix*` patterns and exact names, as a normalizer
-/// configured at run time would do (the earlier peer re-split every pattern for every
-/// name, ≈ 5–7% of its time); a `match` on literal names would be faster still, but it
-/// hard-codes the configuration, which ours takes at run time.
-struct UrlPeer {
-    /// Prefixes of the `prefix*` patterns.
-    prefixes: Vec<&'static str>,
-    /// The exact names.
-    exact: Vec<&'static str>,
-}
-
-impl UrlPeer {
-    fn new() -> Self {
-        let (mut prefixes, mut exact) = (Vec::new(), Vec::new());
-        for p in DEFAULT_REMOVE {
-            match p.strip_suffix('*') {
-                Some(prefix) => prefixes.push(prefix),
-                None => exact.push(*p),
-            }
-        }
-        Self { prefixes, exact }
-    }
-
-    fn removed(&self, name: &str) -> bool {
-        self.prefixes.iter().any(|p| name.starts_with(p)) || self.exact.contains(&name)
-    }
-
-    fn normalize(&self, query: &str) -> String {
-        let mut pairs: Vec<_> = url::form_urlencoded::parse(query.as_bytes())
-            .filter(|(name, _)| !self.removed(name))
-            .collect();
-        pairs.sort_by(|a, b| a.0.cmp(&b.0));
-        url::form_urlencoded::Serializer::new(String::with_capacity(query.len()))
-            .extend_pairs(pairs)
-            .finish()
-    }
-}
+#[path = "peer/url.rs"]
+mod url_peer;
+use url_peer::UrlPeer;
 
 fn bench(c: &mut Criterion) {
     let n = Normalizer::new(&QueryConfig::default()).expect("default config compiles");
-    let url = UrlPeer::new();
+    let url = UrlPeer::default();
     for (label, query) in [
         ("5 params, 2 tracking", FIVE_WITH_TRACKING),
         ("already normal", ALREADY_NORMAL),

@@ -14,7 +14,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use cachet_query::{DEFAULT_REMOVE, Normalizer, QueryConfig};
+use cachet_query::{Normalizer, QueryConfig};
 
 /// Calls per timed batch.
 const BATCH: u32 = 2_000;
@@ -41,47 +41,9 @@ const INPUTS: [(&str, &str); 4] = [
     ),
 ];
 
-/// The peer: decode with `url::form_urlencoded::parse`, drop the same names and globs,
-/// stable-sort by name, re-encode with `form_urlencoded::Serializer`. (It decodes and
-/// re-encodes, so its output differs from ours in escaping; the work is comparable.)
-///
-/// The remove list is split once into `prefix*` patterns and exact names, as a normalizer
-/// configured at run time would do (the earlier peer re-split every pattern for every
-/// name, ≈ 5–7% of its time); a `match` on literal names would be faster still, but it
-/// hard-codes the configuration, which ours takes at run time.
-struct UrlPeer {
-    /// Prefixes of the `prefix*` patterns.
-    prefixes: Vec<&'static str>,
-    /// The exact names.
-    exact: Vec<&'static str>,
-}
-
-impl UrlPeer {
-    fn new() -> Self {
-        let (mut prefixes, mut exact) = (Vec::new(), Vec::new());
-        for p in DEFAULT_REMOVE {
-            match p.strip_suffix('*') {
-                Some(prefix) => prefixes.push(prefix),
-                None => exact.push(*p),
-            }
-        }
-        Self { prefixes, exact }
-    }
-
-    fn removed(&self, name: &str) -> bool {
-        self.prefixes.iter().any(|p| name.starts_with(p)) || self.exact.contains(&name)
-    }
-
-    fn normalize(&self, query: &str) -> String {
-        let mut pairs: Vec<_> = url::form_urlencoded::parse(query.as_bytes())
-            .filter(|(name, _)| !self.removed(name))
-            .collect();
-        pairs.sort_by(|a, b| a.0.cmp(&b.0));
-        url::form_urlencoded::Serializer::new(String::with_capacity(query.len()))
-            .extend_pairs(pairs)
-            .finish()
-    }
-}
+#[path = "../benches/peer/url.rs"]
+mod url_peer;
+use url_peer::UrlPeer;
 
 /// Nanoseconds per call of one batch of `f`.
 fn batch(mut f: impl FnMut() -> usize) -> f64 {
@@ -100,7 +62,7 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
     let n = Normalizer::new(&QueryConfig::default()).expect("the default config compiles");
-    let url = UrlPeer::new();
+    let url = UrlPeer::default();
     // The two sides drop the same parameters of every input.
     for (label, query) in INPUTS {
         for param in query.split('&') {

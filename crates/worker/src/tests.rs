@@ -461,6 +461,34 @@ fn in_fleet_mode_a_ban_is_answered_after_etcd_accepted_it_and_applied_from_the_p
     );
 }
 
+/// A `GET /blog/alice/entry/9` as the request headers (gzip client).
+fn get_entry(fake: &Fake) {
+    fake.map(
+        MapType::HttpRequestHeaders,
+        &[
+            (":method", b"GET"),
+            (":path", b"/blog/alice/entry/9"),
+            (":authority", b"blog.example"),
+            ("accept-encoding", b"gzip"),
+        ],
+    );
+}
+
+/// Fetches `GET /blog/alice/entry/9` on `vm` (stream `ctx`) and stores the origin's
+/// `max-age=600` answer: `MISS`.
+fn store_entry(fake: &Fake, vm: &Rc<Vm>, ctx: u32) {
+    get_entry(fake);
+    let mut s = Http::new(Rc::clone(vm), ctx);
+    assert_eq!(s.on_request_headers(true), Action::Pause);
+    fake.map(
+        MapType::HttpCallResponseHeaders,
+        &[(":status", b"200"), ("cache-control", b"max-age=600")],
+    );
+    fake.buffer_set(BufferType::HttpCallResponseBody, b"v1");
+    s.on_fetch_response(1, 2, 2);
+    assert_eq!(header(&fake.last_sent(), "x-cache"), Some("MISS"));
+}
+
 #[test]
 fn with_ban_staleness_a_hit_skips_the_epoch_read_and_a_ban_from_another_worker_applies_within_the_bound()
  {
@@ -473,30 +501,10 @@ fn with_ban_staleness_a_hit_skips_the_epoch_read_and_a_ban_from_another_worker_a
     b.init_shared();
     assert!(b.configure(cfg.len()));
     let t0 = fake.now_ms.get();
-    let get = |fake: &Fake| {
-        fake.map(
-            MapType::HttpRequestHeaders,
-            &[
-                (":method", b"GET"),
-                (":path", b"/blog/alice/entry/9"),
-                (":authority", b"blog.example"),
-                ("accept-encoding", b"gzip"),
-            ],
-        );
-    };
-    get(&fake);
-    let mut first = Http::new(Rc::clone(&a), 2);
-    assert_eq!(first.on_request_headers(true), Action::Pause);
-    fake.map(
-        MapType::HttpCallResponseHeaders,
-        &[(":status", b"200"), ("cache-control", b"max-age=600")],
-    );
-    fake.buffer_set(BufferType::HttpCallResponseBody, b"v1");
-    first.on_fetch_response(1, 2, 2);
-    assert_eq!(header(&fake.last_sent(), "x-cache"), Some("MISS"));
+    store_entry(&fake, &a, 2);
     let hit = |ctx: u32, at: u64| {
         fake.now_ms.set(at);
-        get(&fake);
+        get_entry(&fake);
         let before = host::calls();
         let mut s = Http::new(Rc::clone(&a), ctx);
         assert_eq!(s.on_request_headers(true), Action::Pause);
@@ -526,31 +534,12 @@ fn by_default_every_lookup_reads_the_ban_epoch_and_a_ban_applies_at_once() {
     let b = Rc::new(Vm::new(10));
     b.init_shared();
     assert!(b.configure(config().len()));
-    let get = || {
-        fake.map(
-            MapType::HttpRequestHeaders,
-            &[
-                (":method", b"GET"),
-                (":path", b"/blog/alice/entry/9"),
-                (":authority", b"blog.example"),
-            ],
-        );
-    };
-    get();
-    let mut first = Http::new(Rc::clone(&a), 2);
-    assert_eq!(first.on_request_headers(true), Action::Pause);
-    fake.map(
-        MapType::HttpCallResponseHeaders,
-        &[(":status", b"200"), ("cache-control", b"max-age=600")],
-    );
-    fake.buffer_set(BufferType::HttpCallResponseBody, b"v1");
-    first.on_fetch_response(1, 2, 2);
-    assert_eq!(header(&fake.last_sent(), "x-cache"), Some("MISS"));
+    store_entry(&fake, &a, 2);
     // A ban covers objects stored before it.
     fake.now_ms.set(fake.now_ms.get() + 1);
     post_ban(&fake, &b, 20, b"obj.http.x-url ~ ^/blog/alice/");
     fake.now_ms.set(fake.now_ms.get() + 1);
-    get();
+    get_entry(&fake);
     let mut s = Http::new(Rc::clone(&a), 3);
     assert_eq!(s.on_request_headers(true), Action::Pause);
     assert_eq!(fake.dispatched.borrow().len(), 2, "refetched at once");
