@@ -228,7 +228,9 @@ impl Cache {
         staleness: std::time::Duration,
     ) -> bool {
         let bound = u64::try_from(staleness.as_millis()).unwrap_or(u64::MAX);
-        if bound > 0 && now_ms.saturating_sub(self.bans_read_ms) < bound {
+        // A clock that went backwards counts as due: the bound never stretches.
+        let since = now_ms.checked_sub(self.bans_read_ms);
+        if bound > 0 && since.is_some_and(|d| d < bound) {
             return false;
         }
         self.bans_read_ms = now_ms;

@@ -335,3 +335,31 @@ fn a_hot_set_keeps_its_hits_under_a_flood_of_one_time_urls() {
     eprintln!("hot-set hit ratio under the flood: {ratio:.3}");
     assert!(ratio >= 0.90, "hot-set hit ratio {ratio:.3}");
 }
+
+#[test]
+fn a_lookup_reads_the_ban_epoch_at_most_once_per_staleness_bound_and_again_after_a_clock_step_back()
+{
+    let sd = MemoryStore::default();
+    let mut w = Cache::new(1 << 20, 1 << 20, 1, KEY);
+    let bound = Duration::from_millis(500);
+    assert!(
+        w.sync_bans_for_lookup(&sd, 10_000, bound),
+        "the first lookup reads"
+    );
+    assert!(
+        !w.sync_bans_for_lookup(&sd, 10_499, bound),
+        "within the bound: no read"
+    );
+    assert!(
+        w.sync_bans_for_lookup(&sd, 10_500, bound),
+        "at the bound: read"
+    );
+    assert!(
+        w.sync_bans_for_lookup(&sd, 9_000, bound),
+        "a clock step back: read"
+    );
+    assert!(
+        w.sync_bans_for_lookup(&sd, 9_001, Duration::ZERO),
+        "zero: every lookup"
+    );
+}
