@@ -26,7 +26,6 @@ use cachet_policy::admin::AdminError;
 use cachet_policy::{Decision, PassReason, Policy, PolicyError, Synth};
 use cachet_refresh::retry_after_secs;
 use fastly::cache::core::CacheError;
-use fastly::http::header;
 use fastly::{ConfigStore, Request, Response};
 
 use crate::cache::Job;
@@ -175,7 +174,7 @@ fn main() {
         Err(e) => Err(EdgeError::Config(PolicyError::Invalid(e.issues()))),
     };
     let Outcome {
-        mut resp,
+        resp,
         after,
         inflate,
     } = outcome.unwrap_or_else(|e| {
@@ -183,10 +182,7 @@ fn main() {
         access.cache = CacheStatus::Error;
         error_response(&e).into()
     });
-    if resp.get_header(header::AGE).is_none() {
-        resp.set_header(header::AGE, "0");
-    }
-    resp.set_header("x-cache", access.cache.as_str());
+    // `X-Cache` and `Age` are the engine's (every `cachet_http` answer carries both).
     access.status = resp.get_status().as_u16();
     send(resp, inflate, &mut access);
     if let (Some(job), Ok(p)) = (after, policy()) {

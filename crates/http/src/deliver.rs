@@ -245,7 +245,9 @@ impl<'m> Delivery<'m, '_> {
             };
         }
         for (n, v) in &meta.headers {
-            if !n.eq_ignore_ascii_case("etag") {
+            // An `X-Cache` stored before it was left out (`object::stored_header`) would
+            // sit beside ours.
+            if !n.eq_ignore_ascii_case("etag") && !n.eq_ignore_ascii_case("x-cache") {
                 headers.push((Cow::Borrowed(n), Cow::Borrowed(v)));
             }
         }

@@ -259,3 +259,17 @@ fn answer_select_picks_the_bytes_that_go_out() {
     assert_eq!(Answer::Slice(8, 20).select(body), Some(&b""[..]));
     assert_eq!(Answer::Slice(5, 2).select(body), Some(&b""[..]));
 }
+
+#[test]
+fn a_stored_upstream_x_cache_is_replaced_by_ours() {
+    let mut m = meta(Encoding::Identity, false);
+    m.headers.push(("X-Cache".into(), "MISS".into()));
+    let h = deliver(&m, &client("GET", &[]), NOW, CacheStatus::Hit).head(1000);
+    let x: Vec<_> = h
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("x-cache"))
+        .map(|(_, v)| v.as_ref())
+        .collect();
+    assert_eq!(x, ["HIT"]);
+}

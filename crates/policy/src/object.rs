@@ -52,6 +52,8 @@ const NOT_STORED: &[&str] = &[
     "surrogate-key",
     "surrogate-control",
     "date",
+    // An upstream cache's status (a shield's `X-Cache`): ours is set at delivery.
+    "x-cache",
 ];
 
 /// How the stored body is encoded.
@@ -381,7 +383,7 @@ pub fn url_tag(host: &str, target: &str) -> String {
 /// Whether an origin header is kept with the object (not a pseudo-header such as
 /// `:status`, not [`HOP_BY_HOP`], not one of the fields recomputed at delivery or
 /// per-user: `Content-Encoding`, `Vary`, `Age`, `Set-Cookie`, `Surrogate-Key`,
-/// `Surrogate-Control`, `Date`).
+/// `Surrogate-Control`, `Date`, an upstream cache's `X-Cache`).
 pub fn stored_header(name: &str) -> bool {
     !name.starts_with(':')
         && !is_hop_by_hop(name)
@@ -692,6 +694,10 @@ mod tests {
         assert!(is_hop_by_hop("Transfer-Encoding") && !is_hop_by_hop("cache-control"));
         assert!(
             !stored_header("Connection") && !stored_header("set-cookie") && stored_header("etag")
+        );
+        assert!(
+            !stored_header("X-Cache"),
+            "an upstream cache's status is not ours"
         );
     }
 
