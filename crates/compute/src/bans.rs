@@ -141,7 +141,7 @@ fn read_range<H: Host>(
         return Ok(Vec::new());
     }
     let from = at as u64;
-    let to = from + len as u64 - 1;
+    let to = from.saturating_add(len as u64 - 1);
     let buf = host
         .found_body(found, Some((from, to)))
         .map_err(IndexError::Read)?;
@@ -168,8 +168,8 @@ pub(crate) fn current<H: Host>(cx: Ctx<'_, H>) -> (Bans<'_, H>, Option<String>) 
 /// This POP's core cache as `banstore` keeps its copy and failure marker there.
 struct Pop<'h, H: Host>(Ctx<'h, H>);
 
-/// The core-cache entry of a copy of the index (`bytes`); `None` when its header does not
-/// parse.
+/// How a copy of the index is stored: fresh for `ttl` (`[bans].sync_interval`), then
+/// stale for at most [`LOCAL_COPY_SWR`], with its [`CopyMeta`] bytes `md`.
 fn copy_entry(ttl: Duration, md: &[u8]) -> Entry<'_> {
     Entry {
         ttl,
