@@ -178,7 +178,7 @@ impl<H: Host> drive::CoreCache for Edge<'_, '_, '_, H> {
                 .cx
                 .host
                 .found_body(&found, None)
-                .map_err(|e| EdgeError::Body(std::io::Error::other(e))),
+                .map_err(EdgeError::Cache),
             None => Ok(Vec::new()),
         }
     }

@@ -510,3 +510,41 @@ fn a_post_is_passed_and_purges_its_target_url_key() {
     );
     assert_eq!(body, "/blog/post #3");
 }
+
+#[test]
+fn header_values_that_are_not_utf8_are_carried_as_bytes() {
+    let host = Fake::at(T0);
+    let mut req = request("GET", "/static/app.js", &[], "");
+    req.headers
+        .push(("user-agent".into(), b"Mozilla/5.0 \xff\xfe".to_vec()));
+    req.headers
+        .push(("x-cachet-device".into(), b"smartphone".to_vec()));
+    let (resp, body) = serve(&host, req);
+    assert_eq!(resp.status, 200);
+    assert_eq!(body, "/static/app.js #1");
+    assert_eq!(host.access()["cache"], "MISS");
+}
+
+#[test]
+fn an_admin_purge_purges_each_key_soft_when_asked() {
+    let host = Fake::at(T0);
+    let auth = format!("Bearer {TOKEN}");
+    let purge = request(
+        "POST",
+        "/.cachet/purge",
+        &[
+            ("authorization", &auth),
+            ("surrogate-key", "css blog"),
+            ("fastly-soft-purge", "1"),
+        ],
+        "",
+    );
+    let (resp, body) = serve(&host, purge);
+    assert_eq!(resp.status, 200, "{body}");
+    assert_eq!(
+        *host.purges.borrow(),
+        vec![("css".to_owned(), true), ("blog".to_owned(), true)]
+    );
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["blog"]["soft"], true);
+}
