@@ -8,22 +8,24 @@
 //! origin target), the backend half the inflate buffers of stored gzip bodies.
 
 use std::cell::RefCell;
-use std::hash::{BuildHasher, Hasher};
-
-use cachet_workspace::WorkspacePair;
 
 use cachet_http::access::Access;
+use cachet_policy::Policy;
+use cachet_workspace::WorkspacePair;
+
+use crate::host::Host;
 
 thread_local! {
     static PAIR: RefCell<Option<WorkspacePair>> = const { RefCell::new(None) };
 }
 
-/// Builds the instance's workspace pair on first use, from `[workspace]`.
-pub(crate) fn begin() {
+/// Builds the instance's workspace pair on first use, from `[workspace]` (the defaults
+/// when the configuration does not load).
+pub(crate) fn begin(policy: Option<&Policy>) {
     PAIR.with(|p| {
         let mut p = p.borrow_mut();
         if p.is_none() {
-            let cfg = crate::policy()
+            let cfg = policy
                 .map(|p| p.config().workspace.workspace_config())
                 .unwrap_or_default();
             *p = WorkspacePair::new(cfg).ok();
@@ -34,7 +36,7 @@ pub(crate) fn begin() {
 /// Resets the workspace (sampled verification with a random draw) and records the
 /// request's watermark, cleared bytes, overflow and verification in the access log. The
 /// pair stays for the instance's next request.
-pub(crate) fn end(access: &mut Access) {
+pub(crate) fn end<H: Host>(host: &H, access: &mut Access) {
     let f = access;
     PAIR.with(|cell| {
         let mut slot = cell.borrow_mut();
@@ -42,7 +44,7 @@ pub(crate) fn end(access: &mut Access) {
         let (c, b) = pair.stats();
         f.ws_watermark = Some((c.watermark + b.watermark) as u64);
         f.ws_overflow = Some(pair.overflowed());
-        let draw = u32::try_from(random_bits() & u64::from(u32::MAX)).unwrap_or(0);
+        let draw = u32::try_from(host.random_u64() & u64::from(u32::MAX)).unwrap_or(0);
         match pair.reset(draw) {
             Ok(report) => {
                 f.ws_cleared =
@@ -57,12 +59,6 @@ pub(crate) fn end(access: &mut Access) {
             }
         }
     });
-}
-
-fn random_bits() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u8(0);
-    h.finish()
 }
 
 /// Inflates a gzip body through the backend half (the inflate buffer lives in the

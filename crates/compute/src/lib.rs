@@ -1,0 +1,361 @@
+//! Cachet on Fastly Compute, free of the SDK: each request mapped onto the pure policy and the core cache over the [`host::Host`] port.
+//!
+//! Everything the edge app does between `Request::from_client` and writing the response
+//! lives here: the access record, admin calls (`/.cachet/*`), the plan, passes with
+//! RFC 9111 §4.4 invalidation, the core-cache flow (`cachet_http::drive`), the shared ban
+//! log in the KV store and its POP copy, delivery, the shield tier and the per-request
+//! workspace. Every cache decision is `cachet-http`'s and every ban-store rule
+//! `cachet_policy::banstore`'s; this crate sequences them over Fastly's primitives. The
+//! edge app (`edge-app`) binds [`host::Host`] to the `fastly` crate and calls [`serve`]
+//! then [`Pending::finish`]. Design: `docs/edge.md`.
+//!
+//! Caching is built on the core cache's transactions (request collapsing,
+//! stale-while-revalidate obligations), not on read-through `Request::send` caching, which
+//! Viceroy does not implement. The calls that crash or hang Viceroy (`Found::hits`,
+//! `Found::stale_while_revalidate`, a second lookup while a handle is open,
+//! `cache::core::replace`) are not in the port.
+
+pub mod host;
+
+mod admin;
+mod bans;
+mod cache;
+mod deliver;
+mod origin;
+mod scratch;
+
+#[cfg(test)]
+mod tests;
+
+use cachet_http::access::Access;
+use cachet_http::{CacheStatus, Failure, Inputs, Reply};
+use cachet_policy::admin::AdminError;
+use cachet_policy::{Decision, PassReason, Policy, PolicyError};
+use cachet_refresh::retry_after_secs;
+
+use crate::cache::Job;
+use crate::host::{Fields, Host};
+use crate::origin::Origin;
+
+/// Name of the config store holding the `config` key (TOML text).
+pub const CONFIG_STORE: &str = "cachet";
+
+/// Log endpoint of the access record when the configuration does not load.
+const DEFAULT_LOG_ENDPOINT: &str = "cachet_log";
+
+/// Everything that can go wrong while serving a request; [`serve`] turns each into a
+/// response (`cachet_http::reply`'s mapping).
+#[derive(Debug, thiserror::Error)]
+pub enum EdgeError {
+    /// The configuration does not load (500).
+    #[error("configuration: {0}")]
+    Config(#[from] PolicyError),
+    /// The origin could not be reached and no stale copy may be served (503).
+    #[error("origin unreachable: {reason}")]
+    Origin {
+        /// What failed.
+        reason: String,
+        /// `Retry-After` seconds.
+        retry_after_secs: u64,
+    },
+    /// The core cache refused an operation (503).
+    #[error("cache: {0}")]
+    Cache(String),
+    /// A body could not be read, written, compressed or inflated (503).
+    #[error("body: {0}")]
+    Body(#[from] std::io::Error),
+    /// An admin API call was refused (its status, `cachet_policy::admin`).
+    #[error("admin: {0}")]
+    Admin(#[from] AdminError),
+}
+
+/// The client's request as the platform received it (`Request::from_client`).
+#[derive(Debug)]
+pub struct ClientRequest<B> {
+    /// Method.
+    pub method: String,
+    /// The absolute URL.
+    pub url: String,
+    /// The URL's scheme.
+    pub scheme: String,
+    /// The URL's path.
+    pub path: String,
+    /// The URL's query, without `?`.
+    pub query: Option<String>,
+    /// Header lines (names lower-case, values bytes).
+    pub headers: Fields,
+    /// The body (`None` once taken).
+    pub body: Option<B>,
+}
+
+impl<B> ClientRequest<B> {
+    /// The first value of `name` as text (`None` when absent or not UTF-8).
+    fn header_str(&self, name: &str) -> Option<&str> {
+        first(&self.headers, name).and_then(cachet_http::headers::text)
+    }
+
+    /// The same request without its body (the refresh after the response).
+    fn without_body(&self) -> Self {
+        Self {
+            method: self.method.clone(),
+            url: self.url.clone(),
+            scheme: self.scheme.clone(),
+            path: self.path.clone(),
+            query: self.query.clone(),
+            headers: self.headers.clone(),
+            body: None,
+        }
+    }
+}
+
+/// The first value of `name` (ASCII case-insensitive) in `fields`.
+fn first<'a>(fields: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
+    fields
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_slice())
+}
+
+/// The body of a [`Response`].
+#[derive(Debug)]
+pub enum Payload<B> {
+    /// These bytes.
+    Bytes(Vec<u8>),
+    /// An origin body, streamed as it is.
+    Stream(B),
+    /// An origin body that is gzip the client did not ask for: inflate it as it is sent
+    /// (bounded memory; a body that fails to inflate part-way ends the stream abandoned).
+    Gunzip(B),
+    /// No body.
+    Empty,
+}
+
+/// The response for the client.
+#[derive(Debug)]
+pub struct Response<B> {
+    /// Status code.
+    pub status: u16,
+    /// Header lines, in order (appended; names the platform refuses are left out).
+    pub headers: Fields,
+    /// The body.
+    pub body: Payload<B>,
+}
+
+impl<B> From<Reply> for Response<B> {
+    fn from(r: Reply) -> Self {
+        Self {
+            status: r.status,
+            headers: r
+                .headers
+                .into_iter()
+                .map(|(n, v)| (n.to_owned(), v.into_bytes()))
+                .collect(),
+            body: Payload::Bytes(r.body),
+        }
+    }
+}
+
+/// What a handler produced: the client response and, optionally, a refresh to run after
+/// it has been sent (holding the core cache's obligation).
+pub(crate) struct Outcome<H: Host> {
+    /// The response for the client.
+    pub resp: Response<H::Body>,
+    /// Work after the response is sent.
+    pub after: Option<Box<Job<H>>>,
+}
+
+impl<H: Host> From<Response<H::Body>> for Outcome<H> {
+    fn from(resp: Response<H::Body>) -> Self {
+        Self { resp, after: None }
+    }
+}
+
+/// One request's state after its response: the access record and the work left.
+pub struct Pending<H: Host> {
+    access: Access,
+    after: Option<Box<Job<H>>>,
+    origin: Option<Origin<H::Backend>>,
+}
+
+/// The request's context: the host, the policy and this POP's origin tier.
+pub(crate) struct Ctx<'a, H: Host> {
+    pub host: &'a H,
+    pub policy: &'a Policy,
+    pub origin: &'a Origin<H::Backend>,
+}
+
+impl<H: Host> Clone for Ctx<'_, H> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<H: Host> Copy for Ctx<'_, H> {}
+
+/// Compiles the policy from the config store's `config` key ([`CONFIG_STORE`]), or from
+/// `builtin` (the configuration built into the wasm) when there is none.
+///
+/// # Errors
+/// The configuration's issues (`PolicyError`).
+pub fn load_policy<H: Host>(host: &H, builtin: &str) -> Result<Policy, PolicyError> {
+    let text = host.config(CONFIG_STORE, "config");
+    Policy::from_toml(text.as_deref().unwrap_or(builtin))
+}
+
+/// Serves one client request: reserved `X-Cachet-*` fields are dropped, admin calls are
+/// answered, the rest planned and served (pass, synth or the core cache). Errors become
+/// responses here (`cachet_http::reply`). Send the response, then call
+/// [`Pending::finish`].
+pub fn serve<H: Host>(
+    host: &H,
+    policy: Result<&Policy, &PolicyError>,
+    mut req: ClientRequest<H::Body>,
+) -> (Response<H::Body>, Pending<H>) {
+    req.headers
+        .retain(|(n, _)| !cachet_http::fields::reserved(n));
+    let mut access = Access {
+        method: req.method.clone(),
+        cache: CacheStatus::Error,
+        ..Access::default()
+    };
+    let mut origin = None;
+    scratch::begin(policy.ok());
+    let outcome = match policy {
+        Ok(p) => {
+            let o = origin.insert(Origin::new(host, p));
+            let cx = Ctx {
+                host,
+                policy: p,
+                origin: o,
+            };
+            dispatch(cx, req, &mut access)
+        }
+        Err(e) => Err(EdgeError::Config(PolicyError::Invalid(e.issues()))),
+    };
+    let Outcome { resp, after } = outcome.unwrap_or_else(|e| {
+        access.error = Some(e.to_string());
+        access.cache = CacheStatus::Error;
+        error_response(&e).into()
+    });
+    // `X-Cache` and `Age` are the engine's (every `cachet_http` answer carries both).
+    access.status = resp.status;
+    let pending = Pending {
+        access,
+        after,
+        origin,
+    };
+    (resp, pending)
+}
+
+impl<H: Host> Pending<H> {
+    /// After the response was sent: records how a [`Payload::Gunzip`] body went
+    /// (`sent`: bytes written, or why the stream was abandoned), runs the refresh, resets
+    /// the workspace and writes the access record (JSON, one line) to the configured log
+    /// endpoint.
+    pub fn finish(
+        self,
+        host: &H,
+        policy: Result<&Policy, &PolicyError>,
+        sent: Option<Result<u64, String>>,
+    ) {
+        let Self {
+            mut access,
+            after,
+            origin,
+        } = self;
+        match sent {
+            Some(Ok(n)) => access.body_bytes = Some(n),
+            Some(Err(e)) => {
+                access.error = Some(format!(
+                    "inflating the origin's gzip body: {e} (response abandoned)"
+                ));
+            }
+            None => {}
+        }
+        if let (Some(job), Ok(p), Some(o)) = (after, policy, origin.as_ref()) {
+            let cx = Ctx {
+                host,
+                policy: p,
+                origin: o,
+            };
+            job.run(cx, &mut access);
+        }
+        scratch::end(host, &mut access);
+        let endpoint = policy.map_or(DEFAULT_LOG_ENDPOINT, |p| {
+            p.config().edge.log_endpoint.as_str()
+        });
+        if let Ok(json) = serde_json::to_string(&access) {
+            host.log(endpoint, &json);
+        }
+    }
+}
+
+/// The one place core and platform errors become responses (the mapping itself is
+/// `cachet_http::reply`'s).
+fn error_response<B>(e: &EdgeError) -> Response<B> {
+    let retry = retry_after_secs(cachet_http::drive::RETRY_AFTER);
+    let reply = match e {
+        EdgeError::Admin(a) => cachet_http::reply::admin_error(a),
+        EdgeError::Config(_) => cachet_http::reply::failure(Failure::Config),
+        EdgeError::Origin {
+            retry_after_secs, ..
+        } => cachet_http::reply::failure(Failure::Origin {
+            retry_after_secs: *retry_after_secs,
+        }),
+        EdgeError::Cache(_) | EdgeError::Body(_) => cachet_http::reply::failure(Failure::Cache {
+            retry_after_secs: retry,
+        }),
+    };
+    reply.into()
+}
+
+fn dispatch<H: Host>(
+    cx: Ctx<'_, H>,
+    req: ClientRequest<H::Body>,
+    f: &mut Access,
+) -> Result<Outcome<H>, EdgeError> {
+    f.tier = cx.origin.tier.label();
+    // Admin look-alikes (`/.CACHET/ban`, `/%2ecachet/ban`) are admin calls too: a token
+    // meant for the admin API never reaches the origin.
+    if let Some(path) = cachet_policy::admin::admin_path(&req.path) {
+        "admin".clone_into(&mut f.route);
+        f.cache = CacheStatus::Synth;
+        return admin::handle(cx, &path, req, f).map(Outcome::from);
+    }
+    handle(cx, req, f)
+}
+
+fn handle<H: Host>(
+    cx: Ctx<'_, H>,
+    mut req: ClientRequest<H::Body>,
+    f: &mut Access,
+) -> Result<Outcome<H>, EdgeError> {
+    let inputs = inputs(&req);
+    let plan = cx.policy.plan(&inputs.view(), cx.host.now());
+    f.planned(&plan);
+    // The client's device header was removed in `serve`; ours always replaces it.
+    deliver::set(&mut req.headers, plan.device_header, plan.device.as_str());
+    match &plan.decision {
+        Decision::Synth(s) => {
+            f.cache = CacheStatus::Synth;
+            Ok(Response::from(cachet_http::reply::synth(s)).into())
+        }
+        Decision::Pass(reason) => {
+            f.pass_reason = Some(reason.label());
+            if let PassReason::Query(e) = reason {
+                f.error = Some(format!("query not normalized, passed uncached: {e}"));
+            }
+            cache::pass(cx, &plan, req, f)
+        }
+        Decision::Cache => cache::cached(cx, &plan, req, f),
+    }
+}
+
+/// The request fields the policy plans from (`cachet_http::Inputs`, read from the
+/// header bytes), owned so the request can be moved on.
+fn inputs<B>(req: &ClientRequest<B>) -> Inputs {
+    let target = match &req.query {
+        Some(q) => format!("{}?{q}", req.path),
+        None => req.path.clone(),
+    };
+    Inputs::read(&req.method, &req.scheme, &target, req.headers.as_slice())
+}

@@ -1,0 +1,550 @@
+//! Unit tests of the edge flow over an in-memory host: a core cache with transactions, TTL, SWR and surrogate-key purges, a KV store with generations, an origin that counts its requests; the clock is set by the test.
+#![allow(
+    clippy::expect_used,
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    reason = "tests fail loudly"
+)]
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cachet_policy::banstore::{KvItem, KvWriteError, Precondition};
+use cachet_policy::{Policy, PolicyError};
+
+use crate::host::{BackendSpec, Entry, Fields, Host, OriginRequest, OriginResponse, ShieldPos};
+use crate::{ClientRequest, Payload, Response};
+
+const TOKEN: &str = "a-test-token-of-32-bytes-length!";
+
+/// One core-cache entry.
+#[derive(Clone, Debug)]
+struct Stored {
+    body: Vec<u8>,
+    meta: Vec<u8>,
+    at: SystemTime,
+    ttl: Duration,
+    swr: Duration,
+    keys: Vec<String>,
+    soft_purged: bool,
+}
+
+impl Stored {
+    fn stale(&self, now: SystemTime) -> bool {
+        self.soft_purged || now >= self.at + self.ttl
+    }
+    fn usable(&self, now: SystemTime) -> bool {
+        now < self.at + self.ttl + self.swr
+    }
+}
+
+/// A KV item: body, generation, metadata.
+type KvEntry = (Vec<u8>, u64, Option<String>);
+
+/// A transaction: the key, what it found, whether it holds the obligation.
+struct Tx {
+    key: Vec<u8>,
+    found: Option<Stored>,
+    obligated: bool,
+}
+
+/// The in-memory Fastly.
+#[derive(Default)]
+struct Fake {
+    now: Cell<u64>,
+    cache: RefCell<HashMap<Vec<u8>, Stored>>,
+    kv: RefCell<HashMap<String, KvEntry>>,
+    kv_broken: Cell<bool>,
+    /// Requests the origin received: (method, path).
+    origin: RefCell<Vec<(String, String)>>,
+    purges: RefCell<Vec<(String, bool)>>,
+    logs: RefCell<Vec<String>>,
+}
+
+impl Fake {
+    fn at(ms: u64) -> Self {
+        let f = Self::default();
+        f.now.set(ms);
+        f
+    }
+    fn entry(&self, key: &[u8], e: &Entry<'_>, body: &[u8]) {
+        let stored = Stored {
+            body: body.to_vec(),
+            meta: e.user_metadata.to_vec(),
+            at: self.now(),
+            ttl: e.ttl,
+            swr: e.swr,
+            keys: e.surrogate_keys.to_vec(),
+            soft_purged: false,
+        };
+        self.cache.borrow_mut().insert(key.to_vec(), stored);
+    }
+    fn origin_hits(&self) -> usize {
+        self.origin.borrow().len()
+    }
+    /// The last access record.
+    fn access(&self) -> serde_json::Value {
+        let logs = self.logs.borrow();
+        serde_json::from_str(logs.last().map_or("null", String::as_str)).unwrap_or_default()
+    }
+}
+
+impl Host for Fake {
+    type Tx = Tx;
+    type Found = Stored;
+    type Body = Vec<u8>;
+    type Backend = ();
+    type Kv = ();
+
+    fn now(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.now.get())
+    }
+    fn monotonic(&self) -> Duration {
+        Duration::from_millis(self.now.get())
+    }
+    fn random_u64(&self) -> u64 {
+        u64::MAX / 3
+    }
+    fn tx_lookup(&self, key: &[u8], _: &Fields, _: bool) -> Result<Tx, String> {
+        let now = self.now();
+        let found = self
+            .cache
+            .borrow()
+            .get(key)
+            .filter(|s| s.usable(now))
+            .cloned();
+        let obligated = found.as_ref().is_none_or(|s| s.stale(now));
+        Ok(Tx {
+            key: key.to_vec(),
+            found,
+            obligated,
+        })
+    }
+    fn tx_found(&self, tx: &Tx) -> Option<Stored> {
+        tx.found.clone()
+    }
+    fn tx_obligated(&self, tx: &Tx) -> bool {
+        tx.obligated
+    }
+    fn tx_insert(&self, tx: Tx, e: &Entry<'_>, body: &[u8]) -> Result<(), String> {
+        assert!(tx.obligated, "insert without the obligation");
+        self.entry(&tx.key, e, body);
+        Ok(())
+    }
+    fn tx_update(&self, tx: Tx, e: &Entry<'_>) -> Result<(), String> {
+        let body = tx.found.map(|s| s.body).unwrap_or_default();
+        self.entry(&tx.key, e, &body);
+        Ok(())
+    }
+    fn tx_cancel(&self, _: &Tx) {}
+    fn lookup(&self, key: &[u8]) -> Option<Stored> {
+        let now = self.now();
+        self.cache
+            .borrow()
+            .get(key)
+            .filter(|s| s.usable(now))
+            .cloned()
+    }
+    fn insert(&self, key: &[u8], e: &Entry<'_>, body: &[u8]) -> Result<(), String> {
+        self.entry(key, e, body);
+        Ok(())
+    }
+    fn found_metadata(&self, found: &Stored) -> Vec<u8> {
+        found.meta.clone()
+    }
+    fn found_stale(&self, found: &Stored) -> bool {
+        found.stale(self.now())
+    }
+    fn found_body(&self, found: &Stored, range: Option<(u64, u64)>) -> Result<Vec<u8>, String> {
+        let Some((from, to)) = range else {
+            return Ok(found.body.clone());
+        };
+        let (from, to) = (usize::try_from(from).unwrap(), usize::try_from(to).unwrap());
+        found
+            .body
+            .get(from..=to)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| "range".into())
+    }
+    fn purge(&self, key: &str, soft: bool) -> Result<(), String> {
+        self.purges.borrow_mut().push((key.to_owned(), soft));
+        let mut cache = self.cache.borrow_mut();
+        if soft {
+            for s in cache
+                .values_mut()
+                .filter(|s| s.keys.iter().any(|k| k == key))
+            {
+                s.soft_purged = true;
+            }
+        } else {
+            cache.retain(|_, s| !s.keys.iter().any(|k| k == key));
+        }
+        Ok(())
+    }
+    fn kv_open(&self, _: &str) -> Result<Option<()>, String> {
+        Ok(Some(()))
+    }
+    fn kv_lookup(&self, (): &(), key: &str, max: Option<usize>) -> Result<Option<KvItem>, String> {
+        if self.kv_broken.get() {
+            return Err("KV store unavailable".into());
+        }
+        Ok(self
+            .kv
+            .borrow()
+            .get(key)
+            .map(|(body, generation, metadata)| KvItem {
+                body: body[..max.unwrap_or(body.len()).min(body.len())].to_vec(),
+                generation: *generation,
+                metadata: metadata.as_ref().map(|m| m.as_bytes().to_vec()),
+            }))
+    }
+    fn kv_insert(
+        &self,
+        (): &(),
+        key: &str,
+        body: &[u8],
+        metadata: Option<&str>,
+        when: Precondition,
+    ) -> Result<(), KvWriteError> {
+        let mut kv = self.kv.borrow_mut();
+        let current = kv.get(key).map(|(_, g, _)| *g);
+        let ok = match when {
+            Precondition::None => true,
+            Precondition::Absent => current.is_none(),
+            Precondition::Generation(g) => current == Some(g),
+        };
+        if !ok {
+            return Err(KvWriteError::Conflict);
+        }
+        let generation = current.unwrap_or(0) + 1;
+        kv.insert(
+            key.to_owned(),
+            (body.to_vec(), generation, metadata.map(str::to_owned)),
+        );
+        Ok(())
+    }
+    fn backend(&self, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+    fn register_backend(&self, _: &BackendSpec<'_>) -> Result<(), String> {
+        Ok(())
+    }
+    fn shield(&self, _: &str, _: Duration, _: Duration, _: bool) -> Result<ShieldPos<()>, String> {
+        Err("no shields here".into())
+    }
+    /// The origin: every path answers 200 with a body naming the path and its visit.
+    fn send(
+        &self,
+        (): &(),
+        req: OriginRequest<Vec<u8>>,
+    ) -> Result<OriginResponse<Vec<u8>>, String> {
+        let mut origin = self.origin.borrow_mut();
+        origin.push((req.method.clone(), req.path.clone()));
+        let body = format!("{} #{}", req.path, origin.len()).into_bytes();
+        Ok(OriginResponse {
+            status: 200,
+            headers: vec![
+                ("content-type".into(), b"text/plain".to_vec()),
+                ("content-length".into(), body.len().to_string().into_bytes()),
+            ],
+            body,
+        })
+    }
+    fn body_read(&self, body: &mut Vec<u8>, limit: u64) -> std::io::Result<Vec<u8>> {
+        let n = usize::try_from(limit).unwrap_or(usize::MAX).min(body.len());
+        Ok(body.drain(..n).collect())
+    }
+    fn body_from(&self, bytes: Vec<u8>) -> Vec<u8> {
+        bytes
+    }
+    fn body_append(&self, body: &mut Vec<u8>, rest: Vec<u8>) {
+        body.extend(rest);
+    }
+    fn secret(&self, _: &str, _: &str) -> Option<Vec<u8>> {
+        Some(TOKEN.as_bytes().to_vec())
+    }
+    fn config(&self, _: &str, _: &str) -> Option<String> {
+        None
+    }
+    fn log(&self, _: &str, line: &str) {
+        self.logs.borrow_mut().push(line.to_owned());
+    }
+}
+
+fn policy(host: &Fake) -> Result<Policy, PolicyError> {
+    crate::load_policy(host, include_str!("../../../edge-app/cachet.toml"))
+}
+
+fn request(
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> ClientRequest<Vec<u8>> {
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, Some(q.to_owned())),
+        None => (target, None),
+    };
+    let mut fields: Fields = vec![("host".into(), b"www.example.com".to_vec())];
+    fields.extend(
+        headers
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec())),
+    );
+    ClientRequest {
+        method: method.into(),
+        url: format!("http://www.example.com{target}"),
+        scheme: "http".into(),
+        path: path.into(),
+        query,
+        headers: fields,
+        body: Some(body.as_bytes().to_vec()),
+    }
+}
+
+/// Serves one request at the host's current time, as `main` does: serve, send, finish.
+fn serve(host: &Fake, req: ClientRequest<Vec<u8>>) -> (Response<Vec<u8>>, String) {
+    let p = policy(host);
+    let (resp, pending) = crate::serve(host, p.as_ref(), req);
+    pending.finish(host, p.as_ref(), None);
+    let body = match &resp.body {
+        Payload::Bytes(b) | Payload::Stream(b) | Payload::Gunzip(b) => {
+            String::from_utf8_lossy(b).into_owned()
+        }
+        Payload::Empty => String::new(),
+    };
+    (resp, body)
+}
+
+fn get(host: &Fake, target: &str) -> (Response<Vec<u8>>, String) {
+    serve(host, request("GET", target, &[], ""))
+}
+
+fn header<'r>(resp: &'r Response<Vec<u8>>, name: &str) -> Option<&'r str> {
+    crate::first(&resp.headers, name).and_then(|v| std::str::from_utf8(v).ok())
+}
+
+const T0: u64 = 1_700_000_000_000;
+
+#[test]
+fn a_miss_is_fetched_and_stored_then_a_hit_is_served_from_the_core_cache() {
+    let host = Fake::at(T0);
+    let (resp, body) = get(&host, "/static/app.js");
+    assert_eq!(resp.status, 200);
+    assert_eq!(header(&resp, "x-cache"), Some("MISS"));
+    assert_eq!(body, "/static/app.js #1");
+    assert_eq!(host.origin_hits(), 1);
+
+    host.now.set(T0 + 1_000);
+    let (resp, body) = get(&host, "/static/app.js");
+    assert_eq!(resp.status, 200);
+    assert_eq!(header(&resp, "x-cache"), Some("HIT"));
+    assert_eq!(
+        body, "/static/app.js #1",
+        "the stored body, not a second fetch"
+    );
+    assert_eq!(host.origin_hits(), 1);
+    assert_eq!(host.access()["cache"], "HIT");
+}
+
+#[test]
+fn an_admin_ban_writes_the_kv_log_replaces_the_pop_copy_and_answers_201() {
+    let host = Fake::at(T0);
+    let auth = format!("Bearer {TOKEN}");
+    let ban = request(
+        "POST",
+        "/.cachet/ban",
+        &[("authorization", &auth)],
+        "req.url ~ ^/static/",
+    );
+    let (resp, body) = serve(&host, ban);
+    assert_eq!(resp.status, 201, "{body}");
+    assert!(
+        host.kv
+            .borrow()
+            .contains_key(cachet_policy::banstore::BAN_LOG_ITEM)
+    );
+    assert!(
+        host.kv
+            .borrow()
+            .contains_key(cachet_policy::banstore::BAN_INDEX_ITEM)
+    );
+    let copy = host
+        .cache
+        .borrow()
+        .get(crate::bans::LOCAL_COPY_KEY)
+        .cloned();
+    let copy = copy.expect("the POP copy of the index is written");
+    assert_eq!(
+        copy.body,
+        host.kv.borrow()[cachet_policy::banstore::BAN_INDEX_ITEM].0
+    );
+    assert!(cachet_policy::banstore::CopyMeta::from_bytes(&copy.meta).is_some());
+    assert!(host.access()["ban_added"].is_u64());
+    assert_eq!(
+        host.origin_hits(),
+        0,
+        "an admin call never reaches the origin"
+    );
+
+    let bad = request(
+        "POST",
+        "/.cachet/ban",
+        &[("authorization", "Bearer wrong")],
+        "req.url ~ ^/",
+    );
+    assert_eq!(serve(&host, bad).0.status, 403);
+}
+
+#[test]
+fn a_ban_newer_than_a_stored_object_makes_it_be_refetched() {
+    let host = Fake::at(T0);
+    get(&host, "/static/app.js");
+    get(&host, "/static/other.js");
+    assert_eq!(host.origin_hits(), 2);
+
+    host.now.set(T0 + 1_000);
+    let auth = format!("Bearer {TOKEN}");
+    let ban = request(
+        "POST",
+        "/.cachet/ban",
+        &[("authorization", &auth)],
+        "req.url ~ ^/static/app",
+    );
+    assert_eq!(serve(&host, ban).0.status, 201);
+
+    host.now.set(T0 + 2_000);
+    let (resp, body) = get(&host, "/static/app.js");
+    assert_eq!(resp.status, 200);
+    assert_eq!(body, "/static/app.js #3", "the banned copy is refetched");
+    assert_ne!(header(&resp, "x-cache"), Some("HIT"));
+    assert!(host.access()["banned_by"].is_u64());
+    assert!(
+        host.purges.borrow().iter().any(|(_, soft)| !soft),
+        "hard purge of the object's key"
+    );
+
+    let (resp, body) = get(&host, "/static/other.js");
+    assert_eq!(
+        header(&resp, "x-cache"),
+        Some("HIT"),
+        "an object the ban does not match"
+    );
+    assert_eq!(body, "/static/other.js #2");
+    let (resp, body) = get(&host, "/static/app.js");
+    assert_eq!(
+        header(&resp, "x-cache"),
+        Some("HIT"),
+        "the refetched copy is newer than the ban"
+    );
+    assert_eq!(body, "/static/app.js #3");
+    assert_eq!(host.origin_hits(), 3);
+}
+
+#[test]
+fn when_the_kv_store_cannot_be_read_objects_stored_before_are_refetched_fail_closed() {
+    let host = Fake::at(T0);
+    host.kv_broken.set(true);
+    get(&host, "/static/app.js");
+    assert_eq!(host.origin_hits(), 1);
+
+    host.now.set(T0 + 1_000);
+    let (resp, body) = get(&host, "/static/app.js");
+    assert_eq!(resp.status, 200);
+    assert_eq!(
+        body, "/static/app.js #2",
+        "stored before the failure: not served as it is"
+    );
+    let access = host.access();
+    assert_eq!(access["bans_unknown"], true);
+    assert!(
+        access["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("KV store unavailable"))
+    );
+    assert!(
+        host.cache.borrow().contains_key(crate::bans::FAILURE_KEY),
+        "failure marked"
+    );
+
+    host.now.set(T0 + 2_000);
+    let (resp, body) = get(&host, "/static/app.js");
+    assert_eq!(
+        header(&resp, "x-cache"),
+        Some("HIT"),
+        "fetched during the failure: served"
+    );
+    assert_eq!(body, "/static/app.js #2");
+    assert_eq!(host.origin_hits(), 2);
+}
+
+#[test]
+fn a_post_is_passed_and_purges_its_target_url_key() {
+    let host = Fake::at(T0);
+    get(&host, "/blog/post");
+    host.now.set(T0 + 1_000);
+    assert_eq!(header(&get(&host, "/blog/post").0, "x-cache"), Some("HIT"));
+    assert_eq!(host.origin_hits(), 1);
+
+    let (resp, _) = serve(&host, request("POST", "/blog/post", &[], "comment=hi"));
+    assert_eq!(resp.status, 200);
+    assert_eq!(header(&resp, "x-cache"), Some("PASS"));
+    assert_eq!(
+        host.origin.borrow().last().cloned(),
+        Some(("POST".into(), "/blog/post".into()))
+    );
+    let key = cachet_http::url_key("www.example.com", "/blog/post");
+    assert!(
+        host.purges.borrow().contains(&(key.clone(), false)),
+        "RFC 9111 §4.4"
+    );
+    assert_eq!(host.access()["invalidated"][0], key.as_str());
+
+    let (resp, body) = get(&host, "/blog/post");
+    assert_ne!(
+        header(&resp, "x-cache"),
+        Some("HIT"),
+        "the invalidated copy is gone"
+    );
+    assert_eq!(body, "/blog/post #3");
+}
+
+#[test]
+fn header_values_that_are_not_utf8_are_carried_as_bytes() {
+    let host = Fake::at(T0);
+    let mut req = request("GET", "/static/app.js", &[], "");
+    req.headers
+        .push(("user-agent".into(), b"Mozilla/5.0 \xff\xfe".to_vec()));
+    req.headers
+        .push(("x-cachet-device".into(), b"smartphone".to_vec()));
+    let (resp, body) = serve(&host, req);
+    assert_eq!(resp.status, 200);
+    assert_eq!(body, "/static/app.js #1");
+    assert_eq!(host.access()["cache"], "MISS");
+}
+
+#[test]
+fn an_admin_purge_purges_each_key_soft_when_asked() {
+    let host = Fake::at(T0);
+    let auth = format!("Bearer {TOKEN}");
+    let purge = request(
+        "POST",
+        "/.cachet/purge",
+        &[
+            ("authorization", &auth),
+            ("surrogate-key", "css blog"),
+            ("fastly-soft-purge", "1"),
+        ],
+        "",
+    );
+    let (resp, body) = serve(&host, purge);
+    assert_eq!(resp.status, 200, "{body}");
+    assert_eq!(
+        *host.purges.borrow(),
+        vec![("css".to_owned(), true), ("blog".to_owned(), true)]
+    );
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["blog"]["soft"], true);
+}
