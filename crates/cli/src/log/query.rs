@@ -9,7 +9,7 @@
 //! VALUE  = number | "string" | 'string' | word (up to whitespace or a parenthesis)
 //! ```
 //!
-//! FIELD is an access-log field (`edge-app/src/access.rs`). A test on a field that is
+//! FIELD is an access-log field (`cachet_http::access::Access`). A test on a field that is
 //! absent or `null` is false, whatever the operator (as `varnishlog -q` treats a record
 //! without the tag); `not` inverts a whole test. `FIELD` alone is true when the field is
 //! present and not `null`, `false`, `""` or `[]`. `==`/`!=` compare numbers as numbers,
