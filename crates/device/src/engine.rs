@@ -85,6 +85,12 @@ struct Compiled {
     decided: Box<[Option<DeviceClass>; 129]>,
     /// The effective rules as configured (for [`Classifier::rule`] and `--explain`).
     source: Box<[Rule]>,
+    /// For rule `i` with one `contains` pattern and an `unless` list of lazy patterns
+    /// only (the accurate profile's Android-app rule): those patterns (ids) and the
+    /// rule's class. When such a rule is the first candidate it holds exactly when none
+    /// of them occurs, which [`Classifier::classify`] decides without the general
+    /// [`Classifier::evaluate`].
+    lazy_rule: Box<[Option<(u128, DeviceClass)>; 129]>,
 }
 
 impl Compiled {
@@ -203,6 +209,13 @@ impl Classifier {
         for (d, r) in decided.iter_mut().zip(&compiled) {
             *d = r.simple.then_some(r.class);
         }
+        let scanned_ids = scanned.iter().fold(0u128, |m, p| m | bit(p.0));
+        let mut lazy_rule = Box::new([None; 129]);
+        for (l, r) in lazy_rule.iter_mut().zip(&compiled) {
+            if r.all.is_power_of_two() && r.none != 0 && r.none & scanned_ids == 0 {
+                *l = Some((r.none, r.class));
+            }
+        }
         let engine = build_engine(&scanned, allow_filter);
         let longest = scanned.iter().map(|p| p.1.len()).max().unwrap_or(1);
         Classifier {
@@ -214,6 +227,7 @@ impl Classifier {
                 lazy,
                 decided,
                 source: rules.into_boxed_slice(),
+                lazy_rule,
             }),
             default: config.default,
             max_scan_bytes: config.max_scan_bytes,
@@ -236,6 +250,17 @@ impl Classifier {
         let first = found.payload.trailing_zeros() as usize;
         if let Some(Some(class)) = c.decided.get(first) {
             return *class;
+        }
+        // Next most common: the first candidate needs only that some lazy patterns be
+        // absent; if one is present, the next candidate decides when it is simple.
+        if let Some(Some((none, class))) = c.lazy_rule.get(first) {
+            if !self.any_lazy(hay, *none) {
+                return *class;
+            }
+            let rest = found.payload & !bit(first);
+            if let Some(Some(class)) = c.decided.get(rest.trailing_zeros() as usize) {
+                return *class;
+            }
         }
         self.evaluate(hay, found)
             .and_then(|ri| c.rules.get(ri))
@@ -381,6 +406,22 @@ impl Classifier {
             }
         }
         None
+    }
+
+    /// Whether any of the lazy patterns `ids` occurs in `hay` (searched in id order,
+    /// stopping at the first found).
+    fn any_lazy(&self, hay: &[u8], ids: u128) -> bool {
+        let mut rest = ids;
+        while rest != 0 {
+            let id = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            if let Some(Some(finder)) = self.compiled.lazy.get(id)
+                && finder.find(hay).is_some()
+            {
+                return true;
+            }
+        }
+        false
     }
 
     /// The request header name in which the edge sends the class to the origin.
@@ -752,6 +793,8 @@ mod tests {
         let c = Classifier::new(&cfg).unwrap();
         assert!(c.compiled.lazy[1].is_some() && c.compiled.lazy[2].is_some());
         assert!(c.compiled.lazy[0].is_none());
+        // Rule 0 takes classify's lazy-rule path (blocked: rule 1, simple, decides).
+        assert!(c.compiled.lazy_rule[0].is_some() && c.compiled.lazy_rule[1].is_none());
         assert_eq!(c.classify(b"Dalvik (Android 13)"), DeviceClass::Smartphone);
         assert_eq!(c.classify(b"Android 13 AppleWebKit/5"), DeviceClass::Pc);
         assert_eq!(c.classify(b"Android 13 Gecko/2"), DeviceClass::Pc);
