@@ -236,7 +236,7 @@ fn main() -> ExitCode {
 fn load(path: &Path) -> Result<Config, LoadError> {
     let text = std::fs::read_to_string(path).map_err(|e| LoadError::Io(path.to_owned(), e))?;
     let parsed = if path.extension().is_some_and(|e| e == "json") {
-        Config::from_json(&text)
+        Config::from_json_traced(&text)
     } else {
         Config::from_toml(&text)
     };

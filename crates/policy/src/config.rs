@@ -297,11 +297,35 @@ impl Config {
         config.validated()
     }
 
-    /// Parses JSON text (Envoy plugin configuration) and validates it.
+    /// Parses JSON text (the Envoy filter's plugin configuration) and validates it.
+    ///
+    /// A value that does not fit the schema is located by line, column and the text around
+    /// it (`line 1 column 87, near `"ttl":"5 parsecs"``), not by its field path: the path
+    /// needs `serde_path_to_error` wrapped around every configuration type, 35 KB of the
+    /// filter's wasm, whose size budget then forced the policy crate to opt-level "z" and
+    /// cost ~5% of every hit (docs/performance.md, "Size"). [`Config::from_json_traced`]
+    /// names the path; `cachet config check FILE.json` uses it.
+    ///
+    /// # Errors
+    /// [`PolicyError::TooLarge`] over [`MAX_CONFIG_BYTES`]; [`PolicyError::Parse`] with the
+    /// location as above; [`PolicyError::Invalid`] listing every validation issue, each
+    /// with its path (validation knows the paths).
+    pub fn from_json(text: &str) -> Result<Self, PolicyError> {
+        check_size(text)?;
+        let config: Config = serde_json::from_str(text).map_err(|e| PolicyError::Parse {
+            path: json_location(text, &e),
+            message: e.to_string(),
+        })?;
+        config.validated()
+    }
+
+    /// As [`Config::from_json`], but a value that does not fit the schema is located by
+    /// its field path (`routes[3].ttl`), as [`Config::from_toml`] does. For tools (the
+    /// CLI); the Envoy filter uses the smaller [`Config::from_json`].
     ///
     /// # Errors
     /// As [`Config::from_toml`].
-    pub fn from_json(text: &str) -> Result<Self, PolicyError> {
+    pub fn from_json_traced(text: &str) -> Result<Self, PolicyError> {
         check_size(text)?;
         let mut de = serde_json::Deserializer::from_str(text);
         let config: Config =
@@ -508,6 +532,31 @@ fn validate_route<'a>(
             push(format!("routes[{i}].surrogate_keys[{k}]"), e);
         }
     }
+}
+
+/// Where a JSON error is: `line L column C, near `…``, the text around the column on its
+/// line (at most 24 characters before and after; columns are 1-based bytes, as serde_json
+/// counts them). Empty when serde_json gives no position (line 0).
+fn json_location(text: &str, e: &serde_json::Error) -> String {
+    const AROUND: usize = 24;
+    let (line, column) = (e.line(), e.column());
+    if line == 0 {
+        return String::new();
+    }
+    let Some(l) = text.lines().nth(line - 1) else {
+        return format!("line {line} column {column}");
+    };
+    let at = column.saturating_sub(1).min(l.len());
+    let mut from = at.saturating_sub(AROUND);
+    while !l.is_char_boundary(from) {
+        from -= 1;
+    }
+    let mut to = (at + AROUND).min(l.len());
+    while !l.is_char_boundary(to) {
+        to += 1;
+    }
+    let near = l.get(from..to).unwrap_or_default().trim();
+    format!("line {line} column {column}, near `{near}`")
 }
 
 fn check_size(text: &str) -> Result<(), PolicyError> {

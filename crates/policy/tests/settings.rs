@@ -237,3 +237,25 @@ fn envoy_ban_staleness_is_off_by_default_and_at_most_one_second() {
     let e = Config::from_toml("[envoy]\nban_staleness = \"2s\"\n").expect_err("over 1s");
     assert!(format!("{e}").contains("envoy.ban_staleness"), "{e}");
 }
+
+#[test]
+fn a_json_value_that_does_not_fit_is_located_by_line_column_and_text_and_traced_by_path() {
+    let text = "{\"origin\": {\"url\": \"http://o.example\"},\n \"routes\": [{\"name\": \"a\", \"ttl\": \"5 parsecs\"}]}";
+    let e = Config::from_json(text).unwrap_err();
+    let PolicyError::Parse { path, message } = &e else {
+        panic!("{e}")
+    };
+    assert!(path.starts_with("line 2 column "), "{path}");
+    assert!(path.contains("\"ttl\": \"5 parsecs\""), "{path}");
+    assert!(message.contains("parsecs"), "{message}");
+    let e = Config::from_json_traced(text).unwrap_err();
+    assert!(
+        matches!(&e, PolicyError::Parse { path, .. } if path == "routes[0].ttl"),
+        "{e}"
+    );
+    // Syntax errors and multi-byte text near the column never panic.
+    let e = Config::from_json("{\"origin\": é{").unwrap_err();
+    assert!(e.to_string().contains("line 1 column"), "{e}");
+    let e = Config::from_json("").unwrap_err();
+    assert!(matches!(e, PolicyError::Parse { .. }), "{e}");
+}

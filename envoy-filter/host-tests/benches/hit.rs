@@ -112,9 +112,44 @@ fn calls(vm: &mut Vm, name: &str, path: &str, headers: &[(&str, &str)]) {
     eprintln!("{name}: {} host calls", vm.host_calls() - before);
 }
 
+/// Counting mode: with `CACHET_BENCH_COUNT=N` and `CACHET_BENCH_ROW` set to one of the hit
+/// rows (`hit_local_tier_gzip_client`, `hit_local_tier_identity_client`,
+/// `hit_shared_tier_gzip_client`, `peer_robots_txt_synth`), the bench makes N requests of
+/// that row and exits without timing anything. Run under `perf stat -e instructions:u`
+/// with N and with 0: the difference over N is the row's instructions per request, which,
+/// unlike time, does not move with the machine's load (docs/performance.md, "Size").
+fn count_mode(host: &Host) {
+    let (Ok(n), Ok(row)) = (
+        std::env::var("CACHET_BENCH_COUNT"),
+        std::env::var("CACHET_BENCH_ROW"),
+    ) else {
+        return;
+    };
+    let n: u64 = n.parse().expect("CACHET_BENCH_COUNT: a number");
+    let gzip: &[(&str, &str)] = &[("accept-encoding", "gzip")];
+    let (mut vm, path, headers) = match row.as_str() {
+        "hit_local_tier_gzip_client" => (primed(&host.fresh(), 4 * 1024 * 1024), PATH, gzip),
+        "hit_local_tier_identity_client" => (primed(&host.fresh(), 4 * 1024 * 1024), PATH, &[][..]),
+        "hit_shared_tier_gzip_client" => (primed(&host.fresh(), 0), PATH, gzip),
+        "peer_robots_txt_synth" => (
+            primed(&host.fresh(), 4 * 1024 * 1024),
+            "/robots.txt",
+            &[][..],
+        ),
+        other => panic!("CACHET_BENCH_ROW: no row {other:?}"),
+    };
+    one(&mut vm, path, headers);
+    for _ in 0..n {
+        black_box(one(&mut vm, path, headers));
+    }
+    eprintln!("{row}: {n} requests");
+    std::process::exit(0);
+}
+
 fn bench(c: &mut Criterion) {
     let wasm = filter_wasm().expect("filter wasm");
     let host = Host::new(&wasm).expect("compile");
+    count_mode(&host);
     let mut g = c.benchmark_group("envoy_filter_request");
     let mut local = primed(&host.fresh(), 4 * 1024 * 1024);
     let gzip = [("accept-encoding", "gzip")];

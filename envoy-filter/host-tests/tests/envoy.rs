@@ -437,7 +437,11 @@ fn bad_plugin_configuration_is_refused_with_a_clear_log_line() {
         err.contains("cachet: rejecting plugin configuration"),
         "{err}"
     );
-    assert!(err.contains("routes[0].ttl"), "{err}");
+    // Located by line, column and the text around it (`Config::from_json`).
+    assert!(
+        err.contains("5 parsecs") && err.contains("\"ttl\"") && err.contains("column"),
+        "{err}"
+    );
 }
 
 #[test]
