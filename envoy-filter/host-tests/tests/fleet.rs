@@ -171,18 +171,28 @@ fn start_fleet(bin: &std::path::Path, origin: SocketAddr, edges: usize) -> Fleet
 /// sent in the first seconds after both shields turned healthy still went to one shield
 /// on some edges, so some keys were fetched by both). Probes batches of
 /// [`SETTLE_PROBES`] new objects through every edge until a batch costs exactly one
-/// origin fetch per object (bounded by [`SETTLE_TIMEOUT`]).
-fn settle(edges: &[SocketAddr], origin: &RunningOrigin) {
+/// origin fetch per object and every shield filled some of them (bounded by
+/// [`SETTLE_TIMEOUT`]). One fetch per object alone is not enough: a CI run saw every
+/// edge's worker still route all keys to shield 0 (a consistent ring without shield 1)
+/// after the admin gauge said both were healthy; the probes agreed, and shield 1 joined
+/// the rings during the measured batch (204 fetches for 200 objects). With both shields
+/// in every ring, 20 probes all landing on one shield has odds of about 2 in a million.
+fn settle(fleet: &Fleet, origin: &RunningOrigin) {
+    let edges: Vec<SocketAddr> = fleet.edges.iter().map(|e| e.addr).collect();
     let deadline = Instant::now() + SETTLE_TIMEOUT;
     for round in 0.. {
         let prefix = format!("/t/settle-{round}-");
-        request_everywhere(edges, origin, "GET", &prefix, SETTLE_PROBES).expect("probes");
-        if origin_count(origin, &prefix) == SETTLE_PROBES as u64 {
+        let before = misses(&fleet.shields);
+        request_everywhere(&edges, origin, "GET", &prefix, SETTLE_PROBES).expect("probes");
+        let per_shield = minus(&misses(&fleet.shields), &before);
+        if origin_count(origin, &prefix) == SETTLE_PROBES as u64
+            && per_shield.iter().all(|&m| m > 0)
+        {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "edges still disagree on the ring after {SETTLE_TIMEOUT:?}"
+            "edges still disagree on the ring, or leave a shield out of it, after {SETTLE_TIMEOUT:?}"
         );
     }
 }
@@ -416,8 +426,7 @@ fn with_a_shield_tier_each_object_is_fetched_once_and_a_shield_can_die_under_loa
     let Some(bin) = envoy_binary() else { return };
     let origin = origin();
     let mut fleet = start_fleet(&bin, origin.addr(), 3);
-    let edges: Vec<SocketAddr> = fleet.edges.iter().map(|e| e.addr).collect();
-    settle(&edges, &origin);
+    settle(&fleet, &origin);
 
     // (a) N objects through all 3 edges: N origin fetches, spread over both shields.
     let n = objects();
