@@ -10,6 +10,7 @@
 //! before any worker starts: validating and compiling the wasm with cranelift (no on-disk
 //! cache); `vm_start_instantiate_and_configure` is then the per-worker cost.
 
+use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use cachet_envoy_host_tests::{Host, Outcome, Response, Vm, filter_wasm, req};
@@ -107,9 +108,21 @@ fn one(vm: &mut Vm, path: &str, headers: &[(&str, &str)]) -> usize {
 /// Host calls one request of this kind makes (printed beside the timings).
 fn calls(vm: &mut Vm, name: &str, path: &str, headers: &[(&str, &str)]) {
     one(vm, path, headers);
-    let before = vm.host_calls();
+    let before = vm.host_calls_by_name();
     one(vm, path, headers);
-    eprintln!("{name}: {} host calls", vm.host_calls() - before);
+    eprintln!("{name}: {}", call_counts(&before, &vm.host_calls_by_name()));
+}
+
+/// "N host calls (name × n, …)" between two [`Vm::host_calls_by_name`] readings.
+fn call_counts(before: &BTreeMap<&str, u64>, after: &BTreeMap<&str, u64>) -> String {
+    let by_name: Vec<String> = (after.iter())
+        .filter_map(|(name, &n)| {
+            let d = n - before.get(name).copied().unwrap_or(0);
+            (d > 0).then(|| format!("{} x{d}", name.trim_start_matches("proxy_")))
+        })
+        .collect();
+    let total: u64 = after.values().sum::<u64>() - before.values().sum::<u64>();
+    format!("{total} host calls ({})", by_name.join(", "))
 }
 
 /// Counting mode: with `CACHET_BENCH_COUNT=N` and `CACHET_BENCH_ROW` set to one of the hit
@@ -195,9 +208,9 @@ fn bench(c: &mut Criterion) {
         let mut vm = host.fresh().vm(&config_compress(compress)).expect("vm");
         let mut n = 0;
         miss(&mut vm, &mut n, &resp);
-        let before = vm.host_calls();
+        let before = vm.host_calls_by_name();
         miss(&mut vm, &mut n, &resp);
-        eprintln!("{name}: {} host calls", vm.host_calls() - before);
+        eprintln!("{name}: {}", call_counts(&before, &vm.host_calls_by_name()));
         g.bench_function(name, |b| {
             b.iter(|| black_box(miss(&mut vm, &mut n, &resp)));
         });

@@ -306,6 +306,16 @@ struct State {
     metric_names: HashMap<u32, String>,
     /// Host calls the module made (`proxy_*` imports; WASI excluded).
     calls: u64,
+    /// The same, by import name.
+    calls_by_name: std::collections::BTreeMap<&'static str, u64>,
+}
+
+impl State {
+    /// Counts one host call to `name`.
+    fn count(&mut self, name: &'static str) {
+        self.calls += 1;
+        *self.calls_by_name.entry(name).or_default() += 1;
+    }
 }
 
 /// One VM (one simulated Envoy worker).
@@ -435,7 +445,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_log",
         |mut c: Caller<'_, State>, level: i32, p: i32, l: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_log");
             let msg = String::from_utf8_lossy(&read(&mut c, p, l)).into_owned();
             c.data_mut().logs.push(format!("[{level}] {msg}"));
             status::OK
@@ -445,7 +455,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_get_log_level",
         |mut c: Caller<'_, State>, ret: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_get_log_level");
             write_u32(&mut c, ret, 1);
             status::OK
         },
@@ -454,7 +464,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_get_current_time_nanoseconds",
         |mut c: Caller<'_, State>, ret: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_get_current_time_nanoseconds");
             let now = c.data().clock_ns.load(Ordering::SeqCst);
             write_u64(&mut c, ret, now);
             status::OK
@@ -464,7 +474,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_set_tick_period_milliseconds",
         |mut c: Caller<'_, State>, ms: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_set_tick_period_milliseconds");
             c.data_mut().tick_ms = ms.cast_unsigned();
             status::OK
         },
@@ -473,7 +483,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_get_buffer_bytes",
         |mut c: Caller<'_, State>, kind: i32, start: i32, max: i32, rp: i32, rs: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_get_buffer_bytes");
             let st = c.data();
             let buf = match kind {
                 buffer::PLUGIN_CONFIGURATION => Some(st.config.clone()),
@@ -502,7 +512,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_set_buffer_bytes",
         |mut c: Caller<'_, State>, kind: i32, _start: i32, _size: i32, p: i32, l: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_set_buffer_bytes");
             let bytes = read(&mut c, p, l);
             let st = c.data_mut();
             let id = st.effective;
@@ -520,7 +530,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_get_header_map_pairs",
         |mut c: Caller<'_, State>, kind: i32, rp: i32, rs: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_get_header_map_pairs");
             let Some(h) = map_of(c.data_mut(), kind).map(|h| serialize_map(h)) else {
                 return status::NOT_FOUND;
             };
@@ -531,7 +541,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_set_header_map_pairs",
         |mut c: Caller<'_, State>, kind: i32, p: i32, l: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_set_header_map_pairs");
             let h = deserialize_map(&read(&mut c, p, l));
             if let Some(m) = map_of(c.data_mut(), kind) {
                 *m = h;
@@ -543,7 +553,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_get_header_map_value",
         |mut c: Caller<'_, State>, kind: i32, kp: i32, kl: i32, rp: i32, rs: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_get_header_map_value");
             let k = String::from_utf8_lossy(&read(&mut c, kp, kl)).to_ascii_lowercase();
             let v = map_of(c.data_mut(), kind)
                 .and_then(|m| m.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()));
@@ -557,7 +567,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_replace_header_map_value",
         |mut c: Caller<'_, State>, kind: i32, kp: i32, kl: i32, vp: i32, vl: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_replace_header_map_value");
             let k = String::from_utf8_lossy(&read(&mut c, kp, kl)).to_ascii_lowercase();
             let v = read(&mut c, vp, vl);
             if let Some(m) = map_of(c.data_mut(), kind) {
@@ -571,7 +581,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_add_header_map_value",
         |mut c: Caller<'_, State>, kind: i32, kp: i32, kl: i32, vp: i32, vl: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_add_header_map_value");
             let k = String::from_utf8_lossy(&read(&mut c, kp, kl)).to_ascii_lowercase();
             let v = read(&mut c, vp, vl);
             if let Some(m) = map_of(c.data_mut(), kind) {
@@ -584,7 +594,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_remove_header_map_value",
         |mut c: Caller<'_, State>, kind: i32, kp: i32, kl: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_remove_header_map_value");
             let k = String::from_utf8_lossy(&read(&mut c, kp, kl)).to_ascii_lowercase();
             if let Some(m) = map_of(c.data_mut(), kind) {
                 m.retain(|(n, _)| *n != k);
@@ -596,7 +606,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_get_shared_data",
         |mut c: Caller<'_, State>, kp: i32, kl: i32, rp: i32, rs: i32, rc: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_get_shared_data");
             let k = String::from_utf8_lossy(&read(&mut c, kp, kl)).into_owned();
             let v = lock(&c.data().shared).data.get(&k).cloned();
             let Some((v, cas)) = v else {
@@ -610,7 +620,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_set_shared_data",
         |mut c: Caller<'_, State>, kp: i32, kl: i32, vp: i32, vl: i32, cas: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_set_shared_data");
             let k = String::from_utf8_lossy(&read(&mut c, kp, kl)).into_owned();
             let v = read(&mut c, vp, vl);
             let shared = Arc::clone(&c.data().shared);
@@ -638,7 +648,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
          hp: i32,
          hl: i32,
          _grpc: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_send_local_response");
             let body = read(&mut c, bp, bl);
             let headers = deserialize_map(&read(&mut c, hp, hl));
             let st = c.data_mut();
@@ -670,7 +680,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
          _tl: i32,
          timeout: i32,
          rt: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_http_call");
             let cluster = String::from_utf8_lossy(&read(&mut c, up, ul)).into_owned();
             let headers = deserialize_map(&read(&mut c, hp, hl));
             if cluster.is_empty() {
@@ -695,7 +705,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_set_effective_context",
         |mut c: Caller<'_, State>, id: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_set_effective_context");
             let id = id.cast_unsigned();
             let st = c.data_mut();
             if id == ROOT_ID || st.streams.contains_key(&id) {
@@ -710,7 +720,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_continue_stream",
         |mut c: Caller<'_, State>, _kind: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_continue_stream");
             let st = c.data_mut();
             let id = st.effective;
             if let Some(s) = st.streams.get_mut(&id) {
@@ -723,7 +733,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_define_metric",
         |mut c: Caller<'_, State>, _kind: i32, np: i32, nl: i32, ret: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_define_metric");
             let name = String::from_utf8_lossy(&read(&mut c, np, nl)).into_owned();
             let shared = Arc::clone(&c.data().shared);
             let id = {
@@ -746,7 +756,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_increment_metric",
         |mut c: Caller<'_, State>, id: i32, by: i64| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_increment_metric");
             if let Some(n) = c.data().metric_names.get(&id.cast_unsigned()) {
                 *lock(&c.data().shared).metrics.entry(n.clone()).or_insert(0) += by;
             }
@@ -757,7 +767,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_record_metric",
         |mut c: Caller<'_, State>, id: i32, v: i64| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_record_metric");
             if let Some(n) = c.data().metric_names.get(&id.cast_unsigned()) {
                 lock(&c.data().shared).metrics.insert(n.clone(), v);
             }
@@ -768,7 +778,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "env",
         "proxy_get_property",
         |mut c: Caller<'_, State>, _p: i32, _l: i32, _rp: i32, _rs: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_get_property");
             status::NOT_FOUND
         },
     ))?;
@@ -777,7 +787,7 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
         "wasi_snapshot_preview1",
         "random_get",
         |mut c: Caller<'_, State>, p: i32, l: i32| {
-            c.data_mut().calls += 1;
+            c.data_mut().count("proxy_get_property");
             let mut x = c.data().random;
             let mut bytes = Vec::with_capacity(l.cast_unsigned() as usize);
             for _ in 0..l {
@@ -876,6 +886,7 @@ impl Vm {
             random: 0x2545_f491_4f6c_dd1d,
             metric_names: HashMap::new(),
             calls: 0,
+            calls_by_name: std::collections::BTreeMap::new(),
         };
         let mut store = Store::new(&host.engine, state);
         let instance = linker
@@ -943,6 +954,11 @@ impl Vm {
     /// hit-path regression shows in without Envoy.
     pub fn host_calls(&self) -> u64 {
         self.store.data().calls
+    }
+
+    /// [`Vm::host_calls`] by import name (`proxy_get_shared_data` → count).
+    pub fn host_calls_by_name(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.store.data().calls_by_name.clone()
     }
 
     /// Everything the VM logged (proxy_log and stdio).
