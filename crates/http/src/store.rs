@@ -45,8 +45,12 @@ pub fn object(
             .and_then(|v| text(&v).map(|s| s.trim().to_owned()))
     };
     let content_encoding = owned("content-encoding");
-    let (encoding, stored) =
-        object::for_storage(origin.body, content_encoding.as_deref(), store.compress)?;
+    let (encoding, stored) = object::for_storage(
+        origin.body,
+        content_encoding.as_deref(),
+        store.compress,
+        store.gzip_level,
+    )?;
     // The edge compressed it: gzip stored, and the origin's own coding was identity.
     let compressed = encoding == Encoding::Gzip
         && Encoding::from_content_encoding(content_encoding.as_deref()) == Encoding::Identity;

@@ -236,6 +236,7 @@ impl Policy {
             keep: std::time::Duration::ZERO,
             surrogate_keys: Vec::new(),
             compress: false,
+            gzip_level: config::DEFAULT_GZIP_LEVEL,
             decided_at: now,
         };
         let Some(host) = req.host.and_then(plan::normalize_host) else {
@@ -269,6 +270,7 @@ impl Policy {
             plan.grace = r.grace.0;
             plan.keep = r.keep.0;
             plan.compress = r.compress;
+            plan.gzip_level = r.gzip_level;
             plan.decision = if r.action.is_cache() {
                 Decision::Cache
             } else {

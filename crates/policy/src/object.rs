@@ -406,9 +406,10 @@ impl Encoding {
     }
 }
 
-/// The bytes to store for an origin body and their encoding: gzip-compressed when
-/// `compress` (the policy's `Store::compress`) and the origin sent it unencoded, else as
-/// the origin sent it (seed: Hatena stored gzip, ~3× more objects per byte).
+/// The bytes to store for an origin body and their encoding: gzip-compressed at `level`
+/// when `compress` (the policy's `Store::compress` and `Store::gzip_level`) and the
+/// origin sent it unencoded, else as the origin sent it (seed: Hatena stored gzip, ~3×
+/// more objects per byte).
 ///
 /// # Errors
 /// I/O errors from the encoder (none expected for an in-memory sink).
@@ -416,23 +417,33 @@ pub fn for_storage(
     body: &[u8],
     content_encoding: Option<&str>,
     compress: bool,
+    level: u32,
 ) -> std::io::Result<(Encoding, Vec<u8>)> {
     let origin = Encoding::from_content_encoding(content_encoding);
     if compress && origin == Encoding::Identity {
-        Ok((Encoding::Gzip, gzip(body)?))
+        Ok((Encoding::Gzip, gzip_at(body, level)?))
     } else {
         Ok((origin, body.to_vec()))
     }
 }
 
-/// gzip-compresses `body` (level 6, the zlib default).
+/// gzip-compresses `body` at level 6, the zlib default ([`gzip_at`]).
 ///
 /// # Errors
 /// I/O errors from the encoder (none expected for an in-memory sink).
 pub fn gzip(body: &[u8]) -> std::io::Result<Vec<u8>> {
+    gzip_at(body, crate::config::DEFAULT_GZIP_LEVEL)
+}
+
+/// gzip-compresses `body` at `level`: 1 (fastest) to 9 (smallest); a level above 9 is
+/// taken as 9 (the configuration refuses it before it gets here).
+///
+/// # Errors
+/// I/O errors from the encoder (none expected for an in-memory sink).
+pub fn gzip_at(body: &[u8], level: u32) -> std::io::Result<Vec<u8>> {
     let mut enc = flate2::write::GzEncoder::new(
         Vec::with_capacity(body.len() / 3 + 64),
-        flate2::Compression::default(),
+        flate2::Compression::new(level.min(9)),
     );
     enc.write_all(body)?;
     enc.finish()
@@ -519,6 +530,34 @@ mod tests {
         assert!(z.len() < body.len() / 5);
         assert_eq!(gunzip(&z).unwrap_or_default(), body);
         assert!(gunzip(b"not gzip").is_err());
+    }
+
+    #[test]
+    fn the_gzip_level_trades_size_for_speed_and_every_level_round_trips() {
+        // Varied text (not one repeated phrase): levels 1 and 6 use different match finders.
+        let body: Vec<u8> = (0..4000u32)
+            .flat_map(|i| {
+                format!(".c{} {{ margin: {}px {}em }}\n", i % 97, i % 13, i % 7).into_bytes()
+            })
+            .collect();
+        let sizes: Vec<usize> = [1, 6, 9]
+            .iter()
+            .map(|&level| {
+                let z = gzip_at(&body, level).unwrap_or_default();
+                assert_eq!(gunzip(&z).unwrap_or_default(), body, "level {level}");
+                z.len()
+            })
+            .collect();
+        assert!(sizes[0] > sizes[1] && sizes[1] >= sizes[2], "{sizes:?}");
+        assert_eq!(
+            gzip(&body).unwrap_or_default().len(),
+            sizes[1],
+            "gzip is level 6"
+        );
+        // Out of range is clamped, never a panic.
+        assert_eq!(gzip_at(&body, 42).unwrap_or_default().len(), sizes[2]);
+        let (e, z) = for_storage(&body, None, true, 1).unwrap();
+        assert_eq!((e, z.len()), (Encoding::Gzip, sizes[0]));
     }
 
     #[test]
@@ -680,15 +719,15 @@ mod tests {
             Encoding::Other("br".into())
         );
         let body = b"hello hello hello hello hello".repeat(20);
-        let (e, z) = for_storage(&body, None, true).unwrap();
+        let (e, z) = for_storage(&body, None, true, 6).unwrap();
         assert_eq!(e, Encoding::Gzip);
         assert_eq!(gunzip(&z).unwrap_or_default(), body);
         assert_eq!(
-            for_storage(&body, Some("br"), true).unwrap(),
+            for_storage(&body, Some("br"), true, 6).unwrap(),
             (Encoding::Other("br".into()), body.clone())
         );
         assert_eq!(
-            for_storage(&body, None, false).unwrap(),
+            for_storage(&body, None, false, 6).unwrap(),
             (Encoding::Identity, body.clone())
         );
         assert!(is_hop_by_hop("Transfer-Encoding") && !is_hop_by_hop("cache-control"));

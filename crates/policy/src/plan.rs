@@ -136,6 +136,8 @@ pub struct Plan<'a> {
     pub surrogate_keys: Vec<String>,
     /// Whether to store the body gzip-compressed.
     pub compress: bool,
+    /// The gzip level when it is (the route's [`gzip_level`](crate::config::RouteConfig::gzip_level), 1–9).
+    pub gzip_level: u32,
     /// The `now` the plan was made at (seconds since the Unix epoch precision kept).
     pub decided_at: SystemTime,
 }

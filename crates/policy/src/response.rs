@@ -132,6 +132,8 @@ pub struct Store {
     pub surrogate_keys: Vec<String>,
     /// Whether to gzip the body before storing (unencoded, compressible type, route allows).
     pub compress: bool,
+    /// The gzip level when compressing (the route's, 1–9).
+    pub gzip_level: u32,
     /// The `Vary` to send to clients: `User-Agent` replaced by the device header when the
     /// route varies by device (dropped otherwise), `Accept-Encoding` always present.
     pub vary: String,
@@ -629,6 +631,7 @@ impl crate::Policy {
             keep: plan.keep,
             surrogate_keys: keys,
             compress: plan.compress && !encoded && compressible(resp.content_type),
+            gzip_level: plan.gzip_level,
             vary,
             initial_age,
             stale_if_error,

@@ -13,6 +13,7 @@ grace = "0s"
 keep = "1h"
 heuristic_fraction = 0.1
 heuristic_max = "1h"
+gzip_level = 1
 
 [[routes]]
 name = "other"
@@ -258,4 +259,20 @@ fn a_variant_is_stored_only_when_its_fill_sends_the_fields_it_varies_on() {
     let err = Policy::from_toml(&format!("{TOML}\n[origin]\nfill_fields = [\"bad name\"]\n"))
         .expect_err("refused");
     assert!(err.to_string().contains("origin.fill_fields[0]"), "{err}");
+}
+
+#[test]
+fn the_routes_gzip_level_reaches_the_store_verdict() {
+    let css = |path| {
+        stored(
+            path,
+            &ResponseView {
+                content_type: Some("text/css"),
+                ..view(Some("max-age=60"))
+            },
+        )
+    };
+    let (fast, default) = (css("/h/a.css"), css("/a.css"));
+    assert!(fast.compress && default.compress);
+    assert_eq!((fast.gzip_level, default.gzip_level), (1, 6));
 }

@@ -101,6 +101,11 @@ fn out_of_range_values_are_reported_with_their_paths() {
         [[routes]]
         name = "b"
         early_refresh = { policy = "xfetch", beta = -1 }
+        gzip_level = 0
+
+        [[routes]]
+        name = "c"
+        gzip_level = 10
     "#;
     let got = paths(text);
     for want in [
@@ -119,6 +124,8 @@ fn out_of_range_values_are_reported_with_their_paths() {
         "routes[0].keep",
         "routes[0].early_refresh.fraction",
         "routes[1].early_refresh.beta",
+        "routes[1].gzip_level",
+        "routes[2].gzip_level",
     ] {
         assert!(got.iter().any(|p| p == want), "missing {want} in {got:?}");
     }

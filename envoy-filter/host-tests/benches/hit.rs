@@ -1,7 +1,7 @@
 //! Per-request filter cost inside the wasmtime host: a hit from each tier, a miss (a new
 //! URL each time: callout answered, stored in both tiers, answered; with and without gzip
-//! storage), and robots.txt synthesis (the filter's floor: plan + local reply, no cache) as
-//! the peer.
+//! storage, and a varied 20 KB stylesheet at gzip levels 6 and 1), and robots.txt
+//! synthesis (the filter's floor: plan + local reply, no cache) as the peer.
 //!
 //! `cargo bench -p cachet-envoy-host-tests --bench hit` (builds the release wasm first, or
 //! set `CACHET_ENVOY_WASM`). Each iteration is one whole stream: context create, request
@@ -11,6 +11,7 @@
 //! cache); `vm_start_instantiate_and_configure` is then the per-worker cost.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::hint::black_box;
 
 use cachet_envoy_host_tests::{Host, Outcome, Response, Vm, filter_wasm, req};
@@ -32,11 +33,12 @@ fn config_json(local_bytes: u64) -> serde_json::Value {
     json
 }
 
-/// The configuration with every route's `compress` set to `compress`.
-fn config_compress(compress: bool) -> String {
+/// The configuration with every route's `compress` and `gzip_level` set.
+fn config_compress(compress: bool, gzip_level: u32) -> String {
     let mut json = config_json(4 * 1024 * 1024);
     for r in json["routes"].as_array_mut().expect("routes") {
         r["compress"] = serde_json::json!(compress);
+        r["gzip_level"] = serde_json::json!(gzip_level);
     }
     json.to_string()
 }
@@ -60,6 +62,23 @@ fn miss(vm: &mut Vm, n: &mut u64, resp: &Response) -> usize {
     };
     vm.finish(id).expect("finish");
     r.body.len()
+}
+
+/// A varied stylesheet of about 20 KB (no phrase repeats verbatim, unlike [`origin`]'s
+/// page, so the gzip level matters as it does for real CSS), cacheable for an hour.
+fn css_origin() -> Response {
+    let mut body = String::new();
+    for i in 0..700u32 {
+        let _ = writeln!(body, ".c{} {{ margin: {}px {}em }}", i % 97, i % 13, i % 7);
+    }
+    Response {
+        status: 200,
+        headers: vec![
+            ("content-type".into(), b"text/css".to_vec()),
+            ("cache-control".into(), b"public, max-age=3600".to_vec()),
+        ],
+        body: body.into_bytes(),
+    }
 }
 
 fn origin() -> Response {
@@ -203,16 +222,24 @@ fn bench(c: &mut Criterion) {
     g.bench_function("peer_robots_txt_synth", |b| {
         b.iter(|| black_box(one(&mut local, "/robots.txt", &[])));
     });
-    let resp = origin();
-    for (name, compress) in [("miss_gzip_stored", true), ("miss_identity_stored", false)] {
-        let mut vm = host.fresh().vm(&config_compress(compress)).expect("vm");
+    let (page, css) = (origin(), css_origin());
+    for (name, compress, level, resp) in [
+        ("miss_gzip_stored", true, 6, &page),
+        ("miss_identity_stored", false, 6, &page),
+        ("miss_css_gzip_level_6", true, 6, &css),
+        ("miss_css_gzip_level_1", true, 1, &css),
+    ] {
+        let mut vm = host
+            .fresh()
+            .vm(&config_compress(compress, level))
+            .expect("vm");
         let mut n = 0;
-        miss(&mut vm, &mut n, &resp);
+        miss(&mut vm, &mut n, resp);
         let before = vm.host_calls_by_name();
-        miss(&mut vm, &mut n, &resp);
+        miss(&mut vm, &mut n, resp);
         eprintln!("{name}: {}", call_counts(&before, &vm.host_calls_by_name()));
         g.bench_function(name, |b| {
-            b.iter(|| black_box(miss(&mut vm, &mut n, &resp)));
+            b.iter(|| black_box(miss(&mut vm, &mut n, resp)));
         });
     }
     g.finish();
