@@ -251,12 +251,15 @@ impl Cache {
         want: &mut Wanted,
         now: Timestamp,
     ) -> Result<Option<Found>, Unkeyable> {
-        let mut found = self.lookup(sd, want, now);
+        let mut marker = None;
+        let mut found = self.lookup(sd, want, now, &mut marker);
         if found.is_none() {
             let primary = want.key.clone();
-            self.resolve_variant(sd, want)?;
+            // `lookup` found nothing, so it read both tiers under the key: a vary marker
+            // there is in `marker` (not read from shared data again).
+            self.resolve_variant(want, marker)?;
             if want.key != primary {
-                found = self.lookup(sd, want, now);
+                found = self.lookup(sd, want, now, &mut None);
             }
         }
         if let Some(f) = &found {
@@ -332,11 +335,23 @@ impl Cache {
 
     /// Looks `want.key` up in both tiers: a fresh in-VM copy at once; otherwise the
     /// shared tier, whose newer version (another worker refreshed it) wins.
-    fn lookup(&mut self, sd: &dyn SharedData, want: &Wanted, now: Timestamp) -> Option<Found> {
-        let local = self
-            .local
-            .get(&want.key)
-            .filter(|o| !o.h.meta.is_vary_marker());
+    /// The servable object under `want.key`, in-VM tier first. When it returns `None` it
+    /// read both tiers, and `marker` holds the vary marker stored under the key if either
+    /// tier has one (in-VM first, as [`Self::vary_marker`] reads them).
+    fn lookup(
+        &mut self,
+        sd: &dyn SharedData,
+        want: &Wanted,
+        now: Timestamp,
+        marker: &mut Option<Rc<StoredObject>>,
+    ) -> Option<Found> {
+        let local = match self.local.get(&want.key) {
+            Some(o) if o.h.meta.is_vary_marker() => {
+                *marker = Some(o);
+                None
+            }
+            other => other,
+        };
         let mut best = None;
         if let Some(obj) = local {
             match self.classify(&obj, want, now) {
@@ -355,10 +370,13 @@ impl Cache {
                 None => self.local.remove(&want.key),
             }
         }
-        let shared = self
-            .shared
-            .get(sd, &want.key)
-            .filter(|o| !o.h.meta.is_vary_marker())?;
+        let shared = self.shared.get(sd, &want.key)?;
+        if shared.h.meta.is_vary_marker() {
+            if marker.is_none() {
+                *marker = Some(Rc::new(shared));
+            }
+            return None;
+        }
         if best
             .as_ref()
             .is_some_and(|f| f.obj.h.version >= shared.h.version)
@@ -389,12 +407,17 @@ impl Cache {
     }
 
     /// Points `want` at the variant its request selects when the URL's primary key holds
-    /// a vary marker (`cachet_http::vary::variant_key`).
-    fn resolve_variant(&mut self, sd: &dyn SharedData, want: &mut Wanted) -> Result<(), Unkeyable> {
+    /// a vary marker (`marker`, as [`Self::lookup`] found it;
+    /// `cachet_http::vary::variant_key`).
+    fn resolve_variant(
+        &mut self,
+        want: &mut Wanted,
+        marker: Option<Rc<StoredObject>>,
+    ) -> Result<(), Unkeyable> {
         if vary::is_variant_key(&want.key) {
             return Ok(());
         }
-        let Some(marker) = self.vary_marker(sd, &want.key) else {
+        let Some(marker) = marker else {
             return Ok(());
         };
         let k = vary::variant_key(

@@ -59,11 +59,17 @@ impl SharedData for MemoryStore {
 
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
         let mut map = self.map.borrow_mut();
-        let current = map.get(key).map_or(0, |(_, c)| *c);
-        if cas.is_some_and(|c| c != 0 && c != current) {
+        let current = map.get(key).map(|(_, c)| *c);
+        // As proxy-wasm-cpp-host's `SharedData::set`: CAS 0 or none is unconditional, a
+        // token must match the stored one, and a missing key is created whatever the token.
+        if let (Some(want), Some(held)) = (cas, current)
+            && want != 0
+            && want != held
+        {
             return false;
         }
-        map.insert(key.to_owned(), (value.to_vec(), current.wrapping_add(1)));
+        let next = current.unwrap_or(0).wrapping_add(1).max(1);
+        map.insert(key.to_owned(), (value.to_vec(), next));
         true
     }
 }

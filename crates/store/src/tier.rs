@@ -455,14 +455,20 @@ pub enum Admit {
 /// their directory commits, the one the directory accounts for (the newer version) always
 /// ends in the slot, and the bytes held never exceed what the directory counts. Returns
 /// whether it wrote.
+///
+/// A slot never written is written at once, unconditionally: Envoy's shared data has no
+/// create-if-absent (`proxy_set_shared_data` with a CAS token on a missing key creates it
+/// too, proxy-wasm-cpp-host `SharedData::set`), so creating it empty first and then
+/// competing by CAS, as this did before, was no safer against a racing first writer and
+/// cost two more host calls on every insert into a new slot. Fills of one slot are
+/// serialized by the collapsing lock, which is keyed by slot (`locks`); a slot never
+/// written that is to be cleared is left alone.
 pub fn write_slot(sd: &dyn SharedData, slot: u32, version: u64, bytes: &[u8]) -> bool {
     let key = slot_key(slot);
     for _ in 0..DIR_CAS_RETRIES {
         let (cur, cas) = sd.get(&key);
         let Some(cas) = cas else {
-            // Never written: create it empty, then compete with compare-and-swap.
-            sd.set(&key, &[], None);
-            continue;
+            return !bytes.is_empty() && sd.set(&key, bytes, None);
         };
         let held = cur.as_deref().and_then(StoredObject::peek_version);
         let ours_is_newer = held.is_none_or(|h| {

@@ -626,8 +626,10 @@ fn link(linker: &mut Linker<State>) -> Result<()> {
             let shared = Arc::clone(&c.data().shared);
             let mut s = lock(&shared);
             let cas = cas.cast_unsigned();
-            // Envoy: CAS 0 = unconditional; otherwise the stored token must match.
-            if cas != 0 && s.data.get(&k).map(|(_, c)| *c) != Some(cas) {
+            // Envoy (proxy-wasm-cpp-host `SharedData::set`): CAS 0 = unconditional;
+            // otherwise the stored token must match, and a missing key is created
+            // whatever the token.
+            if cas != 0 && s.data.get(&k).is_some_and(|(_, c)| *c != cas) {
                 return status::CAS_MISMATCH;
             }
             s.next_cas = s.next_cas.wrapping_add(1).max(1);
