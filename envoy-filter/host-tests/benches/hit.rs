@@ -64,6 +64,17 @@ fn miss(vm: &mut Vm, n: &mut u64, resp: &Response) -> usize {
     r.body.len()
 }
 
+/// A miss row: name, the routes' `compress` and `gzip_level`, and the origin's answer.
+type MissRow = (&'static str, bool, u32, fn() -> Response);
+
+/// The miss rows.
+const MISS_ROWS: &[MissRow] = &[
+    ("miss_gzip_stored", true, 6, origin),
+    ("miss_identity_stored", false, 6, origin),
+    ("miss_css_gzip_level_6", true, 6, css_origin),
+    ("miss_css_gzip_level_1", true, 1, css_origin),
+];
+
 /// A varied stylesheet of about 20 KB (no phrase repeats verbatim, unlike [`origin`]'s
 /// page, so the gzip level matters as it does for real CSS), cacheable for an hour.
 fn css_origin() -> Response {
@@ -146,8 +157,8 @@ fn call_counts(before: &BTreeMap<&str, u64>, after: &BTreeMap<&str, u64>) -> Str
 
 /// Counting mode: with `CACHET_BENCH_COUNT=N` and `CACHET_BENCH_ROW` set to one of the hit
 /// rows (`hit_local_tier_gzip_client`, `hit_local_tier_identity_client`,
-/// `hit_shared_tier_gzip_client`, `peer_robots_txt_synth`), the bench makes N requests of
-/// that row and exits without timing anything. Run under `perf stat -e instructions:u`
+/// `hit_shared_tier_gzip_client`, `peer_robots_txt_synth`) or of [`MISS_ROWS`], the bench
+/// makes N requests of that row (each miss on a new URL) and exits without timing anything. Run under `perf stat -e instructions:u`
 /// with N and with 0: the difference over N is the row's instructions per request, which,
 /// unlike time, does not move with the machine's load (docs/performance.md, "Size").
 fn count_mode(host: &Host) {
@@ -158,6 +169,20 @@ fn count_mode(host: &Host) {
         return;
     };
     let n: u64 = n.parse().expect("CACHET_BENCH_COUNT: a number");
+    if let Some(&(_, compress, level, body)) = MISS_ROWS.iter().find(|r| r.0 == row) {
+        let resp = body();
+        let mut vm = host
+            .fresh()
+            .vm(&config_compress(compress, level))
+            .expect("vm");
+        let mut k = 0;
+        miss(&mut vm, &mut k, &resp);
+        for _ in 0..n {
+            black_box(miss(&mut vm, &mut k, &resp));
+        }
+        eprintln!("{row}: {n} requests");
+        std::process::exit(0);
+    }
     let gzip: &[(&str, &str)] = &[("accept-encoding", "gzip")];
     let (mut vm, path, headers) = match row.as_str() {
         "hit_local_tier_gzip_client" => (primed(&host.fresh(), 4 * 1024 * 1024), PATH, gzip),
@@ -222,13 +247,8 @@ fn bench(c: &mut Criterion) {
     g.bench_function("peer_robots_txt_synth", |b| {
         b.iter(|| black_box(one(&mut local, "/robots.txt", &[])));
     });
-    let (page, css) = (origin(), css_origin());
-    for (name, compress, level, resp) in [
-        ("miss_gzip_stored", true, 6, &page),
-        ("miss_identity_stored", false, 6, &page),
-        ("miss_css_gzip_level_6", true, 6, &css),
-        ("miss_css_gzip_level_1", true, 1, &css),
-    ] {
+    for &(name, compress, level, body) in MISS_ROWS {
+        let resp = &body();
         let mut vm = host
             .fresh()
             .vm(&config_compress(compress, level))
