@@ -123,8 +123,8 @@ pub struct RouteConfig {
     /// The gzip level of bodies the edge compresses for storage: 1 (fastest) to 9
     /// (smallest); default 6, zlib's default and Varnish's `gzip_level`. Every miss of a
     /// compressible body pays for it: measured on 23–40 KB CSS, HTML and JavaScript, level
-    /// 1 compresses 3–5× faster than 6 and stores 35–60% more bytes, level 2 about 2×
-    /// faster for 10–20% more (docs/performance.md, "Misses").
+    /// 1 compresses 3–5× faster than 6 and stores 34–48% more bytes, level 2 2–3× faster
+    /// for 10–17% more (docs/performance.md, "Misses, 2026-11-26").
     pub gzip_level: u32,
     /// Heuristic freshness (RFC 9111 §4.2.2) for responses without explicit freshness:
     /// this fraction of the time since `Last-Modified`, e.g. `0.1` (the RFC's example);

@@ -334,10 +334,10 @@ impl Cache {
     }
 
     /// Looks `want.key` up in both tiers: a fresh in-VM copy at once; otherwise the
-    /// shared tier, whose newer version (another worker refreshed it) wins.
-    /// The servable object under `want.key`, in-VM tier first. When it returns `None` it
-    /// read both tiers, and `marker` holds the vary marker stored under the key if either
-    /// tier has one (in-VM first, as [`Self::vary_marker`] reads them).
+    /// shared tier, whose newer version (another worker refreshed it) wins. When it
+    /// returns `None` it has read both tiers, and `marker` holds the vary marker stored
+    /// under the key if either tier has one (in-VM first, as [`Self::vary_marker`] reads
+    /// them), so the variant step need not read shared data again.
     fn lookup(
         &mut self,
         sd: &dyn SharedData,
