@@ -138,6 +138,9 @@ pub struct Cache {
     served: std::collections::HashSet<(u32, u64)>,
     /// When a lookup last read the shared ban epoch, ms ([`Cache::sync_bans_for_lookup`]).
     bans_read_ms: u64,
+    /// Changes to the shared tier's running totals (bytes, objects) from this VM's
+    /// inserts since the last [`Cache::report_served`], which adds them in one write.
+    pending_totals: (i64, i64),
 }
 
 /// Most served objects remembered between two reports (the rest are not marked visited).
@@ -161,15 +164,24 @@ impl Cache {
             counts: Counts::default(),
             served: std::collections::HashSet::new(),
             bans_read_ms: 0,
+            pending_totals: (0, 0),
         }
     }
 
     /// Reports the objects served since the last report to the shared directory (CLOCK's
-    /// reference bits: [`SharedTier::mark_visited`], one write); the adapter calls it on its
-    /// tick.
+    /// reference bits: [`SharedTier::mark_visited`], one write per shard), and adds this
+    /// VM's inserts since then to the running totals behind the `bytes_stored` and
+    /// `objects` gauges (one read and one write, instead of both on every insert: the
+    /// gauges lag by at most a tick); the adapter calls it on its tick.
     pub fn report_served(&mut self, sd: &dyn SharedData) {
         let served: Vec<(u32, u64)> = self.served.drain().collect();
         self.shared.mark_visited(sd, &served);
+        let (bytes, objects) = std::mem::take(&mut self.pending_totals);
+        if (bytes, objects) != (0, 0) {
+            let (b, n) = SharedTier::add_totals(sd, bytes, objects);
+            self.counts.bytes_stored = Some(b);
+            self.counts.objects = Some(n);
+        }
     }
 
     fn note_served(&mut self, slot: u32, obj: &StoredObject) {
@@ -493,8 +505,8 @@ impl Cache {
         let r = self.shared.insert(sd, &mut obj, now.as_millis());
         if r.stored {
             self.counts.evictions += r.evicted;
-            self.counts.bytes_stored = Some(r.bytes);
-            self.counts.objects = Some(r.objects);
+            self.pending_totals.0 += r.bytes_delta;
+            self.pending_totals.1 += r.objects_delta;
         } else if r.conflict {
             self.counts.store_conflicts += 1;
         }

@@ -500,10 +500,12 @@ pub struct Inserted {
     pub stored: bool,
     /// Objects evicted to make room (including a colliding object replaced in the slot).
     pub evicted: u64,
-    /// Bytes accounted after the insert.
-    pub bytes: u64,
-    /// Objects held after the insert.
-    pub objects: u64,
+    /// Change in the shards' accounted bytes (the object, less what it evicted); added
+    /// to the running totals with [`SharedTier::add_totals`] (batched by
+    /// `Cache::report_served` on the tick, not per insert).
+    pub bytes_delta: i64,
+    /// Change in the objects held.
+    pub objects_delta: i64,
     /// The insert gave up after [`DIR_CAS_RETRIES`] directory conflicts.
     pub conflict: bool,
     /// Not admitted: its slot holds another key served since the hand last passed.
@@ -555,8 +557,9 @@ impl SharedTier {
         (raw.as_deref().map(Dir::decode).unwrap_or_default(), cas)
     }
 
-    /// Adds to the running totals (best effort: a gauge, not the bound).
-    fn add_totals(sd: &dyn SharedData, bytes: i64, objects: i64) -> (u64, u64) {
+    /// Adds to the running totals `cachet.dir.totals` (best effort: a gauge, not the
+    /// bound, which each shard keeps itself) and returns them: (bytes, objects).
+    pub fn add_totals(sd: &dyn SharedData, bytes: i64, objects: i64) -> (u64, u64) {
         for _ in 0..DIR_CAS_RETRIES {
             let (raw, cas) = sd.get(TOTALS_KEY);
             let raw = raw.unwrap_or_default();
@@ -651,13 +654,10 @@ impl SharedTier {
             out.stored = true;
             out.evicted = victims.len() as u64;
             #[allow(clippy::cast_possible_wrap, reason = "shard totals are far below 2^63")]
-            let (bytes, objects) = Self::add_totals(
-                sd,
-                dir.bytes as i64 - bytes_before as i64,
-                dir.entries.len() as i64 - objects_before as i64,
-            );
-            out.bytes = bytes;
-            out.objects = objects;
+            {
+                out.bytes_delta = dir.bytes as i64 - bytes_before as i64;
+                out.objects_delta = dir.entries.len() as i64 - objects_before as i64;
+            }
             return out;
         }
         out.conflict = true;

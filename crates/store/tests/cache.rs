@@ -95,9 +95,15 @@ fn a_fill_is_found_by_this_worker_locally_and_by_another_in_the_shared_tier() {
         (there.tier, there.obj.body.as_slice()),
         (Tier::Shared, &b"body"[..])
     );
+    // The running totals behind the gauges are added on the tick, not per insert.
+    assert_eq!(w1.take_counts().objects, None, "not yet reported");
+    w1.report_served(&sd);
     let c = w1.take_counts();
     assert_eq!(c.objects, Some(1));
+    assert!(c.bytes_stored.is_some_and(|b| b > 4), "{c:?}");
     assert_eq!(w1.take_counts(), Counts::default(), "taken once");
+    w1.report_served(&sd);
+    assert_eq!(w1.take_counts(), Counts::default(), "nothing new to add");
 }
 
 #[test]

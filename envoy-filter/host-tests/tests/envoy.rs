@@ -228,6 +228,13 @@ fn ten_concurrent_misses(origin: &cachet_demo_origin::RunningOrigin, e: &Envoy) 
         e.metric("cachet.collapsed_waiters").expect("metric") > waiters_before,
         "{stats}"
     );
+    // The gauge moves on the worker's next tick (100 ms here), not with the insert.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while e.metric("cachet.bytes_stored").expect("metric") == 0
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
         e.metric("cachet.bytes_stored").expect("metric") > 0,
         "{stats}"

@@ -509,6 +509,12 @@ fn lurker_evicts_purged_objects_on_the_tick_and_retires_bans() {
     for i in 0..5 {
         get(&mut w, &mut origin, &format!("/blog/alice/entry/{i}"), &[]);
     }
+    assert_eq!(
+        host.metric("cachet.objects"),
+        0,
+        "the gauges move on the tick"
+    );
+    w.tick().expect("tick");
     assert_eq!(host.metric("cachet.objects"), 5);
     host.advance_ms(1_000);
     let auth = format!("Bearer {TOKEN}");
@@ -556,6 +562,7 @@ fn the_shared_tier_never_exceeds_its_bound() {
         assert_eq!(r.status, 200);
         let held = host.shared_bytes("cachet.o.");
         assert!(held <= bound, "{held} bytes held after {i} inserts");
+        w.tick().expect("tick");
         assert!(host.metric("cachet.bytes_stored") <= i64::try_from(bound).unwrap_or(0));
     }
     assert!(host.metric("cachet.evictions") > 0);
