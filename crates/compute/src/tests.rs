@@ -210,12 +210,7 @@ impl Host for Fake {
     ) -> Result<(), KvWriteError> {
         let mut kv = self.kv.borrow_mut();
         let current = kv.get(key).map(|(_, g, _)| *g);
-        let ok = match when {
-            Precondition::None => true,
-            Precondition::Absent => current.is_none(),
-            Precondition::Generation(g) => current == Some(g),
-        };
-        if !ok {
+        if !when.holds(current) {
             return Err(KvWriteError::Conflict);
         }
         let generation = current.unwrap_or(0) + 1;

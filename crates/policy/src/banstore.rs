@@ -62,6 +62,20 @@ pub enum Precondition {
     Generation(u64),
 }
 
+impl Precondition {
+    /// Whether a write under this precondition may happen on an item whose current
+    /// generation is `current` (`None`: the item does not exist), as Fastly's KV store
+    /// decides for an insert with `if_generation_match` / add mode. Used by in-memory
+    /// stores (tests, simulations); the real store checks it itself.
+    pub fn holds(self, current: Option<u64>) -> bool {
+        match self {
+            Self::None => true,
+            Self::Absent => current.is_none(),
+            Self::Generation(g) => current == Some(g),
+        }
+    }
+}
+
 /// A failed write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KvWriteError {

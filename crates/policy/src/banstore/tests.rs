@@ -72,12 +72,7 @@ impl VersionedKv for Kv {
             self.bump();
             return Err(KvWriteError::Conflict);
         }
-        let ok = match when {
-            Precondition::None => true,
-            Precondition::Absent => current.is_none(),
-            Precondition::Generation(g) => current == Some(g),
-        };
-        if !ok {
+        if !when.holds(current) {
             return Err(KvWriteError::Conflict);
         }
         self.writes.set(self.writes.get() + 1);
@@ -411,4 +406,14 @@ fn a_failed_copy_lookup_reads_the_store_instead_of_skipping_the_bans() {
     kv.failing.set(true);
     let (bans, _) = current(&mut pop, || Ok(&kv), 7_000);
     assert!(matches!(bans, Bans::Unknown { since_ms: 7_000 }));
+}
+
+#[test]
+fn preconditions_hold_as_the_kv_store_decides() {
+    assert!(Precondition::None.holds(None) && Precondition::None.holds(Some(3)));
+    assert!(Precondition::Absent.holds(None) && !Precondition::Absent.holds(Some(1)));
+    assert!(Precondition::Generation(2).holds(Some(2)));
+    assert!(
+        !Precondition::Generation(2).holds(Some(3)) && !Precondition::Generation(2).holds(None)
+    );
 }
