@@ -139,7 +139,7 @@ pub struct Cache {
     /// When a lookup last read the shared ban epoch, ms ([`Cache::sync_bans_for_lookup`]).
     bans_read_ms: u64,
     /// Changes to the shared tier's running totals (bytes, objects) from this VM's
-    /// inserts since the last [`Cache::report_served`], which adds them in one write.
+    /// inserts and lurker removals since the last [`Cache::report_served`], which adds them in one write.
     pending_totals: (i64, i64),
 }
 
@@ -170,8 +170,8 @@ impl Cache {
 
     /// Reports the objects served since the last report to the shared directory (CLOCK's
     /// reference bits: [`SharedTier::mark_visited`], one write per shard), and adds this
-    /// VM's inserts since then to the running totals behind the `bytes_stored` and
-    /// `objects` gauges (one read and one write, instead of both on every insert: the
+    /// VM's inserts and lurker removals since then to the running totals behind the
+    /// `bytes_stored` and `objects` gauges (one read and one write, instead of both on every insert: the
     /// gauges lag by at most a tick); the adapter calls it on its tick.
     pub fn report_served(&mut self, sd: &dyn SharedData) {
         let served: Vec<(u32, u64)> = self.served.drain().collect();
@@ -697,12 +697,12 @@ impl Cache {
                     Some(o) => e.end_ms <= now_ms || self.bans.check_objects_only(o),
                 };
                 let clear = obj.as_ref().is_some_and(|o| o.h.version == e.version);
-                if gone
-                    && let Some((bytes, objects)) = self.shared.remove(sd, e.slot, e.version, clear)
-                {
+                if gone && let Some(size) = self.shared.remove(sd, e.slot, e.version, clear) {
                     self.counts.lurker_evicted += 1;
-                    self.counts.bytes_stored = Some(bytes);
-                    self.counts.objects = Some(objects);
+                    // Added to the running totals on the next tick, as inserts are; the
+                    // gauges are set from the shards themselves at the end of the pass.
+                    self.pending_totals.0 -= i64::from(size);
+                    self.pending_totals.1 -= 1;
                 }
             }
             shard += 1;

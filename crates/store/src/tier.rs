@@ -666,14 +666,10 @@ impl SharedTier {
 
     /// Removes the directory entry of `slot` with `version` (lurker) and, when `clear`,
     /// empties the slot (not when the slot already holds another object). Returns the
-    /// running totals after the removal, or `None` when nothing was removed.
-    pub fn remove(
-        &self,
-        sd: &dyn SharedData,
-        slot: u32,
-        version: u64,
-        clear: bool,
-    ) -> Option<(u64, u64)> {
+    /// bytes the directory accounted for the entry, or `None` when nothing was removed;
+    /// the caller subtracts them from the running totals (with [`SharedTier::add_totals`],
+    /// batched by `Cache::report_served` as for inserts).
+    pub fn remove(&self, sd: &dyn SharedData, slot: u32, version: u64, clear: bool) -> Option<u32> {
         let shard = self.shard_of(slot);
         for _ in 0..DIR_CAS_RETRIES {
             let (mut dir, cas) = Self::read_dir(sd, shard);
@@ -687,7 +683,7 @@ impl SharedTier {
                 if clear {
                     write_slot(sd, slot, version, &[]);
                 }
-                return Some(Self::add_totals(sd, -i64::from(e.size), -1));
+                return Some(e.size);
             }
         }
         None

@@ -107,6 +107,39 @@ fn a_fill_is_found_by_this_worker_locally_and_by_another_in_the_shared_tier() {
 }
 
 #[test]
+fn the_lurkers_removals_reach_the_running_totals_on_the_next_tick() {
+    let (sd, p) = (MemoryStore::default(), policy());
+    let plan = plan(&p);
+    let mut w = Cache::new(1 << 20, 1 << 20, 1, KEY);
+    let mut req = want(&w, &plan, &[]);
+    let now = Timestamp::from_millis(T0);
+    assert!(w.find(&sd, &mut req, now).expect("keyable").is_none());
+    let h = fields(&[("cache-control", "max-age=60")]);
+    let stored = w.store(&sd, &p, &plan, &req, answer(200, &h, b"body"), now, false);
+    assert!(matches!(stored, Stored::Object(_)));
+    w.report_served(&sd);
+    assert_eq!(w.take_counts().objects, Some(1));
+    // Past TTL and keep (60 s + 1 h): the lurker removes the entry.
+    let later = T0 + 2 * 3_600_000;
+    let retire = cachet_store::cache::Retirement {
+        pass_started_ms: later,
+        fetch_bound_ms: 15_000,
+        retention: Duration::from_secs(86_400),
+    };
+    assert_eq!(w.lurk(&sd, 0, 100, later, &retire), 0, "one full pass");
+    let c = w.take_counts();
+    assert_eq!(
+        (c.lurker_evicted, c.objects),
+        (1, Some(0)),
+        "the pass counts the shards: {c:?}"
+    );
+    // The running totals (what the next tick reports) learn of the removal on that tick.
+    w.report_served(&sd);
+    let c = w.take_counts();
+    assert_eq!((c.objects, c.bytes_stored), (Some(0), Some(0)), "{c:?}");
+}
+
+#[test]
 fn a_304_that_arrives_after_a_ban_never_freshens_the_banned_copy() {
     let (sd, p) = (MemoryStore::default(), policy());
     cachet_store::init(&sd, bans::LOG_KEY);
