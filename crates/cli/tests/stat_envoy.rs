@@ -116,7 +116,7 @@ fn stat_once_json_equals_envoy_admin_stats() {
         if before[name] == value {
             assert_eq!(got, Some(value), "{name}: /stats {value}, cachet stat {j}");
         } else {
-            // A gauge two workers take turns to set (local_bytes): one of the two readings.
+            // A gauge that moved between the two readings: one of them.
             assert!(
                 got == Some(value) || got == Some(before[name]),
                 "{name}: /stats {} then {value}, cachet stat {got:?}",

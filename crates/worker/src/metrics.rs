@@ -32,7 +32,8 @@ pub struct Metrics {
     pub evictions: u32,
     /// Objects evicted from in-VM tiers (LRU).
     pub local_evictions: u32,
-    /// Gauge: bytes held in this worker's in-VM tier (last worker to tick).
+    /// Gauge: bytes held in the in-VM tiers of all workers (each adds its change on its
+    /// tick).
     pub local_bytes: u32,
     /// Gauge: bytes accounted in the shared tier.
     pub bytes_stored: u32,
@@ -114,6 +115,13 @@ impl Metrics {
     /// Adds `n` to a counter.
     pub fn add(id: u32, n: u64) {
         host::metric_add(id, i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Moves a gauge that several workers add to from `before` to `now` (this worker's
+    /// share of it).
+    pub fn change(id: u32, now: u64, before: u64) {
+        let delta = i128::from(now) - i128::from(before);
+        host::metric_add(id, i64::try_from(delta).unwrap_or(i64::MAX));
     }
 
     /// Sets a gauge.

@@ -174,6 +174,42 @@ fn miss_then_local_hit_then_shared_hit_on_the_other_worker() {
 }
 
 #[test]
+fn the_local_bytes_gauge_is_the_sum_of_every_workers_in_vm_tier() {
+    let (host, mut w1, mut w2) = workers(&config(serde_json::json!({})));
+    let mut origin = Origin::new();
+    get(
+        &mut w1,
+        &mut origin,
+        "/blog/alice/entry/1",
+        &[("user-agent", DESKTOP)],
+    );
+    w1.tick().expect("tick");
+    let one = host.metric("cachet.local_bytes");
+    assert!(one > 0, "worker 1's tier holds the object");
+    // Worker 2 copies the object into its own tier on a shared hit.
+    let c = get(
+        &mut w2,
+        &mut origin,
+        "/blog/alice/entry/1",
+        &[("user-agent", DESKTOP)],
+    );
+    assert_eq!(c.x_cache(), "HIT");
+    w2.tick().expect("tick");
+    w1.tick().expect("tick");
+    assert_eq!(
+        host.metric("cachet.local_bytes"),
+        2 * one,
+        "both tiers, not the last writer's"
+    );
+    w2.tick().expect("tick");
+    assert_eq!(
+        host.metric("cachet.local_bytes"),
+        2 * one,
+        "a tick without change adds nothing"
+    );
+}
+
+#[test]
 fn device_classes_and_query_normalization_share_objects() {
     let host = host();
     let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");

@@ -22,7 +22,13 @@ impl Vm {
             self.poll_feed();
             self.poll_etcd();
         }
-        Metrics::set(self.m().local_bytes, self.cache.borrow().local_bytes());
+        // Every worker adds its own tier's change, so the gauge is the sum over workers
+        // (setting it made it whichever worker wrote last).
+        let local = self.cache.borrow().local_bytes();
+        let before = self.local_reported.replace(local);
+        if local != before {
+            Metrics::change(self.m().local_bytes, local, before);
+        }
     }
 
     /// An admin call's body arrived (or its stream ended): it no longer waits.

@@ -191,6 +191,9 @@ pub struct Vm {
     next_retire_ms: Cell<u64>,
     /// The workspace watermark last written to its gauge.
     watermark: Cell<u64>,
+    /// This VM's in-VM tier bytes as last added to the `local_bytes` gauge, which sums
+    /// every worker's tier (each adds its own change on its tick).
+    local_reported: Cell<u64>,
 }
 
 impl Vm {
@@ -212,6 +215,7 @@ impl Vm {
             etcd_busy: Cell::new(false),
             next_retire_ms: Cell::new(0),
             watermark: Cell::new(u64::MAX),
+            local_reported: Cell::new(0),
         }
     }
 
