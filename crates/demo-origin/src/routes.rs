@@ -471,6 +471,10 @@ struct TestQuery {
     private_field: Option<u8>,
     /// Body text (default [`TEST_BODY`]).
     body: Option<String>,
+    /// `1`: every response field above is sent Latin-1, one byte per character up to
+    /// U+00FF (`cc=ext%3D%22caf%C3%A9%22` arrives as `ext="caf\xe9"`): obs-text (RFC 9110
+    /// §5.5) for the fail-closed byte cases of issue 27.
+    latin1: Option<u8>,
     /// The body is this request field's value (`none` when absent): shows which variant a
     /// `Vary` response is.
     body_from: Option<String>,
@@ -533,8 +537,17 @@ fn chunked_body(len: u64) -> axum::body::Body {
 async fn test_resource(Query(q): Query<TestQuery>, req: Request) -> Response {
     let now = std::time::SystemTime::now();
     let mut h = HeaderMap::new();
+    let latin1 = q.latin1 == Some(1);
     let mut put = |name: &str, value: &str| {
-        if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::from_str(value)) {
+        let bytes: Vec<u8> = if latin1 {
+            value
+                .chars()
+                .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
+                .collect()
+        } else {
+            value.as_bytes().to_vec()
+        };
+        if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::from_bytes(&bytes)) {
             h.append(n, v);
         }
     };

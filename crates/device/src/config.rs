@@ -60,6 +60,60 @@ pub struct DeviceConfig {
     /// [`DEFAULT_FORCE_COOKIE`]; `""` turns the override off. An RFC 6265 cookie-name
     /// (an RFC 9110 token) of at most [`MAX_HEADER_NAME_BYTES`] bytes.
     pub force_cookie: String,
+    /// The `User-Agent` each class's fills carry instead of the client's (issue 27 item 4):
+    /// where Cachet keys an object on the class, what the origin sees must be a function
+    /// of the class only, or an origin that reflects part of one visitor's UA would shape
+    /// the object every visitor of that class gets (varnish-devicedetect's backend recipe
+    /// rewrites `bereq.http.User-Agent` the same way). Defaults:
+    /// [`DEFAULT_PC_FILL_USER_AGENT`], [`DEFAULT_SMARTPHONE_FILL_USER_AGENT`].
+    pub fill_user_agent: FillUserAgents,
+}
+
+/// The default `[device.fill_user_agent] pc`: a current desktop Chrome, classified `pc`
+/// by both built-in profiles (tested), so an origin that sniffs the UA agrees with the class.
+pub const DEFAULT_PC_FILL_USER_AGENT: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36";
+
+/// The default `[device.fill_user_agent] smartphone`: a current Android phone's Chrome,
+/// classified `smartphone` by both built-in profiles (tested).
+pub const DEFAULT_SMARTPHONE_FILL_USER_AGENT: &str = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Mobile Safari/537.36";
+
+/// Longest `[device.fill_user_agent]` value, in bytes.
+pub const MAX_FILL_USER_AGENT_BYTES: usize = 512;
+
+/// `[device.fill_user_agent]`: one canonical `User-Agent` per class, sent on fills.
+///
+/// ```toml
+/// [device.fill_user_agent]
+/// pc = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36"
+/// smartphone = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Mobile Safari/537.36"
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FillUserAgents {
+    /// Sent on fills of the `pc` class: visible ASCII and spaces, 1 to
+    /// [`MAX_FILL_USER_AGENT_BYTES`] bytes.
+    pub pc: String,
+    /// Sent on fills of the `smartphone` class; same limits.
+    pub smartphone: String,
+}
+
+impl Default for FillUserAgents {
+    fn default() -> Self {
+        Self {
+            pc: DEFAULT_PC_FILL_USER_AGENT.to_owned(),
+            smartphone: DEFAULT_SMARTPHONE_FILL_USER_AGENT.to_owned(),
+        }
+    }
+}
+
+impl FillUserAgents {
+    /// The `User-Agent` a fill of `class` carries.
+    pub fn of(&self, class: DeviceClass) -> &str {
+        match class {
+            DeviceClass::Pc => &self.pc,
+            DeviceClass::Smartphone => &self.smartphone,
+        }
+    }
 }
 
 impl Default for DeviceConfig {
@@ -72,6 +126,7 @@ impl Default for DeviceConfig {
             header: DEFAULT_HEADER.to_owned(),
             client_hints: None,
             force_cookie: DEFAULT_FORCE_COOKIE.to_owned(),
+            fill_user_agent: FillUserAgents::default(),
         }
     }
 }
@@ -200,6 +255,29 @@ impl DeviceConfig {
                 path: "force_cookie".into(),
                 reason,
             });
+        }
+        for (class, ua) in [
+            ("pc", &self.fill_user_agent.pc),
+            ("smartphone", &self.fill_user_agent.smartphone),
+        ] {
+            let reason = if ua.is_empty() {
+                Some("empty User-Agent".to_owned())
+            } else if ua.len() > MAX_FILL_USER_AGENT_BYTES {
+                Some(format!(
+                    "{} bytes, over the {MAX_FILL_USER_AGENT_BYTES}-byte limit",
+                    ua.len()
+                ))
+            } else if !ua.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+                Some("only visible ASCII and spaces are allowed".to_owned())
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                out.push(DeviceError::InvalidHeader {
+                    path: format!("fill_user_agent.{class}"),
+                    reason,
+                });
+            }
         }
         if self.rules.len() > MAX_RULES {
             out.push(DeviceError::TooManyRules {

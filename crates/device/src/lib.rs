@@ -29,7 +29,10 @@ mod filter;
 mod profiles;
 mod request;
 
-pub use config::{DeviceConfig, Rule};
+pub use config::{
+    DEFAULT_PC_FILL_USER_AGENT, DEFAULT_SMARTPHONE_FILL_USER_AGENT, DeviceConfig, FillUserAgents,
+    MAX_FILL_USER_AGENT_BYTES, Rule,
+};
 pub use engine::Classifier;
 pub use request::{Decision, MAX_COOKIE_SCAN_BYTES, force_class, force_value_class, hint_class};
 
@@ -232,7 +235,7 @@ pub enum DeviceError {
     /// cookie name (the same `token`, RFC 6265 §4.1.1) or too long.
     #[error("{path}: {reason}")]
     InvalidHeader {
-        /// `header` or `force_cookie`.
+        /// `header`, `force_cookie` or `fill_user_agent.<class>`.
         path: String,
         /// What is wrong with it.
         reason: String,

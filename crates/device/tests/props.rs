@@ -104,6 +104,7 @@ fn config() -> impl Strategy<Value = DeviceConfig> {
                     header,
                     client_hints,
                     force_cookie,
+                    fill_user_agent: cachet_device::FillUserAgents::default(),
                 }
             },
         )

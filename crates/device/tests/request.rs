@@ -100,3 +100,35 @@ proptest! {
         prop_assert_eq!(c.explain_request(&ua, hint.as_deref(), cookie.as_deref()).0, a);
     }
 }
+
+/// Issue 27 item 4: the default fill User-Agents classify as their own class under both
+/// built-in profiles, so an origin that sniffs the UA agrees with the key's class; bad
+/// values are configuration errors.
+#[test]
+fn default_fill_user_agents_classify_as_their_class() {
+    use cachet_device::FillUserAgents;
+    let ua = FillUserAgents::default();
+    for profile in [Profile::Seed, Profile::Accurate] {
+        let c = Classifier::from_profile(profile);
+        for class in [DeviceClass::Pc, DeviceClass::Smartphone] {
+            assert_eq!(
+                c.classify(ua.of(class).as_bytes()),
+                class,
+                "{profile:?} {class:?}"
+            );
+        }
+    }
+    let bad = DeviceConfig {
+        fill_user_agent: FillUserAgents {
+            pc: String::new(),
+            smartphone: "phone\u{e9}\r\n".into(),
+        },
+        ..DeviceConfig::default()
+    };
+    let problems = bad.validate();
+    assert_eq!(
+        problems.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+        ["fill_user_agent.pc", "fill_user_agent.smartphone"]
+    );
+    assert!(Classifier::new(&bad).is_err());
+}

@@ -260,7 +260,8 @@ pub fn revalidated(
 /// header with the plan's class, the client's fields a fill may carry
 /// ([`on_fill`]: those in `[origin].fill_fields` and `stored`'s `Vary` fields; never
 /// preconditions, range, hop-by-hop or reserved fields, nor a client copy of the device
-/// header), and, when `stored` has usable validators, `If-None-Match` /
+/// header), `User-Agent` as the class's canonical value from `[device.fill_user_agent]`
+/// (never the client's) when `user-agent` is in `[origin].fill_fields`, and, when `stored` has usable validators, `If-None-Match` /
 /// `If-Modified-Since` (RFC 9111 §4.3.1), and, when `[origin].shard_header` is set, that
 /// field with the plan's primary cache key's shard value
 /// ([`cachet_policy::object::shard_value`]) so a consistent-hash cluster of shields sends
@@ -302,10 +303,19 @@ pub fn request_fields(
         client
             .iter()
             .filter(|(n, _)| {
-                on_fill(n, &listed, &allow) && !n.eq_ignore_ascii_case(plan.device_header)
+                on_fill(n, &listed, &allow)
+                    && !n.eq_ignore_ascii_case(plan.device_header)
+                    && !n.eq_ignore_ascii_case("user-agent")
             })
             .cloned(),
     );
+    // The client's User-Agent never reaches a fill: the object is keyed on the class (or
+    // on nothing), so the origin sees the class's canonical User-Agent, a function of the
+    // class only (`[device.fill_user_agent]`, issue 27 item 4).
+    if allow.iter().any(|a| a.eq_ignore_ascii_case("user-agent")) {
+        let ua = policy.config().device.fill_user_agent.of(plan.device);
+        out.push(("user-agent".to_owned(), ua.as_bytes().to_vec()));
+    }
     // Unusable validators (not an entity-tag, control bytes, too long): unconditional.
     let cond = stored
         .and_then(|m| conditional_headers(&m.validators).ok())
@@ -589,6 +599,10 @@ keep = "1h"
             ("Connection", b"x-hop"),
             ("x-hop", b"1"),
             ("x-cachet-key", b"evil"),
+            (
+                "User-Agent",
+                b"Mozilla/5.0 (iPhone) Mobile <script>alert(1)</script>",
+            ),
         ]);
         let stored = Meta {
             validators: Validators {
@@ -609,12 +623,18 @@ keep = "1h"
                 plan.device_header,
                 "x-device",
                 "Accept-Language",
+                "user-agent",
                 "if-none-match"
             ]
         );
         assert_eq!(out[0].1, b"blog.example");
         assert_eq!(out[2].1, b"smartphone");
-        assert_eq!(out[5].1, b"\"v1\"");
+        assert_eq!(
+            out[5].1,
+            cachet_policy::DEFAULT_SMARTPHONE_FILL_USER_AGENT.as_bytes(),
+            "the class's canonical User-Agent, never the client's"
+        );
+        assert_eq!(out[6].1, b"\"v1\"");
     }
 
     #[test]

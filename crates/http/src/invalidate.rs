@@ -7,7 +7,7 @@
 //! and every variant, on every worker or POP, goes.
 
 use cachet_policy::Policy;
-use cachet_policy::plan::normalize_host;
+use cachet_policy::plan::normalize_authority;
 
 use crate::headers::{Headers, text};
 
@@ -68,11 +68,10 @@ fn same_host_target<'a>(uri: &'a str, host: &str) -> Option<&'a str> {
     if uri.starts_with('/') && !uri.starts_with("//") {
         return Some(uri);
     }
-    let rest = uri
-        .strip_prefix("https://")
-        .or_else(|| uri.strip_prefix("http://"))
-        .or_else(|| uri.strip_prefix("HTTPS://"))
-        .or_else(|| uri.strip_prefix("HTTP://"))?;
+    let (scheme, rest) = uri.split_once("://")?;
+    if !(scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")) {
+        return None;
+    }
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -80,7 +79,7 @@ fn same_host_target<'a>(uri: &'a str, host: &str) -> Option<&'a str> {
     if authority.contains('@') {
         return None;
     }
-    (normalize_host(authority)? == host).then_some(path)
+    (normalize_authority(authority, scheme)? == host).then_some(path)
 }
 
 #[cfg(test)]
@@ -99,5 +98,18 @@ mod tests {
         assert_eq!(same_host_target("http://y.example/p", "x.example"), None);
         assert_eq!(same_host_target("http://u@x.example/p", "x.example"), None);
         assert_eq!(same_host_target("p", "x.example"), None);
+        assert_eq!(
+            same_host_target("http://x.example:80/p", "x.example"),
+            Some("/p")
+        );
+        assert_eq!(
+            same_host_target("HTTPS://x.example:443/p", "x.example"),
+            Some("/p")
+        );
+        assert_eq!(
+            same_host_target("https://x.example:80/p", "x.example"),
+            None
+        );
+        assert_eq!(same_host_target("ftp://x.example/p", "x.example"), None);
     }
 }

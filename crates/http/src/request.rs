@@ -31,6 +31,9 @@ pub struct Inputs {
     pub ch_ua_mobile: Option<Vec<u8>>,
     /// Every `Cookie` field joined with `"; "` (read only for `[device] force_cookie`).
     pub cookie: Option<Vec<u8>>,
+    /// Whether the request has content (`Transfer-Encoding`, or a `Content-Length` that is
+    /// not `0`; an unreadable one counts): a `GET`/`HEAD` with content is passed.
+    pub has_body: bool,
 }
 
 impl Inputs {
@@ -59,6 +62,10 @@ impl Inputs {
             ch_ua_mobile: headers.value("sec-ch-ua-mobile"),
             // HTTP/2 splits `Cookie` into several fields (RFC 9113 §8.2.3).
             cookie: headers.joined_with("cookie", b"; "),
+            has_body: headers.has("transfer-encoding")
+                || headers
+                    .joined("content-length")
+                    .is_some_and(|v| !v.iter().all(|&b| b == b'0' || b" ,\t".contains(&b))),
         }
     }
 
@@ -75,6 +82,7 @@ impl Inputs {
             forwarded_host: self.forwarded_host.as_deref(),
             ch_ua_mobile: self.ch_ua_mobile.as_deref(),
             cookie: self.cookie.as_deref(),
+            has_body: self.has_body,
         }
     }
 }
@@ -108,5 +116,21 @@ mod tests {
         let i = Inputs::read("HEAD", "http", "/", only_host.as_slice());
         assert_eq!(i.host.as_deref(), Some("b.example"));
         assert!(!i.has_authorization);
+        assert!(!i.has_body);
+    }
+
+    #[test]
+    fn content_in_either_framing_is_a_body() {
+        let body = |pairs: &[(&str, &[u8])]| {
+            let h: Vec<(String, Vec<u8>)> = (pairs.iter())
+                .map(|(n, v)| ((*n).to_owned(), v.to_vec()))
+                .collect();
+            Inputs::read("GET", "http", "/", h.as_slice()).has_body
+        };
+        assert!(body(&[("Content-Length", b"5")]));
+        assert!(body(&[("Transfer-Encoding", b"chunked")]));
+        assert!(body(&[("content-length", b"x")]), "unreadable counts");
+        assert!(!body(&[("Content-Length", b"0")]));
+        assert!(!body(&[]));
     }
 }

@@ -5,8 +5,18 @@ use cachet_policy::ResponseView;
 use crate::headers::{Headers, text};
 
 /// The origin response fields storability and freshness read, owned, read from header
-/// bytes by [`ResponseFields::read`]. List fields are joined with `", "`; a value that is
-/// not UTF-8 is treated as absent (Cachet interprets only ASCII values), never a panic.
+/// bytes by [`ResponseFields::read`]. List fields are joined with `", "`.
+///
+/// Fields whose meaning Cachet interprets (`Cache-Control`, `CDN-Cache-Control`,
+/// `Surrogate-Control`, `Vary`, `Age`, `Expires`, `Content-Encoding`) are read as bytes
+/// ([`ascii_text`]): their grammar is ASCII, so every other byte becomes U+FFFD, which no
+/// directive, field name, number or date contains. A value that still cannot be read
+/// never makes the object more shareable or longer-lived than without it (issue 27):
+/// unreadable directives are not stored (`cachet_policy::NoStore::Unreadable`), a `Vary`
+/// member that is not a token is not stored (`NoStore::Vary`), an unreadable `Expires`
+/// means already expired (RFC 9111 §5.3), an unreadable `Age` is ignored (§5.1).
+/// `Pragma` is not interpreted in responses (RFC 9111 §5.4). Display-only fields
+/// (`Content-Type`, `Surrogate-Key`) that are not UTF-8 are treated as absent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResponseFields {
     status: u16,
@@ -30,21 +40,40 @@ fn owned(v: Option<Vec<u8>>) -> Option<String> {
     v.and_then(|v| String::from_utf8(v).ok())
 }
 
+/// A field value Cachet interprets, as text: ASCII bytes as they are, every other byte
+/// (obs-text, RFC 9110 §5.5; also each byte of valid UTF-8 beyond ASCII) as U+FFFD. Never
+/// fails and never drops the field, so a directive beside a Latin-1 byte is still seen.
+pub fn ascii_text(v: &[u8]) -> String {
+    v.iter()
+        .map(|&b| {
+            if b.is_ascii() {
+                char::from(b)
+            } else {
+                '\u{fffd}'
+            }
+        })
+        .collect()
+}
+
+fn interpreted(v: Option<Vec<u8>>) -> Option<String> {
+    v.as_deref().map(ascii_text)
+}
+
 impl ResponseFields {
     /// Reads them from an origin response's `status` and headers.
     pub fn read(status: u16, h: &(impl Headers + ?Sized)) -> Self {
         Self {
             status,
-            cache_control: owned(h.joined("cache-control")),
-            surrogate_control: owned(h.joined("surrogate-control")),
-            cdn_cache_control: owned(h.joined("cdn-cache-control")),
-            vary: owned(h.joined("vary")),
-            content_encoding: owned(h.value("content-encoding")),
+            cache_control: interpreted(h.joined("cache-control")),
+            surrogate_control: interpreted(h.joined("surrogate-control")),
+            cdn_cache_control: interpreted(h.joined("cdn-cache-control")),
+            vary: interpreted(h.joined("vary")),
+            content_encoding: interpreted(h.value("content-encoding")),
             content_type: owned(h.value("content-type")),
             surrogate_key: owned(h.joined("surrogate-key")),
-            expires: owned(h.value("expires")),
+            expires: interpreted(h.value("expires")),
             date: owned(h.value("date")),
-            age: owned(h.value("age")),
+            age: interpreted(h.joined("age")),
             last_modified: owned(h.value("last-modified")),
             content_length: h
                 .value("content-length")
@@ -99,5 +128,41 @@ mod tests {
         assert_eq!(v.content_length, Some(12));
         assert!(v.has_set_cookie && v.has_validator);
         assert_eq!(v.cdn_cache_control, None);
+    }
+
+    /// Issue 27 items 1 and 2: a Latin-1 byte no longer hides `private` or a `Vary`
+    /// member; the policy sees the value with the byte as U+FFFD.
+    #[test]
+    fn interpreted_fields_keep_their_ascii_structure_around_latin1_bytes() {
+        let h: Vec<(String, Vec<u8>)> = vec![
+            (
+                "Cache-Control".into(),
+                b"private, max-age=300, ext=\"caf\xe9\"".to_vec(),
+            ),
+            ("Vary".into(), b"Origin, X-Caf\xe9".to_vec()),
+            ("Age".into(), b"7200".to_vec()),
+            ("Age".into(), b"0".to_vec()),
+            (
+                "Expires".into(),
+                b"Tue, 14 Nov 2023 22:18:20 GM\xd4".to_vec(),
+            ),
+            ("Content-Encoding".into(), b"gzip\xff".to_vec()),
+        ];
+        let f = ResponseFields::read(200, h.as_slice());
+        let v = f.view();
+        assert_eq!(
+            v.cache_control,
+            Some("private, max-age=300, ext=\"caf\u{fffd}\"")
+        );
+        assert_eq!(
+            v.per_user(),
+            Some(cachet_policy::NoStore::Private),
+            "private is seen"
+        );
+        assert_eq!(v.vary, Some("Origin, X-Caf\u{fffd}"));
+        assert_eq!(v.age, Some("7200, 0"));
+        assert_eq!(v.expires, Some("Tue, 14 Nov 2023 22:18:20 GM\u{fffd}"));
+        assert_eq!(v.content_encoding, Some("gzip\u{fffd}"));
+        assert_eq!(ascii_text(b"a\xc3\xa9"), "a\u{fffd}\u{fffd}");
     }
 }

@@ -111,7 +111,9 @@ impl AdminError {
 /// The admin path a request target names, canonical (`/.cachet/ban`), or `None` when it
 /// names none. Look-alikes count: percent-encoded bytes are decoded, runs of `/` collapse
 /// and ASCII case folds before the prefix test, so `/.CACHET/ban`, `//.cachet/ban` and
-/// `/%2ecachet/ban` are admin calls too (answered, with their bearer token checked, and
+/// `/%2ecachet/ban` are admin calls too, and so is every spelling with dot segments
+/// (`/x/../.cachet/ban`, `/%2e%2e/.cachet/ban`, `/static/%2e%2e/.cachet/ban`), resolved
+/// after decoding (answered, with their bearer token checked, and
 /// never proxied to the origin with a token meant for the admin API: hostile-input rule).
 /// The query is ignored. Bytes only; never panics.
 pub fn admin_path(target: &str) -> Option<String> {
@@ -136,9 +138,14 @@ pub fn admin_path(target: &str) -> Option<String> {
         }
         out.push(c.to_ascii_lowercase());
     }
-    let prefix = ADMIN_PREFIX.as_bytes();
+    // Dot segments resolve last (RFC 3986 §5.2.4, as keying and forwarding resolve them):
+    // `/x/../.cachet/ban`, `/%2e%2e/.cachet/ban` and `/x/..%2f.cachet/ban` are admin calls,
+    // never forwarded with the token (issue 27 item 5).
+    let out = String::from_utf8_lossy(&out);
+    let out = cachet_query::normalize_path(&out);
+    let prefix = ADMIN_PREFIX;
     let named = out.starts_with(prefix) || out == prefix[..prefix.len() - 1];
-    named.then(|| String::from_utf8_lossy(&out).into_owned())
+    named.then(|| out.into_owned())
 }
 
 /// Admits an admin call, in the one order both platforms use: the API enabled
@@ -365,6 +372,14 @@ mod tests {
             "/%2Ecachet%2Fban?x=1",
             "/.cachet",
             "///.Cachet//purge",
+            "/x/../.cachet/ban",
+            "/%2e%2e/.cachet/ban",
+            "/./.cachet/ban",
+            "/static/%2e%2e/.cachet/ban",
+            "/x/%2E%2E/.cachet/bans",
+            "/x/..%2f.cachet/ban",
+            "/x//../.cachet/ban",
+            "/.cachet/x/..",
         ] {
             let got = admin_path(p);
             assert!(
@@ -372,10 +387,13 @@ mod tests {
                 "{p} -> {got:?}"
             );
         }
-        assert_eq!(
-            admin_path("/%2ecachet/ban").as_deref(),
-            Some("/.cachet/ban")
-        );
+        for p in [
+            "/%2ecachet/ban",
+            "/x/../.cachet/ban",
+            "/static/%2e%2e/.cachet/ban",
+        ] {
+            assert_eq!(admin_path(p).as_deref(), Some("/.cachet/ban"), "{p}");
+        }
         for p in [
             "/blog/.cachet/ban",
             "/.cachetx/ban",
@@ -383,6 +401,8 @@ mod tests {
             "",
             "/%zz/.cachet/",
             "/%",
+            "/.cachet/../blog/x",
+            "/x/.%2e.cachet/ban",
         ] {
             assert_eq!(admin_path(p), None, "{p}");
         }

@@ -28,7 +28,9 @@ use std::time::SystemTime;
 use cachet_device::Classifier;
 use cachet_query::Normalizer;
 
-pub use cachet_device::{DeviceClass, Profile};
+pub use cachet_device::{
+    DEFAULT_PC_FILL_USER_AGENT, DEFAULT_SMARTPHONE_FILL_USER_AGENT, DeviceClass, Profile,
+};
 pub use config::{Config, ConfigIssue, EdgeConfig, HumanDuration, RouteAction, RouteConfig};
 pub use plan::{Decision, PassReason, Plan, RequestView, Synth};
 pub use response::{
@@ -203,7 +205,7 @@ impl Policy {
     /// Order: a missing or malformed `Host` is a 400; `/robots.txt` (when enabled) is
     /// synthesized; the device class is computed for every request (override cookie, then
     /// `Sec-CH-UA-Mobile`, then the User-Agent: `Classifier::classify_request`); non-`GET`/`HEAD`,
-    /// `Authorization` (RFC 9111 §3.5), pass routes and unmatched requests pass; a query
+    /// `Authorization` (RFC 9111 §3.5), a `GET`/`HEAD` with content, pass routes and unmatched requests pass; a query
     /// beyond the normalizer's bounds passes as received (fail closed, logged by the
     /// adapter); otherwise the request is cached under `host + normalized target + device`.
     pub fn plan<'a>(&'a self, req: &RequestView<'a>, now: SystemTime) -> Plan<'a> {
@@ -239,7 +241,10 @@ impl Policy {
             gzip_level: config::DEFAULT_GZIP_LEVEL,
             decided_at: now,
         };
-        let Some(host) = req.host.and_then(plan::normalize_host) else {
+        let Some(host) = req
+            .host
+            .and_then(|h| plan::normalize_authority(h, req.scheme))
+        else {
             plan.decision = Decision::Synth(Synth::BadRequest {
                 reason: "missing or malformed Host header",
             });
@@ -298,6 +303,10 @@ impl Policy {
             plan.decision = Decision::Pass(PassReason::Authorization);
             return plan;
         }
+        if req.has_body {
+            plan.decision = Decision::Pass(PassReason::Body);
+            return plan;
+        }
         let r = &self.config.routes[plan.route_index.unwrap_or_default()];
         plan.surrogate_keys = r
             .surrogate_keys
@@ -330,7 +339,7 @@ impl Policy {
             .forwarded_host
             .filter(|_| trust)
             .map(|h| h.split(',').next().unwrap_or("").trim())
-            .and_then(plan::normalize_host);
+            .and_then(|h| plan::normalize_authority(h, &scheme));
         let host = fwd_host.as_deref().unwrap_or(host);
         self.config
             .robots

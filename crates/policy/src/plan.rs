@@ -41,6 +41,10 @@ pub struct RequestView<'a> {
     /// when absent. Read only for the `[device] force_cookie` override, which maps its
     /// value to a device class; the header never enters the cache key.
     pub cookie: Option<&'a [u8]>,
+    /// Whether the request has content: a `Transfer-Encoding`, or a `Content-Length`
+    /// other than `0` (RFC 9112 §6.3; an unreadable `Content-Length` counts as content).
+    /// A `GET`/`HEAD` with content is passed uncached ([`PassReason::Body`]).
+    pub has_body: bool,
 }
 
 /// Why a request goes to the origin without the cache.
@@ -55,6 +59,11 @@ pub enum PassReason {
     Method,
     /// The request carries `Authorization`.
     Authorization,
+    /// A `GET`/`HEAD` with content ("fat GET"): content has no defined meaning in these
+    /// methods (RFC 9110 §9.3.1, §9.3.2), the cache key does not hold it, and an origin
+    /// that reads it would shape a shared object; such a request is forwarded with its
+    /// body and its answer never stored nor served from the cache (issue 27 item 3).
+    Body,
     /// The query exceeded the normalizer's bounds; forwarded as received, uncached.
     Query(QueryError),
 }
@@ -67,6 +76,7 @@ impl PassReason {
             Self::NoRoute => "no-route",
             Self::Method => "method",
             Self::Authorization => "authorization",
+            Self::Body => "request-body",
             Self::Query(_) => "query-limit",
         }
     }
@@ -201,23 +211,85 @@ pub(crate) fn fill_key_template(t: &str, host: &str, path: &str, route: &str) ->
     out
 }
 
-/// Lower-cases a host and strips one trailing dot; `None` when it is empty, too long, or
-/// holds bytes no host name or IP literal has (so it is safe to echo into robots.txt).
+/// [`normalize_authority`] without a scheme: a port is kept unless it is empty.
 pub fn normalize_host(host: &str) -> Option<Cow<'_, str>> {
-    let host = host.strip_suffix('.').unwrap_or(host);
+    normalize_authority(host, "")
+}
+
+/// The default port of `scheme` (RFC 9110 §4.2.1, §4.2.2), `None` for any other scheme.
+fn default_port(scheme: &str) -> Option<u16> {
+    if scheme.eq_ignore_ascii_case("http") {
+        Some(80)
+    } else if scheme.eq_ignore_ascii_case("https") {
+        Some(443)
+    } else {
+        None
+    }
+}
+
+/// Normalizes a `Host` / `:authority` value (`host [ ":" port ]`, RFC 9110 §7.2, RFC 3986
+/// §3.2.2–3.2.3) for the cache key, `x-host` and robots.txt: lower-cased, one trailing dot
+/// of the name stripped, and the port dropped when it is empty or the default of the
+/// request's `scheme` (`h.example:80` and `h.example:` are `h.example` over `http`,
+/// RFC 9110 §4.2.3: the same origin, so the same objects and the same bans, issue 27
+/// item 6); another port is kept in its canonical decimal form (`08080` → `8080`).
+///
+/// `None` (planned as a `400`) when the value is empty or longer than [`MAX_HOST_BYTES`],
+/// when the name holds bytes no host name or IP literal has (so it is safe to echo into
+/// robots.txt), when an IPv6 literal is not bracketed, or when the port is not 1–5
+/// digits up to 65535 (`h.example:99999`). Never panics.
+pub fn normalize_authority<'a>(host: &'a str, scheme: &str) -> Option<Cow<'a, str>> {
     if host.is_empty() || host.len() > MAX_HOST_BYTES {
         return None;
     }
-    if !host
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"-._:[]".contains(&b))
-    {
-        return None;
-    }
-    if host.bytes().any(|b| b.is_ascii_uppercase()) {
-        Some(Cow::Owned(host.to_ascii_lowercase()))
+    let (name, port) = if host.starts_with('[') {
+        let close = host.find(']')?;
+        let (name, rest) = host.split_at(close + 1);
+        let inner = &name[1..name.len() - 1];
+        if inner.is_empty()
+            || !inner
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b":.".contains(&b))
+        {
+            return None;
+        }
+        match rest {
+            "" => (name, None),
+            _ => (name, Some(rest.strip_prefix(':')?)),
+        }
     } else {
-        Some(Cow::Borrowed(host))
+        match host.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        }
+    };
+    let port = match port {
+        None | Some("") => None,
+        Some(p) if p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => {
+            let n: u16 = p.parse().ok()?;
+            (Some(n) != default_port(scheme)).then_some(n)
+        }
+        Some(_) => return None,
+    };
+    let name = if name.starts_with('[') {
+        name
+    } else {
+        let name = name.strip_suffix('.').unwrap_or(name);
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+        {
+            return None;
+        }
+        name
+    };
+    let lower = name.bytes().any(|b| b.is_ascii_uppercase());
+    match port {
+        None if !lower && name.len() == host.len() => Some(Cow::Borrowed(host)),
+        None if !lower => Some(Cow::Borrowed(name)),
+        None => Some(Cow::Owned(name.to_ascii_lowercase())),
+        Some(p) => Some(Cow::Owned(format!("{}:{p}", name.to_ascii_lowercase()))),
     }
 }
 

@@ -59,13 +59,16 @@ impl ResponseView<'_> {
     /// freshening it.
     pub fn per_user(&self) -> Option<NoStore> {
         let d = Directives::of(self);
-        per_user(&d.cc, &d.sc, self.has_set_cookie)
+        per_user(&d, self.has_set_cookie)
     }
 }
 
 /// [`ResponseView::per_user`] on parsed directives.
-fn per_user(cc: &CacheControl, sc: &CacheControl, has_set_cookie: bool) -> Option<NoStore> {
-    if cc.private {
+fn per_user(d: &Directives, has_set_cookie: bool) -> Option<NoStore> {
+    let (cc, sc) = (&d.cc, &d.sc);
+    if cc.unreadable || sc.unreadable || d.target.unreadable {
+        Some(NoStore::Unreadable)
+    } else if cc.private {
         Some(NoStore::Private)
     } else if cc.no_store || sc.no_store {
         Some(NoStore::NoStore)
@@ -95,6 +98,10 @@ pub enum NoStore {
     Vary,
     /// Body larger than `[edge].max_object_bytes`.
     TooLarge,
+    /// `Cache-Control`, `CDN-Cache-Control` or `Surrogate-Control` cannot be read
+    /// ([`CacheControl::unreadable`]): what it says about sharing is unknown, so the
+    /// response is treated as per-user (fail closed, issue 27).
+    Unreadable,
 }
 
 impl NoStore {
@@ -108,13 +115,17 @@ impl NoStore {
             Self::ZeroTtl => "zero-ttl",
             Self::Vary => "vary",
             Self::TooLarge => "too-large",
+            Self::Unreadable => "unreadable",
         }
     }
 
     /// Whether the reason is about the content being per-user (private), as opposed to
     /// merely uncacheable; private keys get a hit-for-pass marker.
     pub fn is_private(self) -> bool {
-        matches!(self, Self::Private | Self::NoStore | Self::SetCookie)
+        matches!(
+            self,
+            Self::Private | Self::NoStore | Self::SetCookie | Self::Unreadable
+        )
     }
 }
 
@@ -191,6 +202,13 @@ pub struct CacheControl {
     pub stale_while_revalidate: Option<u64>,
     /// `stale-if-error`, seconds (RFC 5861 §4).
     pub stale_if_error: Option<u64>,
+    /// The value does not follow the directive grammar's byte classes, so what it says
+    /// cannot be known: outside a quoted-string a byte that is not visible ASCII, SP or
+    /// HTAB (directive names and token arguments are ASCII, RFC 9111 §5.2, RFC 9110
+    /// §5.6.2; adapters hand such bytes over as U+FFFD), or a quoted-string left open
+    /// (§5.6.4). Fail closed: a response whose directives are unreadable is never stored
+    /// ([`NoStore::Unreadable`]). obs-text inside a quoted-string is valid and readable.
+    pub unreadable: bool,
 }
 
 impl CacheControl {
@@ -199,7 +217,10 @@ impl CacheControl {
     /// malformed or repeated `max-age`/`s-maxage` counts as 0 (RFC 9111 §4.2.1: invalid or
     /// conflicting freshness information is treated as stale).
     pub fn parse(value: &str) -> Self {
-        let mut cc = Self::default();
+        let mut cc = Self {
+            unreadable: !readable_directives(value),
+            ..Self::default()
+        };
         for part in split_directives(value) {
             let part = part.trim();
             let (name, arg) = match part.split_once('=') {
@@ -247,6 +268,24 @@ impl CacheControl {
     pub fn forbids_stale(&self) -> bool {
         self.must_revalidate || self.proxy_revalidate || self.s_maxage.is_some() || self.no_cache
     }
+}
+
+/// Whether a directive list keeps to its grammar's byte classes ([`CacheControl::unreadable`]).
+fn readable_directives(value: &str) -> bool {
+    let mut quoted = false;
+    let mut escaped = false;
+    for c in value.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            _ if quoted => {}
+            ' ' | '\t' => {}
+            c if c.is_ascii_graphic() => {}
+            _ => return false,
+        }
+    }
+    !quoted
 }
 
 /// Splits a directive list on commas outside double quotes.
@@ -498,8 +537,10 @@ fn lifetime(
 /// the upstream `Age` and the apparent age `now − Date` (the plan's decision time stands
 /// for the response time).
 fn initial_age(plan: &Plan<'_>, resp: &ResponseView<'_>) -> Duration {
+    // A list (`Age: 7200, 0`, or two lines) counts by its first member (RFC 9111 §5.1).
     let age = resp
         .age
+        .and_then(|a| a.split(',').next())
         .and_then(|a| a.trim().parse::<u64>().ok())
         .unwrap_or(0);
     let apparent = resp
@@ -551,7 +592,7 @@ impl crate::Policy {
     /// keeps objects (it is then revalidated before every reuse).
     pub fn storability(&self, plan: &Plan<'_>, resp: &ResponseView<'_>) -> Storability {
         let d = Directives::of(resp);
-        if let Some(why) = per_user(&d.cc, &d.sc, resp.has_set_cookie) {
+        if let Some(why) = per_user(&d, resp.has_set_cookie) {
             return Storability::DontStore(why);
         }
         let route = plan.route_index.and_then(|i| self.config().routes.get(i));

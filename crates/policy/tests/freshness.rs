@@ -276,3 +276,51 @@ fn the_routes_gzip_level_reaches_the_store_verdict() {
     assert!(fast.compress && default.compress);
     assert_eq!((fast.gzip_level, default.gzip_level), (1, 6));
 }
+
+/// Issue 27 item 1: directives are read from bytes (non-ASCII bytes arrive as U+FFFD);
+/// obs-text inside a quoted-string keeps the rest readable, anything else that cannot be
+/// read is never stored.
+#[test]
+fn unreadable_directives_are_never_stored_and_obs_text_in_quotes_is_read() {
+    let r = view(Some("private, max-age=300, ext=\"caf\u{fffd}\""));
+    assert_eq!(
+        store("/x", &r),
+        Storability::DontStore(NoStore::Private),
+        "a Latin-1 byte in a quoted argument hides nothing"
+    );
+    let r = view(Some("max-age=300, ext=\"caf\u{fffd}\""));
+    assert_eq!(stored("/x", &r).ttl, Duration::from_secs(300));
+    for unreadable in [
+        "privat\u{fffd}e, max-age=300",
+        "max-age=300, \u{fffd}",
+        "max-age=300, ext=\"open",
+        "max-age=300\u{1}",
+    ] {
+        assert_eq!(
+            store("/x", &view(Some(unreadable))),
+            Storability::DontStore(NoStore::Unreadable),
+            "{unreadable:?}"
+        );
+    }
+    let mut r = view(Some("max-age=300"));
+    r.cdn_cache_control = Some("max-age=60, \u{fffd}");
+    assert_eq!(store("/x", &r), Storability::DontStore(NoStore::Unreadable));
+    let mut r = view(Some("max-age=300"));
+    r.surrogate_control = Some("max-age=\u{fffd}");
+    assert_eq!(store("/x", &r), Storability::DontStore(NoStore::Unreadable));
+    assert!(NoStore::Unreadable.is_private());
+}
+
+/// RFC 9111 §5.1: an `Age` list counts by its first member.
+#[test]
+fn an_age_list_counts_by_its_first_member() {
+    let mut r = view(Some("max-age=600"));
+    r.age = Some("7200, 0");
+    assert_eq!(
+        store("/a", &r),
+        Storability::DontStore(NoStore::ZeroTtl),
+        "older than its lifetime"
+    );
+    r.age = Some("100, 7200");
+    assert_eq!(stored("/a", &r).ttl, Duration::from_secs(500));
+}

@@ -489,3 +489,76 @@ proptest! {
         prop_assert_eq!(&plan.cache_key, &want);
     }
 }
+
+/// Issue 27 item 6: `h.example:80`, `h.example:` and `H.Example.` are the origin
+/// `h.example` over `http` (RFC 9110 §4.2.3), so one key and one `x-host`; another port
+/// stays; a port out of range or not a number is a 400.
+#[test]
+fn default_and_empty_ports_are_the_same_origin_and_bad_ports_are_400() {
+    use cachet_policy::plan::normalize_authority;
+    let p = policy();
+    let key = |host: &str, scheme: &str| {
+        let v = RequestView {
+            scheme,
+            ..get(host, "/blog/a/entry/1", None)
+        };
+        let plan = p.plan(&v, now());
+        (plan.host.into_owned(), plan.cache_key)
+    };
+    let plain = key("h.example", "http");
+    for spelling in [
+        "h.example:80",
+        "h.example:",
+        "H.Example.:80",
+        "h.example:0080",
+    ] {
+        assert_eq!(key(spelling, "http"), plain, "{spelling}");
+    }
+    assert_eq!(key("h.example:443", "https"), key("h.example", "https"));
+    assert_eq!(key("h.example:443", "http").0, "h.example:443");
+    assert_eq!(key("h.example:8080", "http").0, "h.example:8080");
+    assert_eq!(key("[::1]:80", "http").0, "[::1]");
+    for bad in [
+        "h.example:99999",
+        "h.example:65536",
+        "h.example:8o",
+        "h.example:-1",
+        "h.example:123456",
+        "::1",
+        "[::1",
+        "[::1]x",
+        "[]",
+        ":80",
+        "h.example:80:80",
+    ] {
+        let v = get(bad, "/", None);
+        assert!(
+            matches!(
+                p.plan(&v, now()).decision,
+                Decision::Synth(Synth::BadRequest { .. })
+            ),
+            "{bad}"
+        );
+        assert_eq!(normalize_authority(bad, "http"), None, "{bad}");
+    }
+    assert_eq!(
+        normalize_authority("h.example:65535", "http").as_deref(),
+        Some("h.example:65535")
+    );
+}
+
+/// Issue 27 item 3: a `GET`/`HEAD` with content is passed, never cached.
+#[test]
+fn a_get_with_a_body_is_passed() {
+    let p = policy();
+    for method in ["GET", "HEAD"] {
+        let v = RequestView {
+            method,
+            has_body: true,
+            ..get("blog.example", "/blog/a/entry/1", None)
+        };
+        let plan = p.plan(&v, now());
+        assert_eq!(plan.decision, Decision::Pass(PassReason::Body), "{method}");
+        assert_eq!(PassReason::Body.label(), "request-body");
+    }
+}

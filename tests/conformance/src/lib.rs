@@ -31,6 +31,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub mod raw;
+
 /// The shared case list, compiled in.
 pub const CASES_TOML: &str = include_str!("../cases.toml");
 
@@ -66,6 +68,10 @@ pub struct Step {
     /// Request body (admin calls: a ban expression).
     #[serde(default)]
     pub send_body: Option<String>,
+    /// Send `send_body` over a plain socket with this framing (`content-length` or
+    /// `chunked`), whatever the method: a `GET` with a body ([`raw`]).
+    #[serde(default)]
+    pub framing: Option<raw::Framing>,
     /// Expected status.
     #[serde(default)]
     pub status: Option<u16>,
@@ -353,7 +359,19 @@ fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
             }
         }
         let body = s.send_body.as_deref().map(str::as_bytes);
-        let r = match t.send(&s.method, &s.host, &s.path, &headers, body) {
+        let sent = match s.framing {
+            Some(framing) => raw::send(
+                &t.base,
+                &s.method,
+                &s.host,
+                &s.path,
+                &headers,
+                body.unwrap_or_default(),
+                framing,
+            ),
+            None => t.send(&s.method, &s.host, &s.path, &headers, body),
+        };
+        let r = match sent {
             Ok(r) => r,
             Err(e) => {
                 fail(Some(i), e.to_string());

@@ -380,6 +380,8 @@ impl<'p> Engine<'p> {
             // Access logs carry neither the client hint nor cookies: the UA decides.
             ch_ua_mobile: None,
             cookie: None,
+            // Nor request bodies: a logged GET is replayed as one without content.
+            has_body: false,
         };
         let policy = self.policy;
         let plan = policy.plan(&view, now);

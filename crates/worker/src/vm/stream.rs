@@ -125,6 +125,13 @@ impl Http {
             send_error(&WorkerError::Config(PolicyError::Invalid(Vec::new())));
             return Action::Pause;
         };
+        // A missing or malformed authority is the plan's `400` before anything else reads
+        // the request, admin calls included, as on the edge (`cachet_http::authority`).
+        if let Err(refused) = cachet_http::authority::authority(headers.as_slice()) {
+            Metrics::inc(self.vm.m().synth);
+            send_reply(&refused);
+            return Action::Pause;
+        }
         let path = header(&headers, ":path").unwrap_or_default().to_owned();
         let method = header(&headers, ":method").unwrap_or_default().to_owned();
         // Admin look-alikes (`/.CACHET/ban`, `/%2ecachet/ban`) are admin calls too: a
@@ -134,6 +141,9 @@ impl Http {
         }
         let at = host::now();
         let mut inputs = cachet_http::Inputs::read(&method, "http", &path, headers.as_slice());
+        // Envoy may take the body's framing fields off the header map; the stream says
+        // whether content follows (a "fat GET" is passed: `PassReason::Body`).
+        inputs.has_body |= !end_of_stream;
         let mut plan = p.plan(&inputs.view(), at);
         if matches!(plan.decision, Decision::Synth(_)) && host::downstream_tls() {
             // The scheme only shapes synthesized bodies (robots.txt): the connection's
