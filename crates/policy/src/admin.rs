@@ -339,6 +339,39 @@ pub fn list_body(log: &BanLog) -> String {
     .to_string()
 }
 
+/// Path of the configuration status call: `GET /.cachet/config` (also `HEAD`) answers
+/// which configuration is in force and why the operator's was rejected
+/// (`crate::inforce::ConfigStatus::body`, issue 27 item 13).
+pub const CONFIG_PATH: &str = "/.cachet/config";
+
+/// Admits `GET /.cachet/config` as [`admit`] admits the other calls, in the same order
+/// (the API enabled, the method, then the bearer token); `None` when `path` is another
+/// admin path (admit it with [`admit`]). Both adapters ask this first, then answer with
+/// `crate::inforce::ConfigStatus::body`.
+///
+/// # Errors
+/// Inside the `Some`: [`AdminError::NotFound`] when the API is disabled,
+/// [`AdminError::MethodNotAllowed`] (`Allow: GET, HEAD`), [`AdminError::Unauthorized`],
+/// [`AdminError::Forbidden`].
+pub fn config_call(
+    enabled: bool,
+    method: &str,
+    path: &str,
+    authorization: Option<&[u8]>,
+    token: Option<&[u8]>,
+) -> Option<Result<(), AdminError>> {
+    if path.split_once('?').map_or(path, |(p, _)| p) != CONFIG_PATH {
+        return None;
+    }
+    Some(if !enabled {
+        Err(AdminError::NotFound("admin API disabled".into()))
+    } else if !matches!(method, "GET" | "HEAD") {
+        Err(AdminError::MethodNotAllowed { allow: "GET, HEAD" })
+    } else {
+        authorize(authorization, token)
+    })
+}
+
 /// The lookup request as a ban request (Varnish `req.*`): `url` is the normalized target
 /// the cache key was built from; headers are read through `header`.
 pub struct LookupRequest<'a, F: Fn(&str) -> Option<&'a str>> {

@@ -17,6 +17,7 @@ pub mod banstore;
 pub mod config;
 pub mod etcd;
 pub mod glob;
+pub mod inforce;
 pub mod object;
 pub mod plan;
 pub mod response;
