@@ -25,6 +25,8 @@
 //! * [`unstored()`]: an origin answer passed to its client: fields removed and added,
 //!   gzip inflated for an identity client of a fill.
 //! * [`Inputs`]: the request fields the policy plans from, read once from header bytes.
+//! * [`authority`]: the request's `Host` checked before a platform builds a URL from it
+//!   (a missing or malformed one is the plan's `400`, never a panic).
 //! * [`CacheStatus`]: the typed `X-Cache` value.
 //! * [`access`]: the edge's access-log record, the schema the CLI reads.
 //!
@@ -34,6 +36,7 @@
 #![forbid(unsafe_code)]
 
 pub mod access;
+pub mod authority;
 pub mod conditional;
 pub mod date;
 pub mod deliver;
