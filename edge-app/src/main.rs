@@ -10,36 +10,50 @@ mod host;
 
 use std::sync::OnceLock;
 
+use cachet_compute::host::Fields;
 use cachet_compute::{ClientRequest, Payload, Pending};
+use cachet_policy::inforce::InForce;
 use cachet_policy::{Policy, PolicyError};
-use fastly::http::{HeaderName, HeaderValue};
+use fastly::http::{HeaderName, HeaderValue, Url};
 use fastly::{Body, Request, Response};
 
 use crate::host::Fastly;
 
 /// Configuration built into the wasm; a `config` entry in the `cachet` config store
-/// replaces it without a redeploy.
+/// replaces it without a redeploy, and serves again when that entry is rejected
+/// (`cachet_compute::load_policy`).
 const DEFAULT_CONFIG: &str = include_str!("../cachet.toml");
 
 /// The compiled policy, built once per instance from the config store or the built-in
-/// configuration.
-fn policy() -> Result<&'static Policy, &'static PolicyError> {
-    static POLICY: OnceLock<Result<Policy, PolicyError>> = OnceLock::new();
+/// configuration, with how it came to be in force.
+fn policy() -> Result<&'static InForce<Policy>, &'static PolicyError> {
+    static POLICY: OnceLock<Result<InForce<Policy>, PolicyError>> = OnceLock::new();
     POLICY
         .get_or_init(|| cachet_compute::load_policy(&Fastly, DEFAULT_CONFIG))
         .as_ref()
 }
 
 fn main() {
-    let (resp, pending): (_, Pending<Fastly>) =
-        cachet_compute::serve(&Fastly, policy(), client_request(Request::from_client()));
+    let mut req = Request::from_client();
+    let headers = host::fields(req.get_header_names(), |n| req.get_header_all(n).collect());
+    // The SDK parses the URL the first time it is asked for it and panics on one it cannot
+    // parse (`Host: blog.example:99999`): the authority is checked first, by the core's
+    // rule and then by the SDK's own parser, and `get_url` is reached only when both
+    // accept it.
+    let refused = cachet_compute::refuse_authority(req.get_method_str(), &headers, |a| {
+        Url::parse(&format!("http://{a}/")).is_ok()
+    });
+    let (resp, pending): (_, Pending<Fastly>) = match refused {
+        Some(refused) => refused,
+        None => cachet_compute::serve(&Fastly, policy(), client_request(&mut req, headers)),
+    };
     let sent = send(resp);
     pending.finish(&Fastly, policy(), sent);
 }
 
 /// The client's request as bytes (header values need not be UTF-8), its body kept as a
-/// handle.
-fn client_request(mut req: Request) -> ClientRequest<Body> {
+/// handle. Call only once `cachet_compute::refuse_authority` accepted its authority.
+fn client_request(req: &mut Request, headers: Fields) -> ClientRequest<Body> {
     let url = req.get_url();
     ClientRequest {
         method: req.get_method_str().to_owned(),
@@ -47,7 +61,7 @@ fn client_request(mut req: Request) -> ClientRequest<Body> {
         scheme: url.scheme().to_owned(),
         path: url.path().to_owned(),
         query: url.query().map(str::to_owned),
-        headers: host::fields(req.get_header_names(), |n| req.get_header_all(n).collect()),
+        headers,
         body: Some(req.take_body()),
     }
 }

@@ -1,4 +1,4 @@
-//! The admin API on Fastly: `/.cachet/ban`, `/.cachet/bans`, `/.cachet/purge`, bearer-token protected.
+//! The admin API on Fastly: `/.cachet/ban`, `/.cachet/bans`, `/.cachet/purge`, `/.cachet/config`, bearer-token protected.
 //!
 //! The contract (routes, auth, bodies, errors) is `cachet_policy::admin`, shared with the
 //! Envoy filter. Here: the token comes from the secret store `[admin].secret_store` under
@@ -31,6 +31,17 @@ pub(crate) fn handle<H: Host>(
     let cfg = &cx.policy.config().admin;
     let token = cx.host.secret(&cfg.secret_store, &cfg.token_secret);
     let authorization = crate::first(&req.headers, "authorization");
+    // `GET /.cachet/config`: the configuration in force (`cachet_policy::inforce`).
+    if let Some(admitted) = admin::config_call(
+        cfg.enabled,
+        &req.method,
+        path,
+        authorization,
+        token.as_deref(),
+    ) {
+        admitted?;
+        return Ok(json(200, cx.status.body()));
+    }
     let call = admin::admit(
         cfg.enabled,
         &req.method,

@@ -30,6 +30,7 @@ mod tests;
 use cachet_http::access::Access;
 use cachet_http::{CacheStatus, Failure, Inputs, Reply};
 use cachet_policy::admin::AdminError;
+use cachet_policy::inforce::{self, ConfigStatus, InForce};
 use cachet_policy::{Decision, PassReason, Policy, PolicyError};
 use cachet_refresh::retry_after_secs;
 
@@ -39,6 +40,9 @@ use crate::origin::Origin;
 
 /// Name of the config store holding the `config` key (TOML text).
 pub const CONFIG_STORE: &str = "cachet";
+
+/// Where the operator's configuration is read from, in words (`GET /.cachet/config`).
+pub const CONFIGURED_FROM: &str = "config store \"cachet\", key \"config\"";
 
 /// Log endpoint of the access record when the configuration does not load.
 const DEFAULT_LOG_ENDPOINT: &str = "cachet_log";
@@ -177,10 +181,12 @@ pub struct Pending<H: Host> {
     origin: Option<Origin<H::Backend>>,
 }
 
-/// The request's context: the host, the policy and this POP's origin tier.
+/// The request's context: the host, the policy, how it came to be in force and this
+/// POP's origin tier.
 pub(crate) struct Ctx<'a, H: Host> {
     pub host: &'a H,
     pub policy: &'a Policy,
+    pub status: &'a ConfigStatus,
     pub origin: &'a Origin<H::Backend>,
 }
 
@@ -192,13 +198,70 @@ impl<H: Host> Clone for Ctx<'_, H> {
 impl<H: Host> Copy for Ctx<'_, H> {}
 
 /// Compiles the policy from the config store's `config` key ([`CONFIG_STORE`]), or from
-/// `builtin` (the configuration built into the wasm) when there is none.
+/// `builtin` (the configuration built into the wasm) when there is none or when it is
+/// rejected (`cachet_policy::inforce`, issue 27 item 13: a typo never stops the service).
+/// A rejection is logged loudly, once per call (the edge calls this once per instance,
+/// and Fastly runs each request in a fresh instance): one JSON line
+/// `{"event":"config-rejected",…}` to the log endpoint of the configuration in force and
+/// one line on stderr; `GET /.cachet/config` shows it too. There is no earlier good
+/// configuration to keep on Fastly (no memory across instances), so the fallback is the
+/// built-in one.
 ///
 /// # Errors
-/// The configuration's issues (`PolicyError`).
-pub fn load_policy<H: Host>(host: &H, builtin: &str) -> Result<Policy, PolicyError> {
-    let text = host.config(CONFIG_STORE, "config");
-    Policy::from_toml(text.as_deref().unwrap_or(builtin))
+/// The built-in configuration's issues (`PolicyError`), when it is needed and does not
+/// load either (a broken build; tests load it).
+pub fn load_policy<H: Host>(host: &H, builtin: &str) -> Result<InForce<Policy>, PolicyError> {
+    let configured = host
+        .config(CONFIG_STORE, "config")
+        .map(|text| Policy::from_toml(&text));
+    let chosen = inforce::choose(CONFIGURED_FROM, configured, None, || {
+        Policy::from_toml(builtin)
+    })?;
+    if let Some(warning) = chosen.status.warning() {
+        eprintln!("{warning}");
+        let mut record: serde_json::Value =
+            serde_json::from_str(&chosen.status.body()).unwrap_or_default();
+        if let Some(o) = record.as_object_mut() {
+            o.insert("event".into(), "config-rejected".into());
+        }
+        host.log(
+            &chosen.policy.config().edge.log_endpoint,
+            &record.to_string(),
+        );
+    }
+    Ok(chosen)
+}
+
+/// Answers a request whose authority (`Host`) is missing or malformed **before** its URL
+/// is read: the platform's SDK builds the URL from `Host` and panics on one it cannot
+/// parse (`Host: blog.example:99999`; issue 27 item 14). The core's rule decides first
+/// (`cachet_http::authority::authority`, the plan's own `400`); what it accepts is then
+/// given to `parses` (the SDK's own URL parser, as `http://<authority>/`), and an
+/// authority it refuses gets the same `400`. `Some`: send that response, then call
+/// [`Pending::finish`]; `None`: the authority is usable: read the URL and [`serve`].
+pub fn refuse_authority<H: Host>(
+    method: &str,
+    headers: &Fields,
+    parses: impl FnOnce(&str) -> bool,
+) -> Option<(Response<H::Body>, Pending<H>)> {
+    let refused = match cachet_http::authority::authority(headers.as_slice()) {
+        Ok(a) if parses(&a) => return None,
+        Ok(_) => cachet_http::authority::refused(),
+        Err(reply) => reply,
+    };
+    let access = Access {
+        method: method.to_owned(),
+        cache: CacheStatus::Synth,
+        status: refused.status,
+        error: Some(cachet_http::authority::MALFORMED.to_owned()),
+        ..Access::default()
+    };
+    let pending = Pending {
+        access,
+        after: None,
+        origin: None,
+    };
+    Some((refused.into(), pending))
 }
 
 /// Serves one client request: reserved `X-Cachet-*` fields are dropped, admin calls are
@@ -207,7 +270,7 @@ pub fn load_policy<H: Host>(host: &H, builtin: &str) -> Result<Policy, PolicyErr
 /// [`Pending::finish`].
 pub fn serve<H: Host>(
     host: &H,
-    policy: Result<&Policy, &PolicyError>,
+    policy: Result<&InForce<Policy>, &PolicyError>,
     mut req: ClientRequest<H::Body>,
 ) -> (Response<H::Body>, Pending<H>) {
     req.headers
@@ -218,13 +281,14 @@ pub fn serve<H: Host>(
         ..Access::default()
     };
     let mut origin = None;
-    scratch::begin(policy.ok());
+    scratch::begin(policy.ok().map(|f| &f.policy));
     let outcome = match policy {
-        Ok(p) => {
-            let o = origin.insert(Origin::new(host, p));
+        Ok(f) => {
+            let o = origin.insert(Origin::new(host, &f.policy));
             let cx = Ctx {
                 host,
-                policy: p,
+                policy: &f.policy,
+                status: &f.status,
                 origin: o,
             };
             dispatch(cx, req, &mut access)
@@ -254,7 +318,7 @@ impl<H: Host> Pending<H> {
     pub fn finish(
         self,
         host: &H,
-        policy: Result<&Policy, &PolicyError>,
+        policy: Result<&InForce<Policy>, &PolicyError>,
         sent: Option<Result<u64, String>>,
     ) {
         let Self {
@@ -271,17 +335,18 @@ impl<H: Host> Pending<H> {
             }
             None => {}
         }
-        if let (Some(job), Ok(p), Some(o)) = (after, policy, origin.as_ref()) {
+        if let (Some(job), Ok(f), Some(o)) = (after, policy, origin.as_ref()) {
             let cx = Ctx {
                 host,
-                policy: p,
+                policy: &f.policy,
+                status: &f.status,
                 origin: o,
             };
             job.run(cx, &mut access);
         }
         scratch::end(host, &mut access);
-        let endpoint = policy.map_or(DEFAULT_LOG_ENDPOINT, |p| {
-            p.config().edge.log_endpoint.as_str()
+        let endpoint = policy.map_or(DEFAULT_LOG_ENDPOINT, |f| {
+            f.policy.config().edge.log_endpoint.as_str()
         });
         if let Ok(json) = serde_json::to_string(&access) {
             host.log(endpoint, &json);

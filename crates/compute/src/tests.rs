@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cachet_policy::banstore::{KvItem, KvWriteError, Precondition};
+use cachet_policy::inforce::InForce;
 use cachet_policy::{Policy, PolicyError};
 
 use crate::host::{BackendSpec, Entry, Fields, Host, OriginRequest, OriginResponse, ShieldPos};
@@ -61,6 +62,8 @@ struct Fake {
     origin: RefCell<Vec<(String, String)>>,
     purges: RefCell<Vec<(String, bool)>>,
     logs: RefCell<Vec<String>>,
+    /// The `cachet` config store's `config` item.
+    config_store: RefCell<Option<String>>,
 }
 
 impl Fake {
@@ -260,15 +263,17 @@ impl Host for Fake {
     fn secret(&self, _: &str, _: &str) -> Option<Vec<u8>> {
         Some(TOKEN.as_bytes().to_vec())
     }
-    fn config(&self, _: &str, _: &str) -> Option<String> {
-        None
+    fn config(&self, store: &str, key: &str) -> Option<String> {
+        (store == crate::CONFIG_STORE && key == "config")
+            .then(|| self.config_store.borrow().clone())
+            .flatten()
     }
     fn log(&self, _: &str, line: &str) {
         self.logs.borrow_mut().push(line.to_owned());
     }
 }
 
-fn policy(host: &Fake) -> Result<Policy, PolicyError> {
+fn policy(host: &Fake) -> Result<InForce<Policy>, PolicyError> {
     crate::load_policy(host, include_str!("../../../edge-app/cachet.toml"))
 }
 
@@ -542,4 +547,159 @@ fn an_admin_purge_purges_each_key_soft_when_asked() {
     );
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["blog"]["soft"], true);
+}
+
+/// The configuration of issue 27 item 13: a typo (`tll`) in the config store.
+const TYPO: &str = "[[routes]]\nname = \"static\"\npath_prefix = \"/static/\"\ntll = \"5m\"\n";
+
+#[test]
+fn a_typo_in_the_config_store_keeps_the_built_in_configuration_serving() {
+    let host = Fake::at(T0);
+    *host.config_store.borrow_mut() = Some(TYPO.to_owned());
+    let auth = format!("Bearer {TOKEN}");
+
+    // robots.txt, a MISS then a HIT: the built-in configuration serves.
+    let (resp, body) = get(&host, "/robots.txt");
+    assert_eq!(resp.status, 200, "{body}");
+    assert!(body.contains("User-agent: *"), "{body}");
+    assert_eq!(get(&host, "/static/app.js").0.status, 200);
+    let (resp, body) = get(&host, "/static/app.js");
+    assert_eq!(header(&resp, "x-cache"), Some("HIT"), "{body}");
+    assert_eq!(host.origin_hits(), 1);
+
+    // The admin API works: a ban is accepted and applies.
+    host.now.set(T0 + 1_000);
+    let ban = request(
+        "POST",
+        "/.cachet/ban",
+        &[("authorization", &auth)],
+        "req.url ~ ^/static/",
+    );
+    let (resp, body) = serve(&host, ban);
+    assert_eq!(resp.status, 201, "{body}");
+    host.now.set(T0 + 2_000);
+    let (_, body) = get(&host, "/static/app.js");
+    assert_eq!(body, "/static/app.js #2", "the ban applies");
+
+    // The rejection is logged loudly, once per load (per instance on Fastly).
+    let rejected: Vec<serde_json::Value> = host
+        .logs
+        .borrow()
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "config-rejected")
+        .collect();
+    assert!(!rejected.is_empty(), "the rejection is in the log");
+    assert_eq!(rejected[0]["in_force"], "built-in");
+    assert!(
+        rejected[0]["rejected"]
+            .as_str()
+            .is_some_and(|e| e.contains("tll")),
+        "{:?}",
+        rejected[0]
+    );
+
+    // GET /.cachet/config shows the error and what is in force, behind the token.
+    let call = request("GET", "/.cachet/config", &[("authorization", &auth)], "");
+    let (resp, body) = serve(&host, call);
+    assert_eq!(resp.status, 200, "{body}");
+    assert_eq!(header(&resp, "cache-control"), Some("no-store"));
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["in_force"], "built-in");
+    assert_eq!(v["ok"], false);
+    assert!(
+        v["rejected"]
+            .as_str()
+            .is_some_and(|e| e.contains("routes[0].tll") || e.contains("tll")),
+        "{v}"
+    );
+    assert_eq!(v["configured_from"], crate::CONFIGURED_FROM);
+    let anonymous = request("GET", "/.cachet/config", &[], "");
+    assert_eq!(serve(&host, anonymous).0.status, 401);
+    let wrong = request(
+        "GET",
+        "/.cachet/config",
+        &[("authorization", "Bearer wrong")],
+        "",
+    );
+    assert_eq!(serve(&host, wrong).0.status, 403);
+    assert_eq!(host.origin_hits(), 2, "no admin call reached the origin");
+}
+
+#[test]
+fn a_valid_config_store_entry_is_in_force_and_reported_so() {
+    let host = Fake::at(T0);
+    let text =
+        include_str!("../../../edge-app/cachet.toml").replace("ttl = \"1h\"", "ttl = \"2h\"");
+    *host.config_store.borrow_mut() = Some(text);
+    let auth = format!("Bearer {TOKEN}");
+    let (resp, body) = serve(
+        &host,
+        request("GET", "/.cachet/config", &[("authorization", &auth)], ""),
+    );
+    assert_eq!(resp.status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (v["in_force"].as_str(), v["ok"].as_bool()),
+        (Some("configured"), Some(true))
+    );
+    assert!(v["rejected"].is_null());
+    assert!(
+        host.logs
+            .borrow()
+            .iter()
+            .all(|l| !l.contains("config-rejected"))
+    );
+    // Without an entry: the built-in one, nothing rejected.
+    *host.config_store.borrow_mut() = None;
+    let (_, body) = serve(
+        &host,
+        request("GET", "/.cachet/config", &[("authorization", &auth)], ""),
+    );
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (v["in_force"].as_str(), v["ok"].as_bool()),
+        (Some("built-in"), Some(true))
+    );
+}
+
+#[test]
+fn a_malformed_or_missing_host_is_a_400_before_the_url_is_read() {
+    let host = Fake::at(T0);
+    let p = policy(&host);
+    let fields = |h: Option<&str>| -> Fields {
+        h.map(|h| vec![("host".to_owned(), h.as_bytes().to_vec())])
+            .unwrap_or_default()
+    };
+    let never = |a: &str| -> bool { panic!("the platform's URL parser is never asked about {a}") };
+    for bad in [
+        Some("blog.example:99999"),
+        None,
+        Some(""),
+        Some("bad host"),
+        Some("[::1"),
+    ] {
+        let (resp, pending) = crate::refuse_authority::<Fake>("GET", &fields(bad), never)
+            .unwrap_or_else(|| panic!("{bad:?} is refused"));
+        assert_eq!(resp.status, 400, "{bad:?}");
+        assert_eq!(header(&resp, "x-cache"), Some("SYNTH"));
+        let Payload::Bytes(body) = &resp.body else {
+            panic!("a body")
+        };
+        assert_eq!(body, b"missing or malformed Host header\n");
+        pending.finish(&host, p.as_ref(), None);
+        assert_eq!(host.access()["status"], 400);
+        assert_eq!(host.access()["cache"], "SYNTH");
+    }
+    // A host the core accepts but the platform's URL parser would not: the same 400.
+    let (resp, _) = crate::refuse_authority::<Fake>("GET", &fields(Some("blog.123")), |_| false)
+        .expect("refused");
+    assert_eq!(resp.status, 400);
+    // A usable one goes on to `serve`, and its plan is unchanged.
+    assert!(
+        crate::refuse_authority::<Fake>("GET", &fields(Some("blog.example:8080")), |a| a
+            == "blog.example:8080")
+        .is_none()
+    );
+    assert_eq!(host.origin_hits(), 0);
 }
