@@ -116,15 +116,18 @@ enum BanCommand {
         #[arg(long, value_name = "FILE.json")]
         scenario: PathBuf,
     },
-    /// Adds a ban to an Envoy fleet (docs/fleet.md): written to its etcd ban log, or sent
-    /// to any node's admin API (token from $CACHET_ADMIN_TOKEN). Prints the ban with its
-    /// fleet-wide id; exit 1 when refused or unreachable.
+    /// Adds a ban to an Envoy fleet (docs/fleet.md): written to its etcd ban log (under
+    /// the fleet's key prefix: `--etcd-prefix` or the nodes' `--config`), or sent to any
+    /// node's admin API (token from $CACHET_ADMIN_TOKEN). Prints the ban with its
+    /// fleet-wide id; exit 1 when refused or unreachable, 2 for usage errors.
     Add {
         /// The expression (Varnish syntax), e.g. `obj.http.x-url ~ ^/blog/bob/`.
         #[arg(value_name = "EXPR", allow_hyphen_values = true)]
         expr: String,
         #[command(flatten)]
         to: FleetTarget,
+        #[command(flatten)]
+        prefix: fleet::PrefixArgs,
     },
     /// Parses a ban expression: prints its canonical form and whether it is
     /// lurker-friendly, or the error with its column; exit 1 when refused.
@@ -213,10 +216,16 @@ fn main() -> ExitCode {
             command: BanCommand::Parse { expr, json },
         } => return ban::parse(&expr, json),
         Command::Ban {
-            command: BanCommand::Add { expr, to },
+            command: BanCommand::Add { expr, to, prefix },
         } => {
-            let dest = to.dest(cachet_policy::etcd::DEFAULT_PREFIX);
-            return fleet::run(&dest, &fleet::Write::Ban(expr));
+            let prefix = match prefix.prefix() {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("cachet: ban add: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            return fleet::run(&to.dest(&prefix), &fleet::Write::Ban(expr));
         }
         Command::Purge(args) => return purge::run(&args),
         Command::Simulate(args) => return simulate::run(&args),

@@ -61,11 +61,15 @@ pub struct PurgeArgs {
     #[arg(long)]
     pub soft: bool,
     /// Purge in an Envoy fleet instead of Fastly: write to its etcd ban log
-    /// (docs/fleet.md), e.g. `http://127.0.0.1:2379`. Keys only.
+    /// (docs/fleet.md), e.g. `http://127.0.0.1:2379`, in transactions of at most 128
+    /// keys. Keys only.
     #[arg(long, value_name = "URL", conflicts_with_all = ["node", "url", "all"])]
     pub etcd: Option<String>,
+    #[command(flatten)]
+    pub prefix: crate::fleet::PrefixArgs,
     /// Purge in an Envoy fleet through any node's admin API (token from
-    /// $CACHET_ADMIN_TOKEN), e.g. `http://edge-1:10000`. Keys only.
+    /// $CACHET_ADMIN_TOKEN), e.g. `http://edge-1:10000`, in calls of at most 128 keys.
+    /// Keys only.
     #[arg(long, value_name = "URL", conflicts_with_all = ["url", "all"])]
     pub node: Option<String>,
     /// Service id; else $FASTLY_SERVICE_ID; else `service_id` in the manifest.
@@ -618,9 +622,15 @@ fn fleet(args: &PurgeArgs) -> ExitCode {
         }
     };
     let dest = match (&args.etcd, &args.node) {
-        (Some(url), _) => crate::fleet::Dest::Etcd {
-            url: url.clone(),
-            prefix: cachet_policy::etcd::DEFAULT_PREFIX.to_owned(),
+        (Some(url), _) => match args.prefix.prefix() {
+            Ok(prefix) => crate::fleet::Dest::Etcd {
+                url: url.clone(),
+                prefix,
+            },
+            Err(e) => {
+                eprintln!("cachet: purge: {e}");
+                return ExitCode::from(2);
+            }
         },
         (None, node) => crate::fleet::Dest::Node(node.clone().unwrap_or_default()),
     };

@@ -29,6 +29,7 @@
 //! `api/etcdserverpb/rpc.proto`; gateway paths `/v3/kv/range`, `/v3/kv/txn`).
 
 use crate::banlog::{LogEntry, NewEntry};
+use crate::settings::MAX_ETCD_PREFIX_BYTES;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::Value;
@@ -41,6 +42,12 @@ pub const TXN_PATH: &str = "/v3/kv/txn";
 
 /// Default key prefix (`[envoy].etcd_prefix`).
 pub const DEFAULT_PREFIX: &str = "/cachet/bans/";
+
+/// Most operations etcd accepts in one transaction's `compare`, `success` or `failure`
+/// list: the server's `--max-txn-ops`, 128 unless the fleet's etcd was started with
+/// another value. [`put_entries`] uses one compare and one put per entry, so a
+/// transaction holds at most this many entries ([`batches`]).
+pub const MAX_TXN_OPS: usize = 128;
 
 /// Most entries one poll answer may bring (etcd's `limit`); the rest come with the next
 /// poll, which starts after the last revision applied.
@@ -82,6 +89,30 @@ fn b64(bytes: &[u8]) -> String {
 /// The key of an entry added at `at_ms` with the random `suffix`.
 pub fn entry_key(prefix: &str, at_ms: u64, suffix: u64) -> String {
     format!("{prefix}e/{at_ms:016}/{suffix:016x}")
+}
+
+/// Checks a key prefix as `[envoy].etcd_prefix` requires it: it starts and ends with `/`
+/// and is at most [`MAX_ETCD_PREFIX_BYTES`] bytes.
+///
+/// # Errors
+/// What is wrong with it, in words (the caller names the setting or flag).
+pub fn check_prefix(prefix: &str) -> Result<(), String> {
+    if prefix.is_empty() {
+        return Err("is empty; it must start and end with '/' (default /cachet/bans/)".into());
+    }
+    if !prefix.starts_with('/') {
+        return Err("must start with '/'".into());
+    }
+    if !prefix.ends_with('/') {
+        return Err("must end with '/'".into());
+    }
+    if prefix.len() > MAX_ETCD_PREFIX_BYTES {
+        return Err(format!(
+            "is {} bytes; at most {MAX_ETCD_PREFIX_BYTES}",
+            prefix.len()
+        ));
+    }
+    Ok(())
 }
 
 /// The key of the floor.
@@ -130,6 +161,50 @@ pub fn put_entries(prefix: &str, entries: &[NewEntry], at_ms: u64, suffix: u64) 
         success.join(",")
     )
     .into_bytes()
+}
+
+/// The transactions that write `entries` within etcd's limit of `max_ops` operations per
+/// list (at least 1; [`MAX_TXN_OPS`] by default): consecutive runs of at most `max_ops`
+/// entries, each with its [`put_entries`] body. Entry `i` of the whole list gets the key
+/// suffix `suffix + i` whatever its batch, so the keys are the ones a single transaction
+/// would create, distinct across batches, and resending a batch's body creates nothing
+/// twice (its compares fail once it committed; [`created`] then finds its revision).
+pub fn batches(
+    prefix: &str,
+    entries: &[NewEntry],
+    at_ms: u64,
+    suffix: u64,
+    max_ops: usize,
+) -> Vec<(std::ops::Range<usize>, Vec<u8>)> {
+    let size = max_ops.max(1);
+    (0..entries.len())
+        .step_by(size)
+        .map(|start| {
+            let end = (start + size).min(entries.len());
+            let first = suffix.wrapping_add(start as u64);
+            let body = put_entries(prefix, &entries[start..end], at_ms, first);
+            (start..end, body)
+        })
+        .collect()
+}
+
+/// The range body that reads the one key `key`, keys only: whether the transaction that
+/// creates it committed ([`created_answer`]).
+pub fn created(key: &str) -> Vec<u8> {
+    format!(r#"{{"key":"{}","keys_only":true}}"#, b64(key.as_bytes())).into_bytes()
+}
+
+/// Reads a [`created`] answer: the key's `create_revision` (the revision of the
+/// transaction that created it, the id of its entries), `None` when the key is absent.
+///
+/// # Errors
+/// As [`poll_answer`].
+pub fn created_answer(status: u16, body: &[u8]) -> Result<Option<u64>, EtcdError> {
+    let a = answer(status, body)?;
+    match kvs(&a).first() {
+        None => Ok(None),
+        Some(kv) => int(kv.get("create_revision")).map(Some),
+    }
 }
 
 /// A range body over `[start, end)`.
@@ -407,6 +482,90 @@ mod tests {
         assert_eq!(
             (e.expr.as_str(), e.at_ms, e.kind),
             ("obj.status == 404", 7, Kind::Ban)
+        );
+    }
+
+    #[test]
+    fn batches_stay_within_the_limit_and_number_keys_as_one_transaction_would() {
+        let entries: Vec<NewEntry> = (0..300)
+            .map(|i| ban(&format!("obj.status == {i}")))
+            .collect();
+        let b = batches(DEFAULT_PREFIX, &entries, 7, u64::MAX - 1, MAX_TXN_OPS);
+        let ranges: Vec<_> = b.iter().map(|(r, _)| r.clone()).collect();
+        assert_eq!(ranges, [0..128, 128..256, 256..300]);
+        let mut keys = Vec::new();
+        for (r, body) in &b {
+            let v: Value = serde_json::from_slice(body).unwrap();
+            let (compare, success) = (
+                v["compare"].as_array().unwrap(),
+                v["success"].as_array().unwrap(),
+            );
+            assert_eq!((compare.len(), success.len()), (r.len(), r.len()));
+            assert!(compare.len() <= MAX_TXN_OPS);
+            for (i, put) in r.clone().zip(success) {
+                let key = dec(&put["request_put"]["key"]);
+                // Entry i's key whatever its batch (the suffix wraps around).
+                let want = (u64::MAX - 1).wrapping_add(i as u64);
+                assert_eq!(key, entry_key(DEFAULT_PREFIX, 7, want));
+                let e: LogEntry = serde_json::from_str(&dec(&put["request_put"]["value"])).unwrap();
+                assert_eq!(e.expr, format!("obj.status == {i}"));
+                keys.push(key);
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), 300, "every entry once, every key distinct");
+        assert!(batches(DEFAULT_PREFIX, &[], 7, 0, MAX_TXN_OPS).is_empty());
+        assert_eq!(
+            batches(DEFAULT_PREFIX, &entries[..3], 7, 0, 0).len(),
+            3,
+            "at least 1 per batch"
+        );
+    }
+
+    #[test]
+    fn a_created_read_finds_the_revision_that_created_a_key() {
+        let key = entry_key(DEFAULT_PREFIX, 7, 3);
+        let v: Value = serde_json::from_slice(&created(&key)).unwrap();
+        assert_eq!(dec(&v["key"]), key);
+        assert!(v.get("range_end").is_none());
+        let found = json!({"header": {"revision": "20"},
+                           "kvs": [{"key": b64(key.as_bytes()), "create_revision": "17", "mod_revision": "17"}],
+                           "count": "1"});
+        assert_eq!(
+            created_answer(200, found.to_string().as_bytes()),
+            Ok(Some(17))
+        );
+        assert_eq!(
+            created_answer(200, br#"{"header":{"revision":"20"}}"#),
+            Ok(None)
+        );
+        assert!(matches!(
+            created_answer(503, b""),
+            Err(EtcdError::Unavailable(_))
+        ));
+    }
+
+    #[test]
+    fn prefixes_are_checked_with_the_reason() {
+        assert_eq!(check_prefix(DEFAULT_PREFIX), Ok(()));
+        assert_eq!(check_prefix("/"), Ok(()));
+        assert!(check_prefix("").unwrap_err().contains("is empty"));
+        assert_eq!(
+            check_prefix("cachet/bans/"),
+            Err("must start with '/'".into())
+        );
+        assert_eq!(
+            check_prefix("/cachet/bans"),
+            Err("must end with '/'".into())
+        );
+        let long = format!("/{}/", "a".repeat(MAX_ETCD_PREFIX_BYTES));
+        assert_eq!(
+            check_prefix(&long),
+            Err(format!(
+                "is {} bytes; at most {MAX_ETCD_PREFIX_BYTES}",
+                long.len()
+            ))
         );
     }
 

@@ -473,12 +473,8 @@ impl EnvoyConfig {
                 "set either etcd_cluster (fleet mode) or ban_feed_cluster, not both".into(),
             );
         }
-        let p = &self.etcd_prefix;
-        if !p.starts_with('/') || !p.ends_with('/') || p.len() > MAX_ETCD_PREFIX_BYTES {
-            push(
-                "envoy.etcd_prefix".into(),
-                format!("must start and end with '/', at most {MAX_ETCD_PREFIX_BYTES} bytes"),
-            );
+        if let Err(why) = crate::etcd::check_prefix(&self.etcd_prefix) {
+            push("envoy.etcd_prefix".into(), why);
         }
         if self.etcd_interval.0 < Duration::from_millis(100)
             || self.etcd_interval.0 > Duration::from_secs(60)
