@@ -5,6 +5,7 @@
 //! prints it (`cachet_log :: {…}`). Other lines (Viceroy's own messages, blank lines) are
 //! not access-log lines: [`split`] returns `None` for them and the callers count them.
 
+use cachet_http::access::RefreshOutcome;
 use serde::Deserialize;
 
 /// The separator Viceroy prints between a log endpoint's name and its line.
@@ -40,9 +41,11 @@ pub struct Access {
     pub status: Option<u16>,
     /// Milliseconds waited for the origin in the foreground (present when it was asked).
     pub origin_ms: Option<u64>,
-    /// Background refresh outcome (`ahead`, `stale`, `revalidated-304`, `replaced`,
-    /// `kept-stored`, `private`).
-    pub refresh: Option<String>,
+    /// What the request's revalidation or background refresh did, read with the edge's
+    /// own spelling (`cachet_http::access::RefreshOutcome`); `Err` holds a value this
+    /// build does not know (a newer edge's), so the line still reads.
+    #[serde(deserialize_with = "refresh")]
+    pub refresh: Option<Result<RefreshOutcome, String>>,
     /// The ban that invalidated the object found.
     pub banned_by: Option<u64>,
     /// Workspace high watermark of this request, bytes.
@@ -57,6 +60,15 @@ pub struct Access {
     pub error: Option<String>,
     /// Id of the ban or purge an admin call created (admin lines only).
     pub ban_added: Option<u64>,
+}
+
+/// The `refresh` field: absent or `null` is `None`, a known spelling its outcome, any
+/// other text `Err(text)`.
+fn refresh<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Result<RefreshOutcome, String>>, D::Error> {
+    let text = Option::<String>::deserialize(d)?;
+    Ok(text.map(|t| RefreshOutcome::parse(&t).ok_or(t)))
 }
 
 /// Parses the JSON text of an access-log line (see [`split`]).
@@ -96,13 +108,16 @@ mod tests {
         assert_eq!(a.ws_watermark, Some(512));
         assert_eq!(a.tier.as_deref(), Some("single"));
         assert!(parse(r#"{"status":"x"}"#).is_err());
+        let newer = parse(r#"{"refresh":"stale:some-new-outcome"}"#).unwrap();
+        assert_eq!(newer.refresh, Some(Err("stale:some-new-outcome".into())));
+        assert_eq!(parse(r#"{"refresh":null}"#).unwrap().refresh, None);
         assert!(parse("[1]").is_err());
     }
 
     #[test]
     fn reads_every_field_the_edge_writes() {
         use cachet_http::CacheStatus;
-        use cachet_http::access::Access as Written;
+        use cachet_http::access::{Access as Written, RefreshCause, Refreshed};
         let w = Written {
             method: "GET".into(),
             url: "/a?b=1".into(),
@@ -110,7 +125,10 @@ mod tests {
             cache: CacheStatus::Stale,
             status: 200,
             origin_ms: Some(12),
-            refresh: Some("stale:revalidated-304".into()),
+            refresh: Some(RefreshOutcome::Background(
+                RefreshCause::Stale,
+                Refreshed::Revalidated,
+            )),
             banned_by: Some(7),
             ban_added: Some(9),
             ws_watermark: Some(4096),
@@ -131,7 +149,10 @@ mod tests {
                 cache: Some("STALE".into()),
                 status: Some(200),
                 origin_ms: Some(12),
-                refresh: Some("stale:revalidated-304".into()),
+                refresh: Some(Ok(RefreshOutcome::Background(
+                    RefreshCause::Stale,
+                    Refreshed::Revalidated
+                ))),
                 banned_by: Some(7),
                 ws_watermark: Some(4096),
                 ws_overflow: Some(false),

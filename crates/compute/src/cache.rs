@@ -29,7 +29,7 @@
 //! Only one transaction handle is open at a time (Viceroy issue 698: a second lookup on a
 //! key with an open handle can hang).
 
-use cachet_http::access::{Access, millis};
+use cachet_http::access::{Access, RefreshOutcome, Refreshed, millis};
 use cachet_http::drive::{self, AnswerHead, CoreEntry, Looked, Note};
 use cachet_http::{CacheStatus, Client, Failure, fill};
 use cachet_policy::Plan;
@@ -343,13 +343,11 @@ impl<H: Host> Job<H> {
         let plan = cx.policy.plan(&inputs.view(), cx.host.now());
         let mut edge = Edge::new(cx, &plan, req, f);
         let outcome = drive::refresh(&mut edge, cx.policy, &plan, refresh);
-        f.refresh = Some(match outcome {
-            Ok(r) => format!("{why}:{r}"),
-            Err(e) => {
-                f.error = Some(e.to_string());
-                format!("{why}:kept-stored")
-            }
+        let done = outcome.unwrap_or_else(|e| {
+            f.error = Some(e.to_string());
+            Refreshed::KeptStored
         });
+        f.refresh = Some(RefreshOutcome::Background(why, done));
         f.refresh_ms = Some(millis(cx.host.monotonic().saturating_sub(started)));
     }
 }

@@ -3,8 +3,10 @@
 //! The edge app fills one [`Access`] per request (with [`Access::planned`] and the
 //! `drive` notes) and writes it with `serde_json` to its log endpoint; Viceroy prints
 //! log-endpoint lines to stdout as `<endpoint> :: <line>`. The CLI reads the same lines
-//! with a tolerant view of this schema (`crates/cli/src/access.rs`, every field optional);
-//! a test there reads a record written by this type. Nothing secret is ever in it: no
+//! with a tolerant view of this schema (`crates/cli/src/access.rs`, every field optional)
+//! and the `refresh` field through [`RefreshOutcome::parse`], the inverse of the
+//! [`RefreshOutcome::as_str`] this record is written with (one spelling for both); tests
+//! there read records written by this type. Nothing secret is ever in it: no
 //! request headers, no admin token, no bodies.
 
 use cachet_policy::Plan;
@@ -51,9 +53,9 @@ pub struct Access {
     /// was stored before that began: refetched rather than served (fail closed).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub bans_unknown: bool,
-    /// Refresh work: `ahead` (early refresh), `stale` (grace), `revalidated-304`,
-    /// `replaced`, `kept-stored` (origin error), `private` (now uncacheable).
-    pub refresh: Option<String>,
+    /// What a foreground revalidation or a background refresh did ([`RefreshOutcome`]:
+    /// `revalidated-304`, `stale:replaced`, …).
+    pub refresh: Option<RefreshOutcome>,
     /// Milliseconds the background refresh took (after the response was sent).
     pub refresh_ms: Option<u64>,
     /// Workspace high watermark of this request, bytes (client + backend halves).
@@ -91,7 +93,7 @@ impl Access {
         match note {
             Note::Status(s) => self.cache = s,
             Note::PassReason(r) => self.pass_reason = Some(r),
-            Note::Refresh(r) => self.refresh = Some(r.into()),
+            Note::Refresh(r) => self.refresh = Some(RefreshOutcome::Foreground(r)),
             Note::Error(e) => self.error = Some(e),
             Note::OriginWait(d) => self.origin_wait(d),
         }
@@ -110,4 +112,209 @@ pub fn millis(d: std::time::Duration) -> u64 {
 )]
 fn status_label<S: serde::Serializer>(c: &crate::CacheStatus, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(c.as_str())
+}
+
+/// Why a background refresh ran: the part of a [`RefreshOutcome`] before its `:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshCause {
+    /// The object was served stale within grace (`STALE`): `stale`.
+    Stale,
+    /// Refresh-ahead fired on a fresh hit (`HIT`): `ahead`.
+    Ahead,
+}
+
+/// What a foreground revalidation did: the request held the obligation for an object past
+/// its grace and asked the origin before answering (its `origin_ms` counts that fetch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revalidation {
+    /// A `304` freshened the stored object: `revalidated-304`.
+    Revalidated,
+    /// A `304` made the response per-user: a hit-for-pass marker replaced the object:
+    /// `now-uncacheable`.
+    NowUncacheable,
+    /// An error answer (5xx, an invalid status): the stored object is kept: `origin-error`.
+    OriginError,
+}
+
+/// What a background refresh (after the client's answer) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refreshed {
+    /// A `304` freshened the stored object: `revalidated-304`.
+    Revalidated,
+    /// A storable answer replaced it: `replaced`.
+    Replaced,
+    /// The answer may no longer be stored (or a `304` made it per-user): a hit-for-pass
+    /// marker replaced it: `now-uncacheable`.
+    NowUncacheable,
+    /// An error answer (5xx, 206, 412, an invalid status): the stored object is kept:
+    /// `origin-error-kept-stored`.
+    OriginError,
+    /// The refresh failed (the origin was not reached, or the cache refused the write; the
+    /// line's `error` says why): the stored object is kept: `kept-stored`.
+    KeptStored,
+}
+
+/// The access log's `refresh` field: what the request's revalidation or background
+/// refresh did. Written and read with one spelling ([`Self::as_str`], [`Self::parse`]):
+/// a foreground outcome alone (`revalidated-304`), a background one as
+/// `<cause>:<outcome>` (`stale:revalidated-304`, `ahead:replaced`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshOutcome {
+    /// The request revalidated the object before answering (past grace).
+    Foreground(Revalidation),
+    /// A background refresh ran after the answer (stale within grace, or ahead).
+    Background(RefreshCause, Refreshed),
+}
+
+impl RefreshOutcome {
+    /// Every outcome, each once.
+    pub const ALL: [Self; 13] = {
+        use RefreshCause::{Ahead, Stale};
+        use Refreshed as B;
+        [
+            Self::Foreground(Revalidation::Revalidated),
+            Self::Foreground(Revalidation::NowUncacheable),
+            Self::Foreground(Revalidation::OriginError),
+            Self::Background(Stale, B::Revalidated),
+            Self::Background(Stale, B::Replaced),
+            Self::Background(Stale, B::NowUncacheable),
+            Self::Background(Stale, B::OriginError),
+            Self::Background(Stale, B::KeptStored),
+            Self::Background(Ahead, B::Revalidated),
+            Self::Background(Ahead, B::Replaced),
+            Self::Background(Ahead, B::NowUncacheable),
+            Self::Background(Ahead, B::OriginError),
+            Self::Background(Ahead, B::KeptStored),
+        ]
+    };
+
+    /// The log's spelling (the only place it is written down).
+    pub const fn as_str(self) -> &'static str {
+        use RefreshCause::{Ahead, Stale};
+        use Refreshed as B;
+        match self {
+            Self::Foreground(Revalidation::Revalidated) => "revalidated-304",
+            Self::Foreground(Revalidation::NowUncacheable) => "now-uncacheable",
+            Self::Foreground(Revalidation::OriginError) => "origin-error",
+            Self::Background(Stale, B::Revalidated) => "stale:revalidated-304",
+            Self::Background(Stale, B::Replaced) => "stale:replaced",
+            Self::Background(Stale, B::NowUncacheable) => "stale:now-uncacheable",
+            Self::Background(Stale, B::OriginError) => "stale:origin-error-kept-stored",
+            Self::Background(Stale, B::KeptStored) => "stale:kept-stored",
+            Self::Background(Ahead, B::Revalidated) => "ahead:revalidated-304",
+            Self::Background(Ahead, B::Replaced) => "ahead:replaced",
+            Self::Background(Ahead, B::NowUncacheable) => "ahead:now-uncacheable",
+            Self::Background(Ahead, B::OriginError) => "ahead:origin-error-kept-stored",
+            Self::Background(Ahead, B::KeptStored) => "ahead:kept-stored",
+        }
+    }
+
+    /// The outcome spelled `s` ([`Self::as_str`]), `None` for any other text.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+
+    /// A background refresh: one origin fetch after the client's answer (a foreground
+    /// revalidation's fetch is the line's `origin_ms`).
+    pub const fn is_background(self) -> bool {
+        matches!(self, Self::Background(..))
+    }
+
+    /// A `304` freshened the stored object (in the foreground or the background).
+    pub const fn revalidated(self) -> bool {
+        matches!(
+            self,
+            Self::Foreground(Revalidation::Revalidated)
+                | Self::Background(_, Refreshed::Revalidated)
+        )
+    }
+
+    /// The origin answered with an error or could not be reached, and the stored object
+    /// was kept.
+    pub const fn origin_error(self) -> bool {
+        matches!(
+            self,
+            Self::Foreground(Revalidation::OriginError)
+                | Self::Background(_, Refreshed::OriginError | Refreshed::KeptStored)
+        )
+    }
+}
+
+impl std::fmt::Display for RefreshOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for RefreshOutcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RefreshOutcome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown refresh outcome {s:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_refresh_outcome_has_one_spelling_that_parses_back() {
+        let mut seen = std::collections::HashSet::new();
+        for o in RefreshOutcome::ALL {
+            assert!(seen.insert(o.as_str()), "{o:?} spelled like another");
+            assert_eq!(RefreshOutcome::parse(o.as_str()), Some(o));
+            assert_eq!(o.to_string(), o.as_str());
+        }
+        // Every variant is in ALL: the product of the parts, checked exhaustively.
+        let fg = |r: Revalidation| match r {
+            Revalidation::Revalidated
+            | Revalidation::NowUncacheable
+            | Revalidation::OriginError => r,
+        };
+        let bg = |r: Refreshed| match r {
+            Refreshed::Revalidated
+            | Refreshed::Replaced
+            | Refreshed::NowUncacheable
+            | Refreshed::OriginError
+            | Refreshed::KeptStored => r,
+        };
+        let cause = |c: RefreshCause| match c {
+            RefreshCause::Stale | RefreshCause::Ahead => c,
+        };
+        assert_eq!(RefreshOutcome::ALL.len(), 3 + 2 * 5);
+        for o in RefreshOutcome::ALL {
+            match o {
+                RefreshOutcome::Foreground(r) => assert_eq!(fg(r), r),
+                RefreshOutcome::Background(c, r) => assert_eq!((cause(c), bg(r)), (c, r)),
+            }
+        }
+        // The spellings the docs and README show stay as they were.
+        for s in [
+            "stale:revalidated-304",
+            "stale:replaced",
+            "revalidated-304",
+            "stale:kept-stored",
+        ] {
+            assert!(RefreshOutcome::parse(s).is_some(), "{s}");
+        }
+        assert_eq!(RefreshOutcome::parse("kept-stored"), None);
+        assert_eq!(RefreshOutcome::parse("private"), None);
+    }
+
+    #[test]
+    fn a_foreground_note_records_a_foreground_outcome() {
+        let mut a = Access::default();
+        a.note(crate::drive::Note::Refresh(Revalidation::Revalidated));
+        assert_eq!(
+            a.refresh,
+            Some(RefreshOutcome::Foreground(Revalidation::Revalidated))
+        );
+    }
 }

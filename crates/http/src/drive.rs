@@ -38,6 +38,7 @@ use cachet_refresh::{
     Draw, EarlyRefresh, EntryTimes, ErrorAction, Timestamp, decide, on_origin_error,
 };
 
+use crate::access::{RefreshCause, Refreshed, Revalidation};
 use crate::fill::{self, Filled, Revalidated};
 use crate::lookup::{self, Found, Next, Rights};
 use crate::store::Origin;
@@ -80,8 +81,8 @@ pub enum Note {
     Status(CacheStatus),
     /// Why the request was passed or its answer not stored.
     PassReason(&'static str),
-    /// Foreground refresh work: `revalidated-304`, `now-uncacheable`, `origin-error`.
-    Refresh(&'static str),
+    /// What a foreground revalidation did (the log's `refresh`).
+    Refresh(Revalidation),
     /// Something failed and the flow went on (a stale copy was served instead).
     Error(String),
     /// A foreground origin wait.
@@ -186,8 +187,8 @@ pub struct Refresh<T> {
     pub tx: T,
     /// The stored object's metadata.
     pub meta: Meta,
-    /// `stale` (grace) or `ahead` (refresh-ahead).
-    pub why: &'static str,
+    /// Why it runs: stale within grace, or refresh-ahead.
+    pub why: RefreshCause,
 }
 
 /// What the flow produced: the client's answer and maybe a refresh to run after it.
@@ -314,9 +315,9 @@ impl Flow<'_, '_> {
                     tx,
                     meta: hit.meta.clone(),
                     why: if status == CacheStatus::Stale {
-                        "stale"
+                        RefreshCause::Stale
                     } else {
-                        "ahead"
+                        RefreshCause::Ahead
                     },
                 });
                 let out = c.respond(&hit.meta, hit.body, status)?;
@@ -390,7 +391,7 @@ impl Flow<'_, '_> {
             Revalidated::Uncacheable { marker, theirs } => {
                 // This client gets the stored body with the 304's fields, nobody else does.
                 c.insert(tx, &marker, &[])?;
-                c.note(Note::Refresh("now-uncacheable"));
+                c.note(Note::Refresh(Revalidation::NowUncacheable));
                 c.note(Note::Status(CacheStatus::Pass));
                 let mut out = c.respond(&theirs, hit.body.clone(), CacheStatus::Pass)?;
                 // Their cookie is theirs: passed on, never stored.
@@ -399,14 +400,14 @@ impl Flow<'_, '_> {
             }
             Revalidated::Freshen(fresh) => {
                 c.update(tx, &fresh)?;
-                c.note(Note::Refresh("revalidated-304"));
+                c.note(Note::Refresh(Revalidation::Revalidated));
                 c.respond(&fresh, hit.body.clone(), CacheStatus::Miss)
             }
             Revalidated::Keep => {
                 // Past grace the stored copy is served only within the origin's
                 // stale-if-error (RFC 5861 §4); otherwise the origin's error goes out.
                 c.cancel(&tx);
-                c.note(Note::Refresh("origin-error"));
+                c.note(Note::Refresh(Revalidation::OriginError));
                 if stale_if_error(meta, &meta.times, c.now()) {
                     c.note(Note::Status(CacheStatus::Stale));
                     return c.respond(meta, hit.body.clone(), CacheStatus::Stale);
@@ -575,8 +576,7 @@ fn store<C: CoreCache>(
 /// object has validators; a 304 freshens, a storable answer replaces, an answer that may
 /// no longer be stored leaves a hit-for-pass marker, an error or 5xx keeps the stored copy
 /// (obligation cancelled, the next request retries). Returns what it did, for the access
-/// log: `revalidated-304`, `replaced`, `now-uncacheable`, `kept-stored` or
-/// `origin-error-kept-stored`.
+/// log ([`Refreshed`]; the adapter records [`Refreshed::KeptStored`] when this fails).
 ///
 /// # Errors
 /// The platform's (origin unreachable: the stored copy is kept).
@@ -585,30 +585,27 @@ pub fn refresh<C: CoreCache>(
     policy: &Policy,
     plan: &Plan<'_>,
     job: Refresh<C::Tx>,
-) -> Result<&'static str, C::Error> {
+) -> Result<Refreshed, C::Error> {
     let Refresh { tx, meta, .. } = job;
     let answer = send_fill(c, &tx, Some(&meta))?;
     let head = c.head(&answer);
     match revalidated(c, policy, plan, &meta, &head) {
         Revalidated::Uncacheable { marker, .. } => {
             c.insert(tx, &marker, &[])?;
-            Ok("now-uncacheable")
+            Ok(Refreshed::NowUncacheable)
         }
         Revalidated::Freshen(fresh) => {
             c.update(tx, &fresh)?;
-            Ok("revalidated-304")
+            Ok(Refreshed::Revalidated)
         }
+        // Never a 304 (`fill::revalidated` keeps the object only for other statuses).
         Revalidated::Keep => {
             c.cancel(&tx);
-            Ok(if head.status == 304 {
-                "kept-stored"
-            } else {
-                "origin-error-kept-stored"
-            })
+            Ok(Refreshed::OriginError)
         }
         Revalidated::Replace => Ok(match store(c, policy, plan, tx, answer, true)?.0 {
-            Filled::Stored { .. } => "replaced",
-            _ => "now-uncacheable",
+            Filled::Stored { .. } => Refreshed::Replaced,
+            _ => Refreshed::NowUncacheable,
         }),
     }
 }

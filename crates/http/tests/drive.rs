@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, SystemTime};
 
+use cachet_http::access::{RefreshCause, Refreshed, Revalidation};
 use cachet_http::drive::{self, AnswerHead, CoreCache, Looked, Note, Refresh};
 use cachet_http::{CacheStatus, Client, Failure};
 use cachet_policy::object::Meta;
@@ -284,7 +285,7 @@ fn run(c: &mut Fake, cl: &Client) -> Result<(Out, Option<Refresh<()>>), Error> {
     Ok((served.out, served.after))
 }
 
-fn refresh(c: &mut Fake, job: Refresh<()>) -> Result<&'static str, Error> {
+fn refresh(c: &mut Fake, job: Refresh<()>) -> Result<Refreshed, Error> {
     let p = policy();
     let plan = p.plan(&view(), SystemTime::UNIX_EPOCH + Duration::from_millis(T0));
     drive::refresh(c, &p, &plan, job)
@@ -352,9 +353,9 @@ fn stale_within_grace_is_served_at_once_and_refreshed_after_with_validators() {
     let (out, after) = run(&mut c, &client(&[])).unwrap();
     assert_eq!(out, object(CacheStatus::Stale, b"v1"));
     let job = after.expect("the obligation holder refreshes after the answer");
-    assert_eq!(job.why, "stale");
+    assert_eq!(job.why, RefreshCause::Stale);
     c.answer(304, &[("cache-control", "max-age=60")], b"");
-    assert_eq!(refresh(&mut c, job), Ok("revalidated-304"));
+    assert_eq!(refresh(&mut c, job), Ok(Refreshed::Revalidated));
     assert_eq!(c.fetches, vec![None, Some("\"v1\"".into())]);
     let fresh = &c.stored.as_ref().unwrap().meta;
     assert!(fresh.times.stored_at >= Timestamp::from_millis(T0 + 74_000));
@@ -373,7 +374,7 @@ fn a_background_refresh_that_fails_keeps_the_stored_copy() {
     c.at(75);
     let job = run(&mut c, &client(&[])).unwrap().1.unwrap();
     c.answer(503, &[], b"down");
-    assert_eq!(refresh(&mut c, job), Ok("origin-error-kept-stored"));
+    assert_eq!(refresh(&mut c, job), Ok(Refreshed::OriginError));
     assert_eq!(c.stored.as_ref().unwrap().body, b"v1");
     assert_eq!(c.cancelled, 1, "the obligation goes back");
     let job = run(&mut c, &client(&[])).unwrap().1.unwrap();
@@ -398,7 +399,7 @@ fn past_grace_the_obligation_holder_revalidates_in_the_foreground() {
     assert_eq!(out, object(CacheStatus::Miss, b"v1"));
     assert!(after.is_none());
     assert_eq!(c.fetches.last(), Some(&Some("\"v1\"".into())));
-    assert!(c.notes.contains(&Note::Refresh("revalidated-304")));
+    assert!(c.notes.contains(&Note::Refresh(Revalidation::Revalidated)));
     // A new full answer replaces the object.
     c.at(400);
     c.answer(
@@ -564,7 +565,10 @@ fn a_304_that_makes_the_page_private_reaches_only_its_client() {
         }
     );
     assert!(c.stored.as_ref().unwrap().meta.pass, "a marker replaced it");
-    assert!(c.notes.contains(&Note::Refresh("now-uncacheable")));
+    assert!(
+        c.notes
+            .contains(&Note::Refresh(Revalidation::NowUncacheable))
+    );
 }
 
 #[test]

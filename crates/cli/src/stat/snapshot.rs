@@ -148,11 +148,14 @@ impl LogTotals {
 
     /// Counts one access-log line. Rules (docs/cli.md, `cachet stat`): the `cache` label
     /// picks `hits` (and `hits_<tier>`), `misses`, `passes`, `stale`, `synth` or `errors`;
-    /// `origin_fetches` = lines with `origin_ms` plus lines with `refresh`;
-    /// `origin_errors` = `ERROR` lines plus refreshes that kept the stored object
-    /// (`kept-stored`); `banned` = objects found banned (`banned_by` on a non-admin line);
-    /// admin lines: see [`Self::record_admin`]; `workspace_watermark` is the highest
-    /// `ws_watermark` seen.
+    /// `origin_fetches` = lines with `origin_ms` (foreground fetches, a foreground
+    /// revalidation included) plus background refreshes (`refresh` `stale:…`/`ahead:…`);
+    /// `refreshes` = background refreshes; `revalidated` = 304s that freshened, in the
+    /// foreground or the background; `origin_errors` = `ERROR` lines plus revalidations
+    /// and refreshes that kept the stored object after an error answer or a failure;
+    /// a `refresh` value this build does not know counts in `refresh_unknown` only;
+    /// `banned` = objects found banned (`banned_by` on a non-admin line); admin lines: see
+    /// [`Self::record_admin`]; `workspace_watermark` is the highest `ws_watermark` seen.
     pub fn record(&mut self, a: &Access) {
         self.add("requests");
         match a.cache.as_deref() {
@@ -179,14 +182,21 @@ impl LogTotals {
         if a.origin_ms.is_some() {
             self.add("origin_fetches");
         }
-        if let Some(r) = a.refresh.as_deref() {
-            self.add("origin_fetches");
-            self.add("refreshes");
-            match r {
-                "revalidated-304" => self.add("revalidated"),
-                "kept-stored" => self.add("origin_errors"),
-                _ => {}
+        match &a.refresh {
+            Some(Ok(r)) => {
+                if r.is_background() {
+                    self.add("origin_fetches");
+                    self.add("refreshes");
+                }
+                if r.revalidated() {
+                    self.add("revalidated");
+                }
+                if r.origin_error() {
+                    self.add("origin_errors");
+                }
             }
+            Some(Err(_)) => self.add("refresh_unknown"),
+            None => {}
         }
         let admin = a.route.as_deref() == Some("admin");
         if a.banned_by.is_some() && !admin {
@@ -236,6 +246,10 @@ impl LogTotals {
 mod tests {
     use super::*;
     use crate::access;
+    use cachet_http::CacheStatus;
+    use cachet_http::access::{
+        Access as Written, RefreshCause, RefreshOutcome, Refreshed, Revalidation,
+    };
 
     #[test]
     fn envoy_stats_keep_cachet_metrics_and_derive_totals() {
@@ -262,42 +276,99 @@ mod tests {
         assert_eq!(s.hit_ratio(), Some(0.5));
     }
 
-    #[test]
-    fn log_lines_are_counted_by_the_documented_rules() {
-        let lines = [
-            r#"{"cache":"HIT","tier":"edge","ws_watermark":100}"#,
-            r#"{"cache":"HIT","tier":"edge","ws_watermark":900}"#,
-            r#"{"cache":"MISS","origin_ms":12,"banned_by":3}"#,
-            r#"{"cache":"PASS","origin_ms":5}"#,
-            r#"{"cache":"STALE","refresh":"kept-stored"}"#,
-            r#"{"cache":"HIT","refresh":"revalidated-304"}"#,
-            r#"{"cache":"ERROR","error":"origin down"}"#,
-            r#"{"cache":"SYNTH","route":"admin","method":"POST","url":"","status":201,"ban_added":7}"#,
-            r#"{"cache":"SYNTH","route":"admin","method":"POST","url":"","status":200}"#,
-            r#"{"cache":"SYNTH","route":"admin","method":"POST","url":"","status":401}"#,
-            r#"{"cache":"SYNTH","route":"admin","method":"GET","url":"","status":200}"#,
-            r#"{"cache":"PASS","ws_overflow":true,"ws_verified":"violation"}"#,
-        ];
+    /// An access-log line as the edge writes it: a real record, serialized.
+    fn line(cache: CacheStatus, edit: impl FnOnce(&mut Written)) -> String {
+        let mut w = Written {
+            method: "GET".into(),
+            host: "blog.example".into(),
+            url: "/a".into(),
+            route: "article".into(),
+            cache,
+            status: 200,
+            device: "pc",
+            tier: "single",
+            ..Written::default()
+        };
+        edit(&mut w);
+        serde_json::to_string(&w).unwrap()
+    }
+
+    fn admin(method: &str, status: u16, ban_added: Option<u64>) -> String {
+        line(CacheStatus::Synth, |w| {
+            w.method = method.into();
+            w.status = status;
+            w.ban_added = ban_added;
+            (w.host, w.url, w.route, w.device) = (String::new(), String::new(), "admin".into(), "");
+        })
+    }
+
+    fn totals(lines: &[String]) -> Snapshot {
         let mut t = LogTotals::new();
         for l in lines {
-            t.record(&access::parse(l).unwrap());
+            t.record(&access::parse(access::split(l).unwrap()).unwrap());
+        }
+        t.snapshot().clone()
+    }
+
+    #[test]
+    fn log_lines_are_counted_by_the_documented_rules() {
+        use CacheStatus::{Error, Hit, Miss, Pass, Stale};
+        let bg = |c, r| Some(RefreshOutcome::Background(c, r));
+        let mut older = serde_json::from_str::<serde_json::Value>(&line(Hit, |_| {})).unwrap();
+        older.as_object_mut().unwrap().remove("tier");
+        let mut newer = serde_json::from_str::<serde_json::Value>(&line(Hit, |_| {})).unwrap();
+        newer["refresh"] = "stale:some-new-outcome".into();
+        let lines = [
+            line(Hit, |w| (w.tier, w.ws_watermark) = ("edge", Some(100))),
+            line(Hit, |w| (w.tier, w.ws_watermark) = ("edge", Some(900))),
+            line(Miss, |w| (w.origin_ms, w.banned_by) = (Some(12), Some(3))),
+            line(Pass, |w| w.origin_ms = Some(5)),
+            // Served stale, then the background refresh could not reach the origin.
+            line(Stale, |w| {
+                w.refresh = bg(RefreshCause::Stale, Refreshed::KeptStored);
+                w.error = Some("connection refused".into());
+            }),
+            line(Hit, |w| {
+                w.refresh = bg(RefreshCause::Ahead, Refreshed::Revalidated);
+            }),
+            // Past grace: revalidated before answering (one fetch, in origin_ms).
+            line(Miss, |w| {
+                w.origin_ms = Some(30);
+                w.refresh = Some(RefreshOutcome::Foreground(Revalidation::Revalidated));
+            }),
+            line(Error, |w| w.error = Some("origin down".into())),
+            admin("POST", 201, Some(7)),
+            admin("POST", 200, None),
+            admin("POST", 401, None),
+            admin("GET", 200, None),
+            line(Pass, |w| {
+                (w.ws_overflow, w.ws_verified) = (Some(true), Some("violation"));
+            }),
+            format!("cachet_log :: {older}"),
+            newer.to_string(),
+        ];
+        let mut t = LogTotals::new();
+        for l in &lines {
+            t.record(&access::parse(access::split(l).unwrap()).unwrap());
         }
         t.bad_line();
         let s = t.snapshot();
         let want = [
-            ("requests", 12),
-            ("hits", 3),
+            ("requests", 15),
+            ("hits", 5),
             ("hits_edge", 2),
+            ("hits_single", 2),
             ("hits_unknown", 1),
-            ("misses", 1),
+            ("misses", 2),
             ("passes", 2),
             ("stale", 1),
             ("synth", 4),
             ("errors", 1),
-            ("origin_fetches", 4),
+            ("origin_fetches", 5),
             ("origin_errors", 2),
             ("refreshes", 2),
-            ("revalidated", 1),
+            ("revalidated", 2),
+            ("refresh_unknown", 1),
             ("banned", 1),
             ("bans_added", 1),
             ("purges", 1),
@@ -309,8 +380,63 @@ mod tests {
             assert_eq!(s.counter(name), v, "{name}");
         }
         assert_eq!(s.gauges.get("workspace_watermark"), Some(&900));
-        // (3 hits + 1 stale) / (4 + 1 miss + 2 passes)
-        assert_eq!(s.hit_ratio(), Some(4.0 / 7.0));
+        // (5 hits + 1 stale) / (6 + 2 misses + 2 passes)
+        assert_eq!(s.hit_ratio(), Some(6.0 / 10.0));
         assert_eq!(LogTotals::new().snapshot().hit_ratio(), None);
+    }
+
+    #[test]
+    fn every_refresh_outcome_the_edge_writes_is_counted_once() {
+        // (the log's spelling, origin_fetches, refreshes, revalidated, origin_errors):
+        // a foreground revalidation is one fetch, its line's origin_ms; a background
+        // refresh is one fetch of its own.
+        let want: [(&str, u64, u64, u64, u64); 13] = [
+            ("revalidated-304", 1, 0, 1, 0),
+            ("now-uncacheable", 1, 0, 0, 0),
+            ("origin-error", 1, 0, 0, 1),
+            ("stale:revalidated-304", 1, 1, 1, 0),
+            ("stale:replaced", 1, 1, 0, 0),
+            ("stale:now-uncacheable", 1, 1, 0, 0),
+            ("stale:origin-error-kept-stored", 1, 1, 0, 1),
+            ("stale:kept-stored", 1, 1, 0, 1),
+            ("ahead:revalidated-304", 1, 1, 1, 0),
+            ("ahead:replaced", 1, 1, 0, 0),
+            ("ahead:now-uncacheable", 1, 1, 0, 0),
+            ("ahead:origin-error-kept-stored", 1, 1, 0, 1),
+            ("ahead:kept-stored", 1, 1, 0, 1),
+        ];
+        assert_eq!(RefreshOutcome::ALL.len(), want.len());
+        for outcome in RefreshOutcome::ALL {
+            let l = match outcome {
+                RefreshOutcome::Foreground(_) => line(CacheStatus::Miss, |w| {
+                    w.origin_ms = Some(4);
+                    w.refresh = Some(outcome);
+                }),
+                RefreshOutcome::Background(RefreshCause::Stale, _) => {
+                    line(CacheStatus::Stale, |w| w.refresh = Some(outcome))
+                }
+                RefreshOutcome::Background(RefreshCause::Ahead, _) => {
+                    line(CacheStatus::Hit, |w| w.refresh = Some(outcome))
+                }
+            };
+            let spelled = serde_json::from_str::<serde_json::Value>(&l).unwrap()["refresh"].clone();
+            let &(_, fetches, refreshes, revalidated, errors) = want
+                .iter()
+                .find(|w| spelled == w.0)
+                .unwrap_or_else(|| panic!("{outcome:?} is written as {spelled}, not in the table"));
+            let s = totals(&[l]);
+            let got = (
+                s.counter("origin_fetches"),
+                s.counter("refreshes"),
+                s.counter("revalidated"),
+                s.counter("origin_errors"),
+                s.counter("refresh_unknown"),
+            );
+            assert_eq!(
+                got,
+                (fetches, refreshes, revalidated, errors, 0),
+                "{spelled}"
+            );
+        }
     }
 }
