@@ -1,4 +1,5 @@
-//! The admin API (`/.cachet/ban`, `/.cachet/bans`, `/.cachet/purge`) over the shared ban
+//! The admin API (`/.cachet/ban`, `/.cachet/bans`, `/.cachet/purge`, and
+//! `/.cachet/config`: [`config_call`]) over the shared ban
 //! log ([`crate::bans`]): the Envoy filter's, with the edge app's contract.
 //!
 //! Routing, authorization, limits and refusals are `cachet_policy::admin`'s and
@@ -102,6 +103,35 @@ fn call(
         }
         AdminCall::Purge => purge(sd, req, max, now_ms, fx),
     }
+}
+
+/// `GET /.cachet/config` (`cachet_policy::admin::config_call`: the API enabled, the
+/// method, then the plugin's token, as every admin call): `None` when `req` is another
+/// admin call; else the answer, `body()` (the configuration in force,
+/// `cachet_policy::inforce::ConfigStatus::body`) when admitted, and its effects.
+pub fn config_call(
+    policy: &Policy,
+    req: &AdminRequest,
+    body: impl FnOnce() -> String,
+) -> Option<(Reply, Effects)> {
+    let cfg = &policy.config().admin;
+    let admitted = admin::config_call(
+        cfg.enabled,
+        &req.method,
+        &req.path,
+        req.authorization.as_deref().map(str::as_bytes),
+        Some(cfg.token.as_bytes()),
+    )?;
+    Some(match admitted {
+        Ok(()) => (cachet_http::reply::admin(200, body()), Effects::default()),
+        Err(e) => {
+            let fx = Effects {
+                denied: matches!(e, AdminError::Unauthorized | AdminError::Forbidden(_)),
+                ..Effects::default()
+            };
+            (cachet_http::reply::admin_error(&e), fx)
+        }
+    })
 }
 
 /// `cachet_policy::admin::admit` with the plugin's token (`[admin].token`).

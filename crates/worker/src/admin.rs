@@ -5,7 +5,8 @@ use cachet_http::Reply;
 use cachet_policy::Policy;
 
 pub use cachet_store::admin::{
-    AdminRequest, Effects, Fleet, FleetWrite, MAX_BODY_BYTES, fleet_answer, handle_fleet,
+    AdminRequest, Effects, Fleet, FleetWrite, MAX_BODY_BYTES, config_call, fleet_answer,
+    handle_fleet,
 };
 
 use crate::host::HostData;

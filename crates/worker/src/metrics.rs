@@ -68,6 +68,9 @@ pub struct Metrics {
     pub store_conflicts: u32,
     /// Ban-feed polls that brought new bans.
     pub feed_updates: u32,
+    /// 1 while the plugin configuration is rejected and a fallback serves (the last good
+    /// one, or the built-in default: `cachet_policy::inforce`), else 0.
+    pub config_rejected: u32,
 }
 
 impl Metrics {
@@ -104,6 +107,7 @@ impl Metrics {
             admin_denied: c("admin_denied"),
             store_conflicts: c("store_conflicts"),
             feed_updates: c("feed_updates"),
+            config_rejected: g("config_rejected"),
         }
     }
 

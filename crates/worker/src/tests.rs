@@ -39,6 +39,8 @@ struct Fake {
     /// Each callout's cluster and body, in the order of `dispatched`.
     dispatched_to: RefCell<Vec<(String, Vec<u8>)>>,
     metrics: Cell<u32>,
+    /// Log lines at error level.
+    errors: RefCell<Vec<String>>,
 }
 
 impl Fake {
@@ -67,7 +69,11 @@ impl Host for Fake {
     fn now(&self) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(self.now_ms.get())
     }
-    fn log(&self, _: LogLevel, _: &str) {}
+    fn log(&self, level: LogLevel, msg: &str) {
+        if level == LogLevel::Error {
+            self.errors.borrow_mut().push(msg.to_owned());
+        }
+    }
     fn shared_get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
         self.shared.get(key)
     }
@@ -543,4 +549,175 @@ fn by_default_every_lookup_reads_the_ban_epoch_and_a_ban_applies_at_once() {
     let mut s = Http::new(Rc::clone(&a), 3);
     assert_eq!(s.on_request_headers(true), Action::Pause);
     assert_eq!(fake.dispatched.borrow().len(), 2, "refetched at once");
+}
+
+/// A new root context in the VM `fake` hosts (what Envoy creates for a plugin
+/// configuration update), configured with `cfg`: its `configure` result.
+fn new_root(fake: &Fake, id: u32, cfg: &str) -> (Rc<Vm>, bool) {
+    fake.buffer_set(BufferType::PluginConfiguration, cfg.as_bytes());
+    let vm = Rc::new(Vm::new(id));
+    vm.init_shared();
+    let ok = vm.configure(cfg.len());
+    (vm, ok)
+}
+
+/// Sends `GET path` with the admin token (when `auth`) on `vm` and returns the answer.
+fn admin_get(fake: &Fake, vm: &Rc<Vm>, ctx: u32, path: &str, auth: bool) -> Sent {
+    let bearer = format!("Bearer {TOKEN}");
+    let mut req: Vec<(&str, &[u8])> = vec![
+        (":method", b"GET"),
+        (":path", path.as_bytes()),
+        (":authority", b"blog.example"),
+    ];
+    if auth {
+        req.push(("authorization", bearer.as_bytes()));
+    }
+    fake.map(MapType::HttpRequestHeaders, &req);
+    let mut s = Http::new(Rc::clone(vm), ctx);
+    assert_eq!(s.on_request_headers(true), Action::Pause);
+    fake.last_sent()
+}
+
+/// A plugin configuration with the typo of issue 27 item 13 (`tll` for `ttl`).
+fn typo_config() -> String {
+    let mut cfg: serde_json::Value = serde_json::from_str(&config()).unwrap();
+    cfg["routes"][0]["tll"] = serde_json::json!("5m");
+    cfg.to_string()
+}
+
+#[test]
+fn a_rejected_configuration_update_keeps_serving_with_the_last_good_one() {
+    crate::vm::forget_last_good();
+    let (fake, good) = vm();
+    store_entry(&fake, &good, 2);
+    // The update with a typo: a new root context in the same VM. It is not refused...
+    let (vm, ok) = new_root(&fake, 30, &typo_config());
+    assert!(ok, "a rejected configuration never stops the filter");
+    // ...logged loudly...
+    let errors = fake.errors.borrow().join("\n");
+    assert!(errors.contains("CONFIGURATION REJECTED"), "{errors}");
+    assert!(errors.contains("tll"), "{errors}");
+    assert!(
+        errors.contains("last configuration that loaded"),
+        "{errors}"
+    );
+    // ...and the last good configuration serves: robots.txt, a HIT, the admin API.
+    fake.map(
+        MapType::HttpRequestHeaders,
+        &[
+            (":method", b"GET"),
+            (":path", b"/robots.txt"),
+            (":authority", b"blog.example"),
+        ],
+    );
+    let mut s = Http::new(Rc::clone(&vm), 31);
+    assert_eq!(s.on_request_headers(true), Action::Pause);
+    let robots = fake.last_sent();
+    assert_eq!(robots.0, 200);
+    assert!(String::from_utf8_lossy(&robots.2).contains("User-agent: *"));
+    get_entry(&fake);
+    let mut s = Http::new(Rc::clone(&vm), 32);
+    assert_eq!(s.on_request_headers(true), Action::Pause);
+    assert_eq!(header(&fake.last_sent(), "x-cache"), Some("HIT"));
+    assert_eq!(fake.dispatched.borrow().len(), 1, "served from the cache");
+    fake.now_ms.set(fake.now_ms.get() + 1);
+    post_ban(&fake, &vm, 33, b"obj.http.x-url ~ ^/blog/alice/");
+    assert_eq!(fake.last_sent().0, 201, "a ban is accepted");
+    // GET /.cachet/config says what is in force and why, behind the token.
+    let answer = admin_get(&fake, &vm, 34, "/.cachet/config", true);
+    assert_eq!(answer.0, 200);
+    let v: serde_json::Value = serde_json::from_slice(&answer.2).unwrap();
+    assert_eq!(v["in_force"], "last-good");
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["configured_from"], crate::vm::CONFIGURED_FROM);
+    assert!(
+        v["rejected"].as_str().is_some_and(|e| e.contains("tll")),
+        "{v}"
+    );
+    assert_eq!(admin_get(&fake, &vm, 35, "/.cachet/config", false).0, 401);
+    // The good root context still answers that its own configuration is in force.
+    let answer = admin_get(&fake, &good, 36, "/.cachet/config", true);
+    let v: serde_json::Value = serde_json::from_slice(&answer.2).unwrap();
+    assert_eq!(
+        (v["in_force"].as_str(), v["ok"].as_bool()),
+        (Some("configured"), Some(true))
+    );
+    // A later good update is in force again.
+    let (fixed, ok) = new_root(&fake, 40, &config());
+    assert!(ok);
+    let v: serde_json::Value =
+        serde_json::from_slice(&admin_get(&fake, &fixed, 41, "/.cachet/config", true).2).unwrap();
+    assert_eq!(v["in_force"], "configured");
+}
+
+#[test]
+fn a_rejected_first_configuration_serves_with_the_built_in_default() {
+    crate::vm::forget_last_good();
+    let fake = Rc::new(Fake::default());
+    fake.now_ms.set(1_700_000_000_000);
+    host::install(Rc::clone(&fake) as Rc<dyn Host>);
+    for (i, bad) in ["", "not json", &typo_config()].into_iter().enumerate() {
+        let id = 10 * u32::try_from(i + 1).unwrap();
+        let (vm, ok) = new_root(&fake, id, bad);
+        assert!(ok, "{bad:?} does not stop the filter");
+        let errors = fake.errors.borrow().join("\n");
+        assert!(errors.contains("built-in configuration"), "{errors}");
+        assert!(!errors.contains("panicked"), "{errors}");
+        // robots.txt is still made here; everything else passes uncached (no routes).
+        fake.map(
+            MapType::HttpRequestHeaders,
+            &[
+                (":method", b"GET"),
+                (":path", b"/robots.txt"),
+                (":authority", b"blog.example"),
+            ],
+        );
+        let mut s = Http::new(Rc::clone(&vm), id + 1);
+        assert_eq!(s.on_request_headers(true), Action::Pause);
+        assert_eq!(fake.last_sent().0, 200);
+        get_entry(&fake);
+        let mut s = Http::new(Rc::clone(&vm), id + 2);
+        assert_eq!(
+            s.on_request_headers(true),
+            Action::Continue,
+            "passed to the origin"
+        );
+        // The built-in default has no admin token: the admin API is closed.
+        assert_eq!(
+            admin_get(&fake, &vm, id + 3, "/.cachet/config", true).0,
+            403
+        );
+    }
+}
+
+#[test]
+fn a_malformed_authority_is_a_400_before_anything_reads_the_request() {
+    let (fake, vm) = vm();
+    for (i, (authority, path)) in [
+        ("blog.example:99999", "/blog/alice/entry/1"),
+        ("blog.example:99999", "/.cachet/bans"),
+        ("bad host", "/robots.txt"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        fake.map(
+            MapType::HttpRequestHeaders,
+            &[
+                (":method", b"GET"),
+                (":path", path.as_bytes()),
+                (":authority", authority.as_bytes()),
+            ],
+        );
+        let mut s = Http::new(Rc::clone(&vm), 2 + u32::try_from(i).unwrap());
+        assert_eq!(s.on_request_headers(true), Action::Pause);
+        let sent = fake.last_sent();
+        assert_eq!(sent.0, 400, "{authority} {path}");
+        assert_eq!(sent.2, b"missing or malformed Host header\n");
+        assert_eq!(header(&sent, "x-cache"), Some("SYNTH"));
+    }
+    assert!(
+        fake.dispatched.borrow().is_empty(),
+        "nothing reached the origin"
+    );
 }

@@ -925,6 +925,25 @@ impl Vm {
         Ok(vm)
     }
 
+    /// A plugin configuration update, as Envoy applies one to a running VM (same `vm_id`
+    /// and code): a new root context in this VM, started and configured with `config`;
+    /// later streams belong to it. Returns what `on_configure` answered.
+    ///
+    /// # Errors
+    /// A trap in the filter, or `on_vm_start` returning false.
+    pub fn reconfigure(&mut self, config: &str) -> Result<bool> {
+        let root = self.next_ctx;
+        self.next_ctx += 1;
+        self.store.data_mut().config = config.as_bytes().to_vec();
+        self.call("proxy_on_context_create", (root, 0))?;
+        if self.call_ret("proxy_on_vm_start", (root, 0))? == 0 {
+            bail!("on_vm_start returned false:\n{}", self.logs().join("\n"));
+        }
+        self.root = root;
+        let size = i32::try_from(config.len()).unwrap_or(i32::MAX);
+        Ok(self.call_ret("proxy_on_configure", (root, size))? != 0)
+    }
+
     fn call0(&mut self, name: &str) -> Result<()> {
         let f = self
             .instance

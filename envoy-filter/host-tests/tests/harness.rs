@@ -606,19 +606,104 @@ fn the_shared_tier_never_exceeds_its_bound() {
 }
 
 #[test]
-fn bad_configuration_is_refused_with_a_log_line_not_a_panic() {
+fn a_bad_configuration_serves_with_the_built_in_default_not_a_refusal() {
     let host = host();
+    let auth = format!("Bearer {TOKEN}");
     for bad in [
         "",
         "not json",
         r#"{"routes":[{"name":"a","ttl":"5 parsecs"}]}"#,
         r#"{"envoy":{"tick":"1ms"}}"#,
     ] {
-        let err = host.vm(bad).err().expect("refused").to_string();
-        assert!(err.contains("on_configure returned false"), "{err}");
-        assert!(err.contains("cachet:"), "{err}");
-        assert!(!err.contains("panicked"), "{err}");
+        // Issue 27 item 13: no refusal (Envoy would answer every request with an error).
+        let mut w = host
+            .vm(bad)
+            .expect("a rejected configuration still starts the VM");
+        let logs = w.logs().join("\n");
+        assert!(logs.contains("cachet: CONFIGURATION REJECTED"), "{logs}");
+        assert!(logs.contains("the built-in configuration"), "{logs}");
+        assert!(!logs.contains("panicked"), "{logs}");
+        assert_eq!(host.metric("cachet.config_rejected"), 1, "{bad:?}");
+        let mut origin = Origin::new();
+        let r = get(&mut w, &mut origin, "/robots.txt", &[]);
+        assert_eq!(r.status, 200, "{bad:?}");
+        // The default has no routes (everything passes uncached) and no admin token.
+        let (_, o) = w
+            .request(req("GET", BLOG, "/blog/alice/entry/1", &[]), None)
+            .expect("request");
+        assert!(matches!(o, Outcome::Upstream(_)), "{o:?}");
+        let r = admin(
+            &mut w,
+            "GET",
+            "/.cachet/config",
+            &[("authorization", &auth)],
+            None,
+        );
+        assert_eq!(r.status, 403);
     }
+}
+
+#[test]
+fn a_rejected_configuration_update_keeps_the_last_good_one_in_the_same_vm() {
+    let host = host();
+    let auth = format!("Bearer {TOKEN}");
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/1";
+    assert_eq!(
+        get(&mut w, &mut origin, path, &[("user-agent", DESKTOP)]).x_cache(),
+        "MISS"
+    );
+    // The update with a typo: a new root context in the same VM, not refused.
+    let typo = config(serde_json::json!({"routes": [{"name": "x", "tll": "5m"}]}));
+    assert!(w.reconfigure(&typo).expect("reconfigure"));
+    let logs = w.logs().join("\n");
+    assert!(logs.contains("CONFIGURATION REJECTED"), "{logs}");
+    assert!(logs.contains("tll"), "{logs}");
+    assert_eq!(host.metric("cachet.config_rejected"), 1);
+    // The last good configuration serves: robots.txt, a HIT, the admin API.
+    assert_eq!(get(&mut w, &mut origin, "/robots.txt", &[]).status, 200);
+    let hit = get(&mut w, &mut origin, path, &[("user-agent", DESKTOP)]);
+    assert_eq!(hit.x_cache(), "HIT");
+    assert_eq!(origin.count(path), 1);
+    host.advance_ms(1);
+    let r = admin(
+        &mut w,
+        "POST",
+        "/.cachet/ban",
+        &[("authorization", &auth)],
+        Some(b"obj.http.x-url ~ ^/blog/alice/"),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = admin(
+        &mut w,
+        "GET",
+        "/.cachet/config",
+        &[("authorization", &auth)],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    let v: serde_json::Value = serde_json::from_str(&r.text()).expect("json");
+    assert_eq!(v["in_force"], "last-good", "{v}");
+    assert!(
+        v["rejected"].as_str().is_some_and(|e| e.contains("tll")),
+        "{v}"
+    );
+    // A good update is in force again.
+    assert!(
+        w.reconfigure(&config(serde_json::json!({})))
+            .expect("reconfigure")
+    );
+    assert_eq!(host.metric("cachet.config_rejected"), 0);
+    let r = admin(
+        &mut w,
+        "GET",
+        "/.cachet/config",
+        &[("authorization", &auth)],
+        None,
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.text()).expect("json");
+    assert_eq!(v["in_force"], "configured", "{v}");
 }
 
 #[test]

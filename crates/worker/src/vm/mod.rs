@@ -12,8 +12,9 @@ use crate::host::{BufferType, LogLevel, MapType};
 use cachet_http::fill as engine_fill;
 use cachet_http::lookup::{self, Found, Next, Rights};
 use cachet_http::{CacheStatus, Failure, Reply, fields};
+use cachet_policy::inforce::{self, ConfigStatus, InForce, Source};
 use cachet_policy::object;
-use cachet_policy::{Decision, Plan, Policy, PolicyError, Synth};
+use cachet_policy::{Config, Decision, Plan, Policy, PolicyError, Synth};
 use cachet_refresh::{
     CollapseConfig, EntryTimes, Freshness, Parked, Refused, Timestamp, WaitQueue, retry_after_secs,
 };
@@ -30,6 +31,18 @@ use crate::{Flag, host};
 
 /// Shared-data key of the VM id counter.
 const VM_ID_KEY: &str = "cachet.vmid";
+
+/// Where the filter's configuration is read from, in words (`GET /.cachet/config`).
+pub const CONFIGURED_FROM: &str = "plugin configuration";
+
+thread_local! {
+    /// The last plugin configuration this VM (one worker thread) loaded. A rejected
+    /// update (a new plugin configuration: a new root context in the same VM) keeps
+    /// serving with it (`cachet_policy::inforce`, issue 27 item 13). One VM serves one
+    /// Cachet plugin (`vm_id: cachet` in `envoy.yaml`); two plugins sharing a VM would
+    /// share this.
+    static LAST_GOOD: RefCell<Option<Rc<Policy>>> = const { RefCell::new(None) };
+}
 
 /// `Retry-After` of a `503` when the origin failed and nothing may be served (one value
 /// for both adapters).
@@ -173,6 +186,8 @@ pub struct Vm {
     root_id: u32,
     id: Cell<u32>,
     policy: RefCell<Option<Rc<Policy>>>,
+    /// How the policy came to be in force (`GET /.cachet/config`).
+    config_status: RefCell<Option<ConfigStatus>>,
     cache: RefCell<Cache>,
     metrics: Cell<Metrics>,
     /// Requests parked behind fetches, by slot (`[collapse]` bounds).
@@ -203,6 +218,7 @@ impl Vm {
             root_id,
             id: Cell::new(0),
             policy: RefCell::new(None),
+            config_status: RefCell::new(None),
             cache: RefCell::new(Cache::new(0, 0, 0x9e37_79b9_7f4a_7c15, [0, 0])),
             metrics: Cell::new(Metrics::default()),
             waiters: RefCell::new(WaitQueue::new(CollapseConfig::default())),
@@ -253,16 +269,52 @@ impl Vm {
     }
 
     /// Reads and applies the plugin configuration (`size` bytes, as the host announced).
-    /// Returns `false` with a log line on any problem (Envoy then refuses the plugin).
+    /// A configuration that is rejected never stops the filter (`cachet_policy::inforce`,
+    /// issue 27 item 13): the VM keeps serving with the last configuration it loaded, or
+    /// with the built-in default (`Config::default()`: every request passes uncached, the
+    /// admin API is closed) when it never loaded one, logs the rejection at error level,
+    /// sets the `config_rejected` gauge and answers it on `GET /.cachet/config`. Returns
+    /// `false` (Envoy then refuses the plugin) only when even the fallback cannot be set
+    /// up, which tests rule out.
     pub fn configure(&self, size: usize) -> bool {
         let bytes = host::plugin_configuration(size);
-        let (policy, workspace) = match cachet_store::plugin::setup(bytes.as_deref()) {
-            Ok(s) => (s.policy, s.workspace),
+        let mut workspace = None;
+        let configured = cachet_store::plugin::setup(bytes.as_deref()).map(|s| {
+            workspace = Some(s.workspace);
+            Rc::new(s.policy)
+        });
+        let last_good = LAST_GOOD.with(|g| g.borrow().clone());
+        let chosen = inforce::choose(CONFIGURED_FROM, Some(configured), last_good, || {
+            Policy::new(Config::default())
+                .map(Rc::new)
+                .map_err(|e| e.to_string())
+        });
+        let InForce { policy, status } = match chosen {
+            Ok(c) => c,
             Err(e) => {
-                host::log(LogLevel::Error, &format!("cachet: {e}"));
+                host::log(
+                    LogLevel::Error,
+                    &format!("cachet: the built-in configuration does not load: {e}"),
+                );
                 return false;
             }
         };
+        if let Some(warning) = status.warning() {
+            host::log(LogLevel::Error, &warning);
+        }
+        let workspace = match workspace.filter(|_| status.in_force == Source::Configured) {
+            Some(w) => w,
+            None => match Workspace::new(policy.config().workspace.workspace_config()) {
+                Ok(w) => w,
+                Err(e) => {
+                    host::log(LogLevel::Error, &format!("cachet: workspace: {e}"));
+                    return false;
+                }
+            },
+        };
+        if status.in_force == Source::Configured {
+            LAST_GOOD.with(|g| *g.borrow_mut() = Some(Rc::clone(&policy)));
+        }
         let cfg = policy.config();
         let key = cachet_store::tier::hash_key(&HostData, [random_u64(), random_u64()]);
         *self.cache.borrow_mut() = Cache::new(
@@ -275,6 +327,10 @@ impl Vm {
         *self.ws.borrow_mut() = Some(workspace);
         host::set_tick(cfg.envoy.tick.0);
         self.metrics.set(Metrics::define());
+        Metrics::set(
+            self.m().config_rejected,
+            u64::from(status.rejected.is_some()),
+        );
         host::log(
             LogLevel::Info,
             &format!(
@@ -286,12 +342,22 @@ impl Vm {
                 cfg.envoy.tick.0
             ),
         );
-        *self.policy.borrow_mut() = Some(Rc::new(policy));
+        *self.policy.borrow_mut() = Some(policy);
+        *self.config_status.borrow_mut() = Some(status);
         true
     }
 
     fn policy(&self) -> Option<Rc<Policy>> {
         self.policy.borrow().clone()
+    }
+
+    /// `GET /.cachet/config`'s body: the configuration in force and why the plugin
+    /// configuration was rejected (`cachet_policy::inforce::ConfigStatus::body`).
+    fn config_body(&self) -> String {
+        self.config_status
+            .borrow()
+            .as_ref()
+            .map_or_else(String::new, ConfigStatus::body)
     }
 
     fn m(&self) -> Metrics {
@@ -337,6 +403,12 @@ impl Vm {
             }
         }
     }
+}
+
+/// Forgets the last good configuration (tests: each starts as a fresh VM).
+#[cfg(test)]
+pub(crate) fn forget_last_good() {
+    LAST_GOOD.with(|g| *g.borrow_mut() = None);
 }
 
 /// 64 random bits from the platform (std's `RandomState` is seeded from WASI

@@ -597,6 +597,12 @@ impl Http {
         let Some(req) = self.admin.take() else { return };
         self.phase = Phase::Local;
         Metrics::inc(self.vm.m().synth);
+        // `GET /.cachet/config`: the configuration in force (`cachet_policy::inforce`).
+        if let Some((r, fx)) = admin::config_call(p, &req, || self.vm.config_body()) {
+            admin::count(&self.vm.m(), fx);
+            send_reply(&r);
+            return;
+        }
         let envoy = &p.config().envoy;
         if !envoy.etcd_cluster.is_empty() {
             let now_ms = host::now_ms();
