@@ -3,8 +3,10 @@
 //! `normalize`), `plan::normalize_host`, and `Policy::plan` on the edge app's shipped
 //! configuration. Checks: the path part equals `normalize_path` of it, the query part
 //! equals `normalize` of it, both are idempotent, a normal host is lower-case with host
-//! bytes only, and planning the planned target again gives the same decision and cache
-//! key.
+//! bytes only, planning the planned target again gives the same decision and cache
+//! key, and `cachet_http::authority::authority` (the check the edge makes before its SDK
+//! parses the URL) refuses exactly the hosts the plan answers `400` for, without a panic
+//! (`Host: blog.example:99999`, a missing `Host`: issue 27 item 14).
 //!
 //! Input: `host \n user-agent \n target`.
 #![no_main]
@@ -15,7 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use cachet_fuzz::{fields, text};
 use cachet_policy::plan::{MAX_HOST_BYTES, normalize_host};
-use cachet_policy::{Policy, RequestView};
+use cachet_policy::{Decision, Policy, RequestView, Synth};
 use cachet_query::{Normalizer, QueryConfig};
 use libfuzzer_sys::fuzz_target;
 
@@ -79,6 +81,18 @@ fuzz_target!(|data: &[u8]| {
         ..RequestView::default()
     };
     let plan = POLICY.plan(&req, now);
+    // The pre-URL check and the plan agree on the authority (an empty line: no `Host`).
+    let headers: Vec<(String, Vec<u8>)> = if host.is_empty() {
+        Vec::new()
+    } else {
+        vec![("host".to_owned(), host.as_bytes().to_vec())]
+    };
+    let checked = cachet_http::authority::authority(headers.as_slice());
+    let planned_refusal = matches!(
+        &plan.decision,
+        Decision::Synth(Synth::BadRequest { reason }) if *reason == cachet_http::authority::MALFORMED
+    );
+    assert_eq!(checked.is_err(), planned_refusal, "{host:?}");
     let planned_target = plan.target.to_string();
     let again = POLICY.plan(
         &RequestView {

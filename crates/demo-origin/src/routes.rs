@@ -532,25 +532,29 @@ fn chunked_body(len: u64) -> axum::body::Body {
     axum::body::Body::from_stream(stream)
 }
 
+/// Appends `name: value` to `h`, the value Latin-1 (one byte per character up to U+00FF)
+/// when `latin1`, else its UTF-8 bytes; a name or value `http` refuses is left out.
+fn put_field(h: &mut HeaderMap, latin1: bool, name: &str, value: &str) {
+    let bytes: Vec<u8> = if latin1 {
+        value
+            .chars()
+            .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
+            .collect()
+    } else {
+        value.as_bytes().to_vec()
+    };
+    if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::from_bytes(&bytes)) {
+        h.append(n, v);
+    }
+}
+
 /// `/t/{name}`: a resource whose answer is spelled out by its query ([`TestQuery`]) and
 /// the request header `X-Test-Status`; any method; `X-Origin-Method` echoes the method and `X-Origin-Range` the `Range` received.
 async fn test_resource(Query(q): Query<TestQuery>, req: Request) -> Response {
     let now = std::time::SystemTime::now();
     let mut h = HeaderMap::new();
     let latin1 = q.latin1 == Some(1);
-    let mut put = |name: &str, value: &str| {
-        let bytes: Vec<u8> = if latin1 {
-            value
-                .chars()
-                .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
-                .collect()
-        } else {
-            value.as_bytes().to_vec()
-        };
-        if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::from_bytes(&bytes)) {
-            h.append(n, v);
-        }
-    };
+    let mut put = |name: &str, value: &str| put_field(&mut h, latin1, name, value);
     put("content-type", "text/plain; charset=utf-8");
     put("x-origin-method", req.method().as_str());
     if let Some(r) = req

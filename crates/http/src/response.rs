@@ -55,6 +55,10 @@ pub fn ascii_text(v: &[u8]) -> String {
         .collect()
 }
 
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "takes what `Headers::value`/`joined` return, as `owned` does"
+)]
 fn interpreted(v: Option<Vec<u8>>) -> Option<String> {
     v.as_deref().map(ascii_text)
 }

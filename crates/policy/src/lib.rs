@@ -296,16 +296,8 @@ impl Policy {
         if plan.decision != Decision::Cache {
             return plan;
         }
-        if !matches!(req.method, "GET" | "HEAD") {
-            plan.decision = Decision::Pass(PassReason::Method);
-            return plan;
-        }
-        if req.has_authorization {
-            plan.decision = Decision::Pass(PassReason::Authorization);
-            return plan;
-        }
-        if req.has_body {
-            plan.decision = Decision::Pass(PassReason::Body);
+        if let Some(why) = plan::request_pass(req) {
+            plan.decision = Decision::Pass(why);
             return plan;
         }
         let r = &self.config.routes[plan.route_index.unwrap_or_default()];

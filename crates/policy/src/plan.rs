@@ -211,6 +211,21 @@ pub(crate) fn fill_key_template(t: &str, host: &str, path: &str, route: &str) ->
     out
 }
 
+/// Why the request itself keeps a cache route's answer out of the cache, if it does:
+/// not `GET`/`HEAD` (RFC 9111 §3, §4.4), `Authorization` (§3.5), or content in a
+/// `GET`/`HEAD` ([`PassReason::Body`]), checked in that order.
+pub(crate) fn request_pass(req: &RequestView<'_>) -> Option<PassReason> {
+    if !matches!(req.method, "GET" | "HEAD") {
+        Some(PassReason::Method)
+    } else if req.has_authorization {
+        Some(PassReason::Authorization)
+    } else if req.has_body {
+        Some(PassReason::Body)
+    } else {
+        None
+    }
+}
+
 /// [`normalize_authority`] without a scheme: a port is kept unless it is empty.
 pub fn normalize_host(host: &str) -> Option<Cow<'_, str>> {
     normalize_authority(host, "")

@@ -72,6 +72,11 @@ pub struct Step {
     /// `chunked`), whatever the method: a `GET` with a body ([`raw`]).
     #[serde(default)]
     pub framing: Option<raw::Framing>,
+    /// Milliseconds to wait before sending, on the real clock: the only way to let time
+    /// pass on a running platform (Viceroy's and Envoy's clocks cannot be passed), used
+    /// only by cases that pin a time window; keep them short.
+    #[serde(default)]
+    pub sleep_ms: u64,
     /// Expected status.
     #[serde(default)]
     pub status: Option<u16>,
@@ -337,6 +342,26 @@ pub fn run(suite: &Suite, target: &Target) -> Report {
     report
 }
 
+/// Sends one step (after its `sleep_ms`): over a plain socket when it has a `framing`.
+fn send_step(t: &Target, s: &Step, headers: &[(&str, &str)]) -> Result<Reply, ConformanceError> {
+    if s.sleep_ms > 0 {
+        std::thread::sleep(Duration::from_millis(s.sleep_ms));
+    }
+    let body = s.send_body.as_deref().map(str::as_bytes);
+    match s.framing {
+        Some(framing) => raw::send(
+            &t.base,
+            &s.method,
+            &s.host,
+            &s.path,
+            headers,
+            body.unwrap_or_default(),
+            framing,
+        ),
+        None => t.send(&s.method, &s.host, &s.path, headers, body),
+    }
+}
+
 fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
     let mut fail = |step: Option<usize>, message: String| {
         out.push(Failure {
@@ -358,20 +383,7 @@ fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
                 None => fail(Some(i), format!("unknown ua alias {alias:?}")),
             }
         }
-        let body = s.send_body.as_deref().map(str::as_bytes);
-        let sent = match s.framing {
-            Some(framing) => raw::send(
-                &t.base,
-                &s.method,
-                &s.host,
-                &s.path,
-                &headers,
-                body.unwrap_or_default(),
-                framing,
-            ),
-            None => t.send(&s.method, &s.host, &s.path, &headers, body),
-        };
-        let r = match sent {
+        let r = match send_step(t, s, &headers) {
             Ok(r) => r,
             Err(e) => {
                 fail(Some(i), e.to_string());

@@ -2,6 +2,7 @@
 //! send as written: a `GET`/`HEAD` with a body in either framing (`Content-Length` or
 //! `Transfer-Encoding: chunked`), the "fat GET" of issue 27.
 
+use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -42,7 +43,7 @@ pub fn send(
         .map_err(|e| err(&e))?;
     let mut req = format!("{method} {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n");
     for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
+        let _ = write!(req, "{k}: {v}\r\n");
     }
     let mut out = req.into_bytes();
     match framing {
