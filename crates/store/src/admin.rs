@@ -321,6 +321,16 @@ pub fn handle_fleet(
             Err(e) => return refused(e),
         },
     };
+    // One call is one etcd transaction, and etcd refuses more operations than its
+    // `--max-txn-ops` (128 by default): say so before writing, never a 503 after.
+    if new.len() > crate::etcd::MAX_TXN_OPS {
+        return refused(AdminError::BadRequest(format!(
+            "{} surrogate keys in one purge; a fleet node writes at most {} per call \
+             (etcd's --max-txn-ops): split the purge (cachet purge --node does)",
+            new.len(),
+            crate::etcd::MAX_TXN_OPS
+        )));
+    }
     if log.entries.len() + new.len() > max {
         return refused(AdminError::TooManyBans {
             live: log.entries.len(),

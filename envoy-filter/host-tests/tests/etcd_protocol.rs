@@ -46,7 +46,19 @@ fn write(
     body: &[u8],
     now_ms: u64,
 ) -> (u16, String) {
-    let w = match admin::handle_fleet(node, &policy(), req, body, now_ms, DEFAULT_PREFIX, now_ms) {
+    write_as(&policy(), url, node, req, body, now_ms)
+}
+
+/// [`write`] under `policy`.
+fn write_as(
+    policy: &Policy,
+    url: &str,
+    node: &MemoryStore,
+    req: &AdminRequest,
+    body: &[u8],
+    now_ms: u64,
+) -> (u16, String) {
+    let w = match admin::handle_fleet(node, policy, req, body, now_ms, DEFAULT_PREFIX, now_ms) {
         Fleet::Write(w) => w,
         Fleet::Reply(r, _) => return (r.status, String::from_utf8(r.body).unwrap()),
     };
@@ -221,4 +233,50 @@ fn with_etcd_gone_a_ban_is_refused_with_503_and_nothing_is_lost_when_it_returns(
     assert!(body.contains("etcd unavailable"), "{body}");
     // The node keeps its last log.
     assert_eq!(bans::read_log(&a).0.entries.len(), 1);
+}
+
+/// Issue 27 item 9: one admin call is one etcd transaction, and etcd refuses more than
+/// `--max-txn-ops` (128) operations: 128 keys are written, 129 are refused with a `400`
+/// and the reason before anything is sent (never a 503 after a refused write).
+#[test]
+fn a_fleet_purge_is_written_up_to_etcds_transaction_limit_and_refused_beyond() {
+    let Some(e) = etcd::start_or_skip().expect("etcd") else {
+        return;
+    };
+    let node = MemoryStore::default();
+    let mut c = Config::default();
+    c.admin.token = TOKEN.into();
+    c.bans.max_bans = 1_000;
+    let roomy = Policy::new(c).unwrap();
+    let keys = |n: usize| {
+        (0..n)
+            .map(|i| format!("k{i}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut purge = call("POST", "/.cachet/purge");
+    purge.surrogate_key = Some(keys(128));
+    let (status, body) = write_as(&roomy, &e.url(), &node, &purge, b"", 1_000);
+    assert_eq!(status, 200, "{body}");
+    let in_etcd = || {
+        let (status, body) = post(
+            &e.url(),
+            protocol::RANGE_PATH,
+            &protocol::poll(DEFAULT_PREFIX, 0),
+        )
+        .unwrap();
+        protocol::poll_answer(DEFAULT_PREFIX, status, &body)
+            .unwrap()
+            .entries
+            .len()
+    };
+    assert_eq!(in_etcd(), 128);
+    purge.surrogate_key = Some(keys(129));
+    let (status, body) = write_as(&roomy, &e.url(), &node, &purge, b"", 3_000);
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.contains("129 surrogate keys") && body.contains("128"),
+        "{body}"
+    );
+    assert_eq!(in_etcd(), 128, "nothing written");
 }
