@@ -147,21 +147,57 @@ impl BanLog {
         now_ms: u64,
         feed_through: Option<u64>,
     ) -> Result<Vec<LogEntry>, AppendError> {
+        let pairs: Vec<(&NewEntry, Option<u64>)> = new.iter().map(|n| (n, None)).collect();
+        self.append_with_ids(&pairs, max, now_ms, feed_through)
+    }
+
+    /// [`BanLog::append`] for entries polled from a fleet's log, each with its fleet-wide
+    /// id (the etcd revision that created it, `crate::etcd::Polled`): the entry keeps that
+    /// id, so the `201` of the node that accepted it and `GET /.cachet/bans` on every node
+    /// name it alike (docs/fleet.md; issue 27 item 8). Entries of one transaction share
+    /// its revision. An id below the log's last one (a log that also holds local entries)
+    /// gets the next local id instead, so ids never go down.
+    ///
+    /// # Errors
+    /// [`AppendError::TooMany`] when the log would hold more than `max` entries.
+    pub fn append_polled(
+        &mut self,
+        new: &[(NewEntry, u64)],
+        max: usize,
+        now_ms: u64,
+        feed_through: Option<u64>,
+    ) -> Result<Vec<LogEntry>, AppendError> {
+        let pairs: Vec<(&NewEntry, Option<u64>)> =
+            new.iter().map(|(n, id)| (n, Some(*id))).collect();
+        self.append_with_ids(&pairs, max, now_ms, feed_through)
+    }
+
+    fn append_with_ids(
+        &mut self,
+        new: &[(&NewEntry, Option<u64>)],
+        max: usize,
+        now_ms: u64,
+        feed_through: Option<u64>,
+    ) -> Result<Vec<LogEntry>, AppendError> {
         if self.entries.len() + new.len() > max {
             return Err(AppendError::TooMany);
         }
         let mut added = Vec::with_capacity(new.len());
-        for n in new {
+        for &(n, fleet_id) in new {
             let last = self.entries.last().map_or(0, |e| e.at_ms);
+            let last_id = self.entries.last().map_or(1, |e| e.id);
+            let id = fleet_id
+                .filter(|&id| id >= last_id)
+                .unwrap_or(self.next_id.max(1));
             let e = LogEntry {
-                id: self.next_id.max(1),
+                id,
                 at_ms: n.at_ms.unwrap_or(now_ms).max(last),
                 kind: n.kind,
                 expr: n.expr.clone(),
                 key: n.key.clone(),
                 lurker_friendly: n.lurker_friendly,
             };
-            self.next_id = e.id + 1;
+            self.next_id = self.next_id.max(e.id + 1);
             self.entries.push(e.clone());
             added.push(e);
         }
@@ -549,6 +585,34 @@ mod tests {
         m.url = "/blog/a/1".into();
         m.surrogate_keys = keys.iter().map(|k| (*k).to_owned()).collect();
         m
+    }
+
+    #[test]
+    fn polled_entries_keep_their_fleet_ids_and_ids_never_go_down() {
+        let mut log = BanLog::default();
+        let purge = purge_expr("k").unwrap_or_default();
+        let added = log
+            .append_polled(
+                &[
+                    (entry(Kind::Ban, "obj.http.x-url ~ ^/a", None), 7),
+                    (entry(Kind::Purge, &purge, Some("k")), 9),
+                    (entry(Kind::SoftPurge, "", Some("k")), 9),
+                    (entry(Kind::Ban, "obj.http.x-url ~ ^/b", None), 3),
+                ],
+                10,
+                5_000,
+                Some(9),
+            )
+            .unwrap_or_default();
+        assert_eq!(
+            added.iter().map(|e| e.id).collect::<Vec<_>>(),
+            [7, 9, 9, 10],
+            "revisions kept (one transaction's entries share one); a lower one renumbered"
+        );
+        assert_eq!((log.next_id, log.feed_through), (11, 9));
+        let mut r = Replica::default();
+        r.apply(&log);
+        assert_eq!(r.live(), 4, "every entry replayed, shared ids included");
     }
 
     #[test]

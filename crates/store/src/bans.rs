@@ -91,6 +91,28 @@ pub fn append(
     Err(AppendError::Conflict)
 }
 
+/// Appends entries polled from the fleet log, each keeping its fleet-wide id
+/// (`BanLog::append_polled` under compare-and-swap).
+///
+/// # Errors
+/// [`AppendError::TooMany`], or [`AppendError::Conflict`] after repeated CAS failures.
+fn append_polled(
+    sd: &dyn SharedData,
+    new: &[(NewEntry, u64)],
+    max: usize,
+    now_ms: u64,
+    feed_through: u64,
+) -> Result<Vec<LogEntry>, AppendError> {
+    for _ in 0..LOG_CAS_RETRIES {
+        let (mut log, cas) = read_log(sd);
+        let added = log.append_polled(new, max, now_ms, Some(feed_through))?;
+        if write_log(sd, &log, cas) {
+            return Ok(added);
+        }
+    }
+    Err(AppendError::Conflict)
+}
+
 /// Adds a ban expression (`BanLog::add_ban` under compare-and-swap: the same duplicate
 /// and limit rules as on the edge).
 ///
@@ -366,7 +388,7 @@ pub fn apply_polled(
     let mut added = 0;
     let (log, _) = read_log(sd);
     if polled.through > log.feed_through {
-        let new: Vec<NewEntry> = polled
+        let new: Vec<(NewEntry, u64)> = polled
             .entries
             .iter()
             .filter(|e| e.id > log.feed_through && e.at_ms > log.trimmed_at_ms)
@@ -374,15 +396,18 @@ pub fn apply_polled(
                 Kind::SoftPurge => e.key.is_some(),
                 _ => parse_ban(&e.expr).is_ok(),
             })
-            .map(|e| NewEntry {
-                kind: e.kind,
-                expr: e.expr.clone(),
-                key: e.key.clone(),
-                lurker_friendly: e.lurker_friendly,
-                at_ms: Some(e.at_ms),
+            .map(|e| {
+                let n = NewEntry {
+                    kind: e.kind,
+                    expr: e.expr.clone(),
+                    key: e.key.clone(),
+                    lurker_friendly: e.lurker_friendly,
+                    at_ms: Some(e.at_ms),
+                };
+                (n, e.id)
             })
             .collect();
-        added = append(sd, &new, max, now_ms, Some(polled.through))
+        added = append_polled(sd, &new, max, now_ms, polled.through)
             .map_err(|e| FeedError::Append(format!("{e:?}")))?
             .len();
     }

@@ -121,6 +121,13 @@ fn a_ban_accepted_by_one_node_reaches_every_node_with_the_same_id() {
         "both nodes hold the same entries, same times"
     );
     assert_eq!(la.entries[0].expr, "obj.http.x-url ~ \"^/blog/\"");
+    // One id per entry, fleet-wide: the 201's id (the etcd revision) is the one every
+    // node lists (issue 27 item 8); a purge's keys share their transaction's revision.
+    assert_eq!(la.entries[0].id, id);
+    assert!(la.entries[1].id > id && la.entries[1].id == la.entries[2].id);
+    let listed: serde_json::Value =
+        serde_json::from_str(&cachet_policy::admin::list_body(&lb)).unwrap();
+    assert_eq!(listed["bans"][0]["id"].as_u64(), Some(id), "{listed}");
     assert_eq!(la.entries[0].at_ms, 1_000);
     assert_eq!(la.feed_through, lb.feed_through);
     // A second poll brings nothing new.
