@@ -54,8 +54,13 @@ pub struct Found {
     pub obj: Rc<StoredObject>,
     /// Its state for this request (`Fresh`, `RefreshAhead`, `Stale`, `Expired`).
     pub fresh: Freshness,
-    /// Its times after soft purges (what `fresh` was decided on).
+    /// Its times (what `fresh` was decided on).
     pub times: EntryTimes,
+    /// A soft purge covers it: the object is no longer fresh, whatever its times say;
+    /// `fresh` is then `Fresh` for an object its times call fresh (refresh-ahead is moot)
+    /// and [`cachet_http::lookup`] serves it stale within its grace, else revalidates it
+    /// (the one soft-purge rule of both platforms, issue 27 item 10).
+    pub soft_purged: bool,
     /// Where it was found.
     pub tier: Tier,
 }
@@ -309,38 +314,40 @@ impl Cache {
         self.shared.get(sd, key).map_or(0, |o| o.h.version)
     }
 
-    /// Freshness of `obj` for this request after bans and soft purges, and the times it
-    /// was decided on; `None` when the object is of no use (banned, past its keep window,
-    /// an expired hit-for-pass marker).
+    /// Freshness of `obj` for this request after bans, the times it was decided on, and
+    /// whether a soft purge covers it; `None` when the object is of no use (banned, past
+    /// its keep window, an expired hit-for-pass marker).
+    ///
+    /// A soft purge does not change the object's times: like Fastly's soft-purge bit
+    /// (Viceroy's `ObjectMeta::is_fresh`), it only ends freshness; the object stays
+    /// servable stale until its own grace ends (`stored_at + ttl + grace`), then
+    /// revalidatable within keep. [`cachet_http::lookup::next`] applies the rule for both
+    /// platforms (issue 27 item 10).
     fn classify(
         &mut self,
         obj: &StoredObject,
         want: &Wanted,
         now: Timestamp,
-    ) -> Option<(Freshness, EntryTimes)> {
-        let held = obj.h.meta.times;
-        let mut times = held;
+    ) -> Option<(Freshness, EntryTimes, bool)> {
+        let times = obj.h.meta.times;
         let req = Req {
             url: &want.target,
             headers: &want.fields,
         };
-        match self.bans.check(obj, &req) {
+        let soft_purged = match self.bans.check(obj, &req) {
             Check::Banned => return None,
-            Check::SoftPurged(at) => {
-                times.ttl = times.ttl.min(at.saturating_duration_since(times.stored_at));
-            }
-            Check::Clean => {}
-        }
-        let draw = Draw::from_bits(self.draw());
-        let f = match decide(Some(&times), now, &want.early, draw) {
-            // Soft-purged beyond its grace and keep but still held: revalidate it (the
-            // edge app's "soft-purged without grace").
-            Freshness::Miss if times != held && now < held.keep_end() => Freshness::Expired,
-            f => f,
+            Check::SoftPurged(_) => true,
+            Check::Clean => false,
         };
-        match f {
-            Freshness::Fresh | Freshness::RefreshAhead => Some((f, times)),
-            Freshness::Stale | Freshness::Expired if !obj.h.meta.pass => Some((f, times)),
+        let draw = Draw::from_bits(self.draw());
+        match decide(Some(&times), now, &want.early, draw) {
+            Freshness::Fresh | Freshness::RefreshAhead if soft_purged => {
+                Some((Freshness::Fresh, times, true))
+            }
+            f @ (Freshness::Fresh | Freshness::RefreshAhead) => Some((f, times, false)),
+            f @ (Freshness::Stale | Freshness::Expired) if !obj.h.meta.pass => {
+                Some((f, times, soft_purged))
+            }
             _ => None,
         }
     }
@@ -367,14 +374,15 @@ impl Cache {
         let mut best = None;
         if let Some(obj) = local {
             match self.classify(&obj, want, now) {
-                Some((fresh, times)) => {
+                Some((fresh, times, soft_purged)) => {
                     let found = Found {
                         obj,
                         fresh,
                         times,
+                        soft_purged,
                         tier: Tier::Local,
                     };
-                    if fresh == Freshness::Fresh {
+                    if fresh == Freshness::Fresh && !soft_purged {
                         return Some(found);
                     }
                     best = Some(found);
@@ -397,12 +405,13 @@ impl Cache {
         }
         let c = self.classify(&shared, want, now);
         let obj = Rc::new(shared);
-        if let Some((fresh, times)) = c {
+        if let Some((fresh, times, soft_purged)) = c {
             self.counts.local_evictions += self.local.put(Rc::clone(&obj));
             return Some(Found {
                 obj,
                 fresh,
                 times,
+                soft_purged,
                 tier: Tier::Shared,
             });
         }

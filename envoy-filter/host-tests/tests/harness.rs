@@ -537,6 +537,56 @@ fn soft_purge_serves_stale_while_revalidating() {
     assert_eq!(get(&mut w, &mut origin, path, &[]).x_cache(), "HIT");
 }
 
+/// Issue 27 item 10, the soft-purge rule both platforms share: a soft purge ends
+/// freshness and changes nothing else, so while every refresh fails the copy is served
+/// stale until its own TTL + grace end (here 5 min + 1 h from its fill, not 1 h from the
+/// purge), then fetched again. The shared case with real time is conformance: "a
+/// soft-purged copy is served stale until its own TTL + grace end…".
+#[test]
+fn a_soft_purged_copy_stays_stale_until_its_own_grace_ends_while_refreshes_fail() {
+    let host = host();
+    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
+    let mut origin = Origin::new();
+    let path = "/blog/alice/entry/1";
+    assert_eq!(get(&mut w, &mut origin, path, &[]).x_cache(), "MISS");
+    host.advance_ms(1_000);
+    let auth = format!("Bearer {TOKEN}");
+    let r = admin(
+        &mut w,
+        "POST",
+        "/.cachet/purge",
+        &[
+            ("authorization", &auth),
+            ("surrogate-key", "blog-alice"),
+            ("fastly-soft-purge", "1"),
+        ],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    let failing = Response {
+        status: 503,
+        headers: vec![("content-type".into(), b"text/plain".to_vec())],
+        body: b"down".to_vec(),
+    };
+    let refresh_fails = |w: &mut Vm| {
+        w.tick().expect("tick");
+        for c in w.callouts() {
+            w.answer(c.token, &failing).expect("answer");
+        }
+    };
+    assert_eq!(get(&mut w, &mut origin, path, &[]).x_cache(), "STALE");
+    refresh_fails(&mut w);
+    // 62 minutes after the fill: past an hour from the purge, within TTL + grace.
+    host.advance_ms(61 * 60_000);
+    let late = get(&mut w, &mut origin, path, &[]);
+    assert_eq!((late.status, late.x_cache()), (200, "STALE"));
+    refresh_fails(&mut w);
+    // 66 minutes: past its own grace, fetched again.
+    host.advance_ms(4 * 60_000);
+    assert_eq!(get(&mut w, &mut origin, path, &[]).x_cache(), "MISS");
+    assert_eq!(origin.count(path), 2, "the fill and the last fetch");
+}
+
 #[test]
 fn lurker_evicts_purged_objects_on_the_tick_and_retires_bans() {
     let host = host();

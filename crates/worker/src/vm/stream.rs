@@ -279,8 +279,8 @@ impl Http {
             Some(f) if f.obj.h.meta.pass => Found::Marker,
             Some(f) => Found::Object {
                 freshness: f.fresh,
-                soft_purged: false,
-                has_grace: true,
+                soft_purged: f.soft_purged,
+                has_grace: !f.times.grace.is_zero(),
             },
         };
         // Collapsing elects one leader across workers after this, so every request may
