@@ -56,7 +56,7 @@ pub(crate) fn respond<B>(
     let headers = head
         .headers
         .iter()
-        .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+        .map(|(n, v)| (n.to_string(), v.to_vec()))
         .collect();
     f.stored_bytes = Some(meta.stored_len);
     f.origin_bytes = Some(meta.origin_len);

@@ -485,6 +485,13 @@ struct TestQuery {
     /// gzip-encoded as it is sent, with `Content-Encoding: gzip` (`1`); `2`: the same, but
     /// corrupt from its middle on (64 KiB of `0xff` instead of the rest and the trailer).
     gzip: Option<u8>,
+    /// `X-Field` (any text; with `latin1=1` sent Latin-1): a field Cachet does not
+    /// interpret, for the byte-exactness cases of issue 27 item 11.
+    xf: Option<String>,
+    /// `Set-Cookie` on every answer (Latin-1 with `latin1=1`).
+    cookie: Option<String>,
+    /// `Set-Cookie` on a `304` only: a revalidation whose answer turns per-user.
+    cookie_304: Option<String>,
 }
 
 /// `len` bytes of [`crate::noise`] (generated up front), gzip-encoded chunk by chunk as
@@ -572,6 +579,8 @@ async fn test_resource(Query(q): Query<TestQuery>, req: Request) -> Response {
         ("content-location", &q.cloc),
         ("vary", &q.vary),
         ("surrogate-key", &q.sk),
+        ("x-field", &q.xf),
+        ("set-cookie", &q.cookie),
     ] {
         if let Some(v) = v {
             put(name, v);
@@ -629,6 +638,9 @@ async fn test_resource(Query(q): Query<TestQuery>, req: Request) -> Response {
             })
     });
     if conditional && status == StatusCode::OK {
+        if let Some(v) = &q.cookie_304 {
+            put("set-cookie", v);
+        }
         return (StatusCode::NOT_MODIFIED, h).into_response();
     }
     if let Some(len) = q.chunked {

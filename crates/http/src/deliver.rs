@@ -120,20 +120,27 @@ impl Answer {
 
 /// The response head and which bytes to send: what an adapter writes to the wire. Stored
 /// fields are borrowed from the object's [`Meta`] (no copy on the hit path); computed ones
-/// are owned.
+/// are owned. Values are bytes: a stored value is what the origin sent, UTF-8 or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head<'m> {
     /// Status code.
     pub status: u16,
     /// Every header field to send, in order (names as stored or lower-case).
-    pub headers: Vec<(Cow<'m, str>, Cow<'m, str>)>,
+    pub headers: Vec<(Cow<'m, str>, Cow<'m, [u8]>)>,
     /// The bytes of the representation to send.
     pub body: Answer,
 }
 
 impl Head<'_> {
-    /// The value of `name` in [`Head::headers`] (first line).
+    /// The value of `name` in [`Head::headers`] (first line) as text: `None` when absent or
+    /// not UTF-8 ([`Head::header_bytes`] has every value).
     pub fn header(&self, name: &str) -> Option<&str> {
+        self.header_bytes(name)
+            .and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// The value of `name` in [`Head::headers`] (first line), as sent.
+    pub fn header_bytes(&self, name: &str) -> Option<&[u8]> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -177,8 +184,8 @@ pub fn deliver<'m, 'c>(
         let pre = conditional::evaluate(
             client.if_none_match.as_deref(),
             client.if_modified_since.as_deref(),
-            etag.as_deref().map(str::as_bytes),
-            meta.header("last-modified").map(str::as_bytes),
+            etag.as_deref(),
+            meta.header_bytes("last-modified"),
             now,
         );
         if pre == Precondition::NotModified {
@@ -207,13 +214,15 @@ impl<'m> Delivery<'m, '_> {
 
     /// The `ETag` of the representation sent: the stored one, made weak when the edge
     /// compressed the body and the gzip bytes are sent.
-    fn etag(&self) -> Option<Cow<'m, str>> {
-        let e = self.meta.header("etag")?;
-        Some(if self.weak_etag && !e.trim_start().starts_with("W/") {
-            Cow::Owned(format!("W/{}", e.trim()))
-        } else {
-            Cow::Borrowed(e)
-        })
+    fn etag(&self) -> Option<Cow<'m, [u8]>> {
+        let e = self.meta.header_bytes("etag")?;
+        Some(
+            if self.weak_etag && !e.trim_ascii_start().starts_with(b"W/") {
+                Cow::Owned([&b"W/"[..], e.trim_ascii()].concat())
+            } else {
+                Cow::Borrowed(e)
+            },
+        )
     }
 
     /// The head for a representation of `body_len` bytes (the stored length, or the
@@ -221,7 +230,7 @@ impl<'m> Delivery<'m, '_> {
     pub fn head(self, body_len: u64) -> Head<'m> {
         let meta: &'m Meta = self.meta;
         let etag = self.etag();
-        let mut headers: Vec<(Cow<'m, str>, Cow<'m, str>)> =
+        let mut headers: Vec<(Cow<'m, str>, Cow<'m, [u8]>)> =
             Vec::with_capacity(meta.headers.len() + 8);
         if self.not_modified {
             let has_etag = etag.is_some();
@@ -255,19 +264,19 @@ impl<'m> Delivery<'m, '_> {
             headers.push(("etag".into(), e.clone()));
         }
         if let Some(e) = self.encoding {
-            headers.push(("content-encoding".into(), Cow::Borrowed(e)));
+            headers.push(("content-encoding".into(), Cow::Borrowed(e.as_bytes())));
         }
         let ranged = meta.status == 200 && self.client.get;
         if ranged {
-            headers.push(("accept-ranges".into(), Cow::Borrowed("bytes")));
+            headers.push(("accept-ranges".into(), Cow::Borrowed(b"bytes")));
         }
         let range = match (&self.client.range, ranged) {
             (Some(r), true) => {
                 let applies = self.client.if_range.as_deref().is_none_or(|ir| {
                     conditional::if_range_matches(
                         ir,
-                        etag.as_deref().map(str::as_bytes),
-                        meta.header("last-modified").map(str::as_bytes),
+                        etag.as_deref(),
+                        meta.header_bytes("last-modified"),
                     )
                 });
                 if applies {
@@ -279,13 +288,16 @@ impl<'m> Delivery<'m, '_> {
             _ => RangeRequest::Full,
         };
         if self.client.keep_surrogate && !meta.surrogate_keys.is_empty() {
-            headers.push(("surrogate-key".into(), meta.surrogate_keys.join(" ").into()));
+            headers.push((
+                "surrogate-key".into(),
+                computed(meta.surrogate_keys.join(" ")),
+            ));
         }
         self.common(&mut headers);
         let (status, len, body) = match range {
             RangeRequest::Full => (meta.status, body_len, Answer::Whole),
             RangeRequest::Partial(r) => {
-                headers.push(("content-range".into(), r.content_range(body_len).into()));
+                headers.push(("content-range".into(), computed(r.content_range(body_len))));
                 (206, r.len(), Answer::Slice(r.first, r.last + 1))
             }
             RangeRequest::Unsatisfiable => {
@@ -293,11 +305,14 @@ impl<'m> Delivery<'m, '_> {
                     !n.eq_ignore_ascii_case("content-encoding")
                         && !n.eq_ignore_ascii_case("content-type")
                 });
-                headers.push(("content-range".into(), format!("bytes */{body_len}").into()));
+                headers.push((
+                    "content-range".into(),
+                    computed(format!("bytes */{body_len}")),
+                ));
                 (416, 0, Answer::Empty)
             }
         };
-        headers.push(("content-length".into(), len.to_string().into()));
+        headers.push(("content-length".into(), computed(len.to_string())));
         Head {
             status,
             headers,
@@ -311,18 +326,26 @@ impl<'m> Delivery<'m, '_> {
 
     /// `Vary`, `Age` (resident time plus the upstream age at storage, RFC 9111 §4.2.3),
     /// `Date` (now), `X-Cache`.
-    fn common(&self, headers: &mut Vec<(Cow<'m, str>, Cow<'m, str>)>) {
+    fn common(&self, headers: &mut Vec<(Cow<'m, str>, Cow<'m, [u8]>)>) {
         let meta: &'m Meta = self.meta;
         if !meta.vary.is_empty() {
-            headers.push(("vary".into(), Cow::Borrowed(&meta.vary)));
+            headers.push(("vary".into(), Cow::Borrowed(meta.vary.as_bytes())));
         }
         let age = meta
             .times
             .age(self.now)
             .as_secs()
             .saturating_add(meta.initial_age_s);
-        headers.push(("age".into(), age.to_string().into()));
-        headers.push(("date".into(), crate::date::format(self.now).into()));
-        headers.push(("x-cache".into(), Cow::Borrowed(self.status.as_str())));
+        headers.push(("age".into(), computed(age.to_string())));
+        headers.push(("date".into(), computed(crate::date::format(self.now))));
+        headers.push((
+            "x-cache".into(),
+            Cow::Borrowed(self.status.as_str().as_bytes()),
+        ));
     }
+}
+
+/// A value Cachet computed (a length, a date, a range) as an owned field value.
+fn computed(s: String) -> Cow<'static, [u8]> {
+    Cow::Owned(s.into_bytes())
 }

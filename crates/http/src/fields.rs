@@ -48,12 +48,12 @@ pub fn hop_by_hop(name: &str, listed: &[String]) -> bool {
 /// The origin response fields an object stores, in order: [`stored_header`]'s rule minus
 /// the fields its `Connection` header lists and those a `no-cache="…"` directive names
 /// (`no_cache_fields`, RFC 9111 §5.2.2.4: may not be reused without revalidation, so not
-/// stored). Values that are not UTF-8 are dropped (the stored `Meta` is text), never a
-/// panic; the object is still stored.
+/// stored). Values are stored as their bytes, UTF-8 or not (obs-text, RFC 9110 §5.5): an
+/// answer from the cache carries what the origin sent.
 pub fn stored_fields(
     fields: &[(String, Vec<u8>)],
     no_cache_fields: &[String],
-) -> Vec<(String, String)> {
+) -> Vec<(String, Vec<u8>)> {
     let listed = connection_listed(fields);
     fields
         .iter()
@@ -62,7 +62,7 @@ pub fn stored_fields(
                 && !hop_by_hop(n, &listed)
                 && !no_cache_fields.iter().any(|f| f.eq_ignore_ascii_case(n))
         })
-        .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
+        .cloned()
         .collect()
 }
 
@@ -164,7 +164,9 @@ mod tests {
         assert_eq!(listed, ["x-hop", "close", "x-other"]);
         let stored = stored_fields(&h, &["x-secret".to_owned()]);
         let names: Vec<&str> = stored.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["ETag", "Cache-Control"]);
+        assert_eq!(names, ["ETag", "X-Latin1", "Cache-Control"]);
+        // Issue 27 item 11: a value that is not UTF-8 is stored as its bytes.
+        assert_eq!(stored[1].1, b"caf\xe9");
         assert!(!returned("X-HOP", &listed, false));
         assert!(!returned("surrogate-key", &listed, false));
         assert!(returned("surrogate-key", &listed, true));

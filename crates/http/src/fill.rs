@@ -225,11 +225,8 @@ pub fn revalidated(
         delta: elapsed,
         per_user: view.per_user().is_some(),
     };
-    let text_fields = || {
-        fields
-            .iter()
-            .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v).ok()?)))
-    };
+    // The 304's fields as it sent them: bytes, UTF-8 or not (issue 27 item 11).
+    let fields_304 = || fields.iter().map(|(n, v)| (n.as_str(), v.as_slice()));
     let sent = crate::store::sent_at(now, elapsed);
     match on_revalidation(
         &stored.times,
@@ -239,14 +236,14 @@ pub fn revalidated(
         not_modified,
     ) {
         Revalidation::Freshen { times, validators } => {
-            Revalidated::Freshen(Box::new(stored.freshened(times, validators, text_fields())))
+            Revalidated::Freshen(Box::new(stored.freshened(times, validators, fields_304())))
         }
         Revalidation::Uncacheable => Revalidated::Uncacheable {
             marker: Box::new(marker(policy, plan, key, now)),
             theirs: Box::new(stored.freshened(
                 stored.times,
                 stored.validators.clone(),
-                text_fields(),
+                fields_304(),
             )),
         },
         Revalidation::Replace => Revalidated::Replace,

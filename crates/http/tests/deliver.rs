@@ -271,5 +271,52 @@ fn a_stored_upstream_x_cache_is_replaced_by_ours() {
         .filter(|(n, _)| n.eq_ignore_ascii_case("x-cache"))
         .map(|(_, v)| v.as_ref())
         .collect();
-    assert_eq!(x, ["HIT"]);
+    assert_eq!(x, [b"HIT"]);
+}
+
+/// Issue 27 item 11: stored values are sent as the origin's bytes, Latin-1 included, on a
+/// whole answer and on a `304`; an `ETag` with obs-text (RFC 9110 §8.8.3) still validates
+/// and is made weak as bytes.
+#[test]
+fn stored_latin1_values_go_out_as_their_bytes() {
+    let mut m = meta(Encoding::Gzip, true);
+    m.headers = vec![
+        ("Content-Type".into(), "text/plain".into()),
+        (
+            "Cache-Control".into(),
+            b"max-age=60, ext=\"caf\xe9\"".to_vec(),
+        ),
+        ("X-Field".into(), b"caf\xe9".to_vec()),
+        ("ETag".into(), b"\"v\xe9\"".to_vec()),
+    ];
+    let gzip = [("Accept-Encoding", &b"gzip"[..])];
+    let pairs = |extra: &[(&str, &[u8])]| -> Vec<(String, Vec<u8>)> {
+        (gzip.iter().chain(extra))
+            .map(|(n, v)| ((*n).to_owned(), v.to_vec()))
+            .collect()
+    };
+    let c = Client::read("GET", pairs(&[]).as_slice());
+    let h = deliver(&m, &c, NOW, CacheStatus::Hit).head(50);
+    assert_eq!(h.status, 200);
+    assert_eq!(h.header_bytes("x-field"), Some(&b"caf\xe9"[..]));
+    assert_eq!(h.header("x-field"), None, "not text");
+    assert_eq!(
+        h.header_bytes("cache-control"),
+        Some(&b"max-age=60, ext=\"caf\xe9\""[..])
+    );
+    assert_eq!(h.header_bytes("etag"), Some(&b"W/\"v\xe9\""[..]));
+    // The client revalidates with the weak tag it was given: a 304 with the stored
+    // bytes of the fields a 304 carries.
+    let c = Client::read(
+        "GET",
+        pairs(&[("If-None-Match", b"W/\"v\xe9\"")]).as_slice(),
+    );
+    let h = deliver(&m, &c, NOW, CacheStatus::Hit).head(50);
+    assert_eq!(h.status, 304);
+    assert_eq!(
+        h.header_bytes("cache-control"),
+        Some(&b"max-age=60, ext=\"caf\xe9\""[..])
+    );
+    assert_eq!(h.header_bytes("etag"), Some(&b"W/\"v\xe9\""[..]));
+    assert_eq!(h.header_bytes("x-field"), None, "not a 304 field");
 }

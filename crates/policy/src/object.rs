@@ -79,8 +79,11 @@ pub struct Meta {
     pub pass: bool,
     /// Origin status.
     pub status: u16,
-    /// Stored response headers (name, value), in origin order.
-    pub headers: Vec<(String, String)>,
+    /// Stored response headers (name, value bytes), in origin order. Values are bytes as
+    /// the origin sent them (obs-text included, RFC 9110 §5.5): a value that is UTF-8 is
+    /// stored as a JSON string, any other as the array of its bytes (`field_values`).
+    #[serde(with = "field_values")]
+    pub headers: Vec<(String, Vec<u8>)>,
     /// The client-facing `Vary`.
     pub vary: String,
     /// Encoding of the stored body.
@@ -177,12 +180,19 @@ impl Meta {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    /// The first stored value of header `name` (ASCII case-insensitive).
+    /// The first stored value of header `name` (ASCII case-insensitive) as text: `None`
+    /// when absent or not UTF-8 ([`Meta::header_bytes`] has every value).
     pub fn header(&self, name: &str) -> Option<&str> {
+        self.header_bytes(name)
+            .and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// The first stored value of header `name` (ASCII case-insensitive), as stored.
+    pub fn header_bytes(&self, name: &str) -> Option<&[u8]> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v.as_slice())
     }
 
     /// The object a `304 Not Modified` makes of this one (RFC 9111 §4.3.4): the same body
@@ -192,10 +202,11 @@ impl Meta {
     /// stored line of that name (ASCII case-insensitive), in the 304's order; the other
     /// stored fields stay. Fields objects never store are ignored (`Content-Length`,
     /// `Content-Encoding` and `Vary` describe the stored body, `Set-Cookie` is per-user,
-    /// hop-by-hop fields belong to the connection). Callers check
+    /// hop-by-hop fields belong to the connection). Values are bytes, kept as the 304 sent
+    /// them. Callers check
     /// [`ResponseView::per_user`](crate::ResponseView::per_user) on the 304 first.
     #[must_use]
-    pub fn freshened<N: AsRef<str>, V: AsRef<str>>(
+    pub fn freshened<N: AsRef<str>, V: AsRef<[u8]>>(
         &self,
         times: EntryTimes,
         validators: Validators,
@@ -216,7 +227,7 @@ impl Meta {
         fresh.headers.extend(
             updates
                 .into_iter()
-                .map(|(n, v)| (n.as_ref().to_owned(), v.as_ref().to_owned())),
+                .map(|(n, v)| (n.as_ref().to_owned(), v.as_ref().to_vec())),
         );
         fresh
     }
@@ -500,6 +511,80 @@ pub fn gunzip_into(
     Ok(Some(r.release().to_vec()))
 }
 
+/// Serde for [`Meta::headers`]: each line is `[name, value]`, the value a JSON string when
+/// it is UTF-8 (every layout before values were bytes, so those objects still read) and
+/// the array of its bytes otherwise (`[72, 233]`), so a Latin-1 byte survives storage.
+mod field_values {
+    use std::fmt;
+
+    use serde::de::{self, Deserializer, SeqAccess, Visitor};
+    use serde::ser::{SerializeSeq, Serializer};
+    use serde::{Deserialize, Serialize};
+
+    /// One value: text when it is UTF-8, else its bytes.
+    enum Value<'a> {
+        Text(&'a str),
+        Bytes(&'a [u8]),
+    }
+
+    impl Serialize for Value<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            match self {
+                Self::Text(t) => s.serialize_str(t),
+                Self::Bytes(b) => s.collect_seq(b.iter()),
+            }
+        }
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        lines: &[(String, Vec<u8>)],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(lines.len()))?;
+        for (n, v) in lines {
+            let value = std::str::from_utf8(v).map_or(Value::Bytes(v), Value::Text);
+            seq.serialize_element(&(n, value))?;
+        }
+        seq.end()
+    }
+
+    /// A value read back: a string or an array of bytes.
+    struct Owned(Vec<u8>);
+
+    impl<'de> Deserialize<'de> for Owned {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Owned;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a field value: a string or an array of bytes")
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<Owned, E> {
+                    Ok(Owned(v.as_bytes().to_vec()))
+                }
+                fn visit_string<E: de::Error>(self, v: String) -> Result<Owned, E> {
+                    Ok(Owned(v.into_bytes()))
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Owned, A::Error> {
+                    let mut out = Vec::with_capacity(a.size_hint().unwrap_or(0));
+                    while let Some(b) = a.next_element::<u8>()? {
+                        out.push(b);
+                    }
+                    Ok(Owned(out))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<(String, Vec<u8>)>, D::Error> {
+        let lines = Vec::<(String, Owned)>::deserialize(d)?;
+        Ok(lines.into_iter().map(|(n, v)| (n, v.0)).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,6 +664,39 @@ mod tests {
         );
     }
 
+    /// Issue 27 item 11: a stored value is the origin's bytes, Latin-1 included; UTF-8
+    /// values keep the JSON string layout, so objects stored before read the same.
+    #[test]
+    fn stored_values_are_bytes_and_utf8_ones_keep_the_string_layout() {
+        let mut m = Meta::marker(
+            "other",
+            Timestamp::from_millis(5_000),
+            std::time::Duration::from_secs(60),
+        );
+        m.headers = vec![
+            ("Content-Type".into(), "text/plain; charset=utf-8".into()),
+            ("X-Field".into(), b"caf\xe9".to_vec()),
+            ("X-Utf8".into(), "caf\u{e9}".into()),
+            ("X-Empty".into(), Vec::new()),
+        ];
+        let json = m.to_bytes();
+        let text = String::from_utf8_lossy(&json);
+        assert!(
+            text.contains(r#"["Content-Type","text/plain; charset=utf-8"]"#)
+                && text.contains(r#"["X-Field",[99,97,102,233]]"#)
+                && text.contains(r#"["X-Empty",""]"#),
+            "{text}"
+        );
+        let back = Meta::from_bytes(&json).expect("reads back");
+        assert_eq!(back.headers, m.headers);
+        assert_eq!(back.header_bytes("x-field"), Some(&b"caf\xe9"[..]));
+        assert_eq!(back.header("x-field"), None, "not text");
+        assert_eq!(back.header("x-utf8"), Some("caf\u{e9}"));
+        // A value that is neither a string nor bytes is not ours: a miss.
+        let bad = text.replace("[99,97,102,233]", "[99,300]");
+        assert!(Meta::from_bytes(bad.as_bytes()).is_none());
+    }
+
     #[test]
     fn a_304_updates_stored_fields_but_not_what_the_body_depends_on() {
         let mut m = Meta::marker(
@@ -623,15 +741,15 @@ mod tests {
         assert_eq!(fresh.times, times);
         assert_eq!(fresh.validators, validators);
         assert_eq!(fresh.header("cache-control"), Some("max-age=60"));
-        let links: Vec<&str> = fresh
+        let links: Vec<&[u8]> = fresh
             .headers
             .iter()
             .filter(|(n, _)| n.eq_ignore_ascii_case("link"))
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v.as_slice())
             .collect();
         assert_eq!(
             links,
-            ["</c.css>; rel=preload"],
+            [b"</c.css>; rel=preload"],
             "all stored lines replaced"
         );
         assert_eq!(fresh.header("x-new"), Some("1"));
@@ -657,8 +775,11 @@ mod tests {
         );
         assert_eq!(fresh.surrogate_keys, m.surrogate_keys);
         // Nothing in the 304: only times and validators change.
-        let same = m.freshened(times, validators, Vec::<(String, String)>::new());
+        let same = m.freshened(times, validators.clone(), Vec::<(String, String)>::new());
         assert_eq!(same.headers, m.headers);
+        // A 304's value is taken as its bytes (a Latin-1 field is not lost).
+        let latin1 = m.freshened(times, validators, [("x-owner", &b"b\xe9a"[..])]);
+        assert_eq!(latin1.header_bytes("x-owner"), Some(&b"b\xe9a"[..]));
     }
 
     #[test]

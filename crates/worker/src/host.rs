@@ -66,6 +66,10 @@ pub enum MetricType {
 pub enum Status {
     /// Unknown cluster or missing pseudo-headers.
     BadArgument,
+    /// A header value the binding cannot carry exactly: the proxy-wasm Rust SDK (0.2.5)
+    /// takes a callout's header values as UTF-8 text (proxy-wasm-rust-sdk issue 26), so a
+    /// value that is not UTF-8 is refused rather than dropped or altered. Nothing was sent.
+    SerializationFailure,
     /// Any other refusal.
     InternalFailure,
 }
@@ -79,8 +83,9 @@ pub enum Action {
     Pause,
 }
 
-/// The host calls the worker makes (proxy-wasm ABI 0.2.1 names in brackets). Values are
-/// bytes where clients or origins supply them.
+/// The host calls the worker makes (proxy-wasm ABI 0.2.1 names in brackets). Header
+/// values are bytes in both directions, never assumed UTF-8: what a client or an origin
+/// sent (obs-text, RFC 9110 §5.5) goes on byte for byte.
 pub trait Host {
     /// Wall clock (`proxy_get_current_time_nanoseconds`).
     fn now(&self) -> SystemTime;
@@ -96,11 +101,11 @@ pub trait Host {
     fn headers(&self, map: MapType) -> Vec<(String, Vec<u8>)>;
     /// Sets or removes one header (`proxy_replace_header_map_value` /
     /// `proxy_remove_header_map_value`).
-    fn set_header(&self, map: MapType, name: &str, value: Option<&str>);
+    fn set_header(&self, map: MapType, name: &str, value: Option<&[u8]>);
     /// Replaces a whole header map (`proxy_set_header_map_pairs`).
     fn set_headers(&self, map: MapType, pairs: &[(&str, &[u8])]);
     /// A local reply on the current stream (`proxy_send_local_response`).
-    fn send(&self, status: u16, headers: &[(&str, &str)], body: Option<&[u8]>);
+    fn send(&self, status: u16, headers: &[(&str, &[u8])], body: Option<&[u8]>);
     /// Makes later stream calls act on `context_id` (`proxy_set_effective_context`).
     fn set_effective_context(&self, context_id: u32) -> bool;
     /// Resumes the current (paused) request (`proxy_continue_stream`).
@@ -108,11 +113,12 @@ pub trait Host {
     /// An HTTP callout; its token (`proxy_http_call`).
     ///
     /// # Errors
-    /// The host's status (`BadArgument`: unknown cluster or missing pseudo-headers).
+    /// The host's status (`BadArgument`: unknown cluster or missing pseudo-headers;
+    /// `SerializationFailure`: a value the binding cannot carry exactly).
     fn dispatch(
         &self,
         cluster: &str,
-        headers: &[(&str, &str)],
+        headers: &[(&str, &[u8])],
         body: Option<&[u8]>,
         timeout: Duration,
     ) -> Result<u32, Status>;
@@ -155,9 +161,9 @@ impl Host for Detached {
     fn headers(&self, _: MapType) -> Vec<(String, Vec<u8>)> {
         Vec::new()
     }
-    fn set_header(&self, _: MapType, _: &str, _: Option<&str>) {}
+    fn set_header(&self, _: MapType, _: &str, _: Option<&[u8]>) {}
     fn set_headers(&self, _: MapType, _: &[(&str, &[u8])]) {}
-    fn send(&self, _: u16, _: &[(&str, &str)], _: Option<&[u8]>) {}
+    fn send(&self, _: u16, _: &[(&str, &[u8])], _: Option<&[u8]>) {}
     fn set_effective_context(&self, _: u32) -> bool {
         false
     }
@@ -165,7 +171,7 @@ impl Host for Detached {
     fn dispatch(
         &self,
         _: &str,
-        _: &[(&str, &str)],
+        _: &[(&str, &[u8])],
         _: Option<&[u8]>,
         _: Duration,
     ) -> Result<u32, Status> {
@@ -266,8 +272,8 @@ pub fn headers(map: MapType) -> Vec<(String, Vec<u8>)> {
     with(|h| h.headers(map))
 }
 
-/// Sets (`Some`) or removes (`None`) one header.
-pub fn set_header(map: MapType, name: &str, value: Option<&str>) {
+/// Sets (`Some`) or removes (`None`) one header; the value as bytes.
+pub fn set_header(map: MapType, name: &str, value: Option<&[u8]>) {
     with(|h| h.set_header(map, name, value));
 }
 
@@ -281,8 +287,8 @@ pub fn set_headers(map: MapType, pairs: &[(&str, &[u8])]) {
     with(|h| h.set_headers(map, pairs));
 }
 
-/// Answers the current stream with a local reply.
-pub fn send(status: u16, headers: &[(&str, &str)], body: Option<&[u8]>) {
+/// Answers the current stream with a local reply; header values are sent as these bytes.
+pub fn send(status: u16, headers: &[(&str, &[u8])], body: Option<&[u8]>) {
     with(|h| h.send(status, headers, body));
 }
 
@@ -299,11 +305,12 @@ pub fn resume_request() {
 /// Dispatches an HTTP call; the token, or the host's refusal.
 ///
 /// # Errors
-/// The host's status: `BadArgument` (unknown cluster, missing pseudo-headers) or
+/// The host's status: `BadArgument` (unknown cluster, missing pseudo-headers),
+/// `SerializationFailure` (a value the binding cannot carry exactly, [`Status`]) or
 /// `InternalFailure`.
 pub fn dispatch(
     cluster: &str,
-    headers: &[(&str, &str)],
+    headers: &[(&str, &[u8])],
     body: Option<&[u8]>,
     timeout: Duration,
 ) -> Result<u32, Status> {

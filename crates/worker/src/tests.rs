@@ -20,6 +20,9 @@ use cachet_store::SharedData;
 use crate::host::{self, Host};
 use crate::vm::{Http, Vm};
 
+/// Header values as bytes end to end (issue 27 item 11).
+mod bytes;
+
 /// Header pairs as the host holds them.
 type Pairs = Vec<(String, Vec<u8>)>;
 
@@ -34,8 +37,17 @@ struct Fake {
     shared: cachet_store::MemoryStore,
     maps: RefCell<HashMap<u32, Pairs>>,
     buffers: RefCell<HashMap<u32, Vec<u8>>>,
+    /// Local replies, header values as text (lossy: for assertions on ASCII fields).
     sent: RefCell<Vec<Sent>>,
+    /// Each local reply's header lines as the exact bytes sent, in the order of `sent`.
+    sent_bytes: RefCell<Vec<Pairs>>,
+    /// Callouts' header lines, values as text (lossy, as `sent`).
     dispatched: RefCell<Vec<Vec<(String, String)>>>,
+    /// Each callout's header lines as the exact bytes, in the order of `dispatched`.
+    dispatched_bytes: RefCell<Vec<Pairs>>,
+    /// Refuse a callout with a value that is not UTF-8, as the proxy-wasm binding does
+    /// (`Status::SerializationFailure`); off: a host that carries bytes.
+    text_callouts: Cell<bool>,
     /// Each callout's cluster and body, in the order of `dispatched`.
     dispatched_to: RefCell<Vec<(String, Vec<u8>)>>,
     metrics: Cell<u32>,
@@ -92,24 +104,30 @@ impl Host for Fake {
             .cloned()
             .unwrap_or_default()
     }
-    fn set_header(&self, map: MapType, name: &str, value: Option<&str>) {
+    fn set_header(&self, map: MapType, name: &str, value: Option<&[u8]>) {
         let mut maps = self.maps.borrow_mut();
         let m = maps.entry(map as u32).or_default();
         m.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         if let Some(v) = value {
-            m.push((name.to_owned(), v.as_bytes().to_vec()));
+            m.push((name.to_owned(), v.to_vec()));
         }
     }
     fn set_headers(&self, map: MapType, pairs: &[(&str, &[u8])]) {
         let m = pairs.iter().map(|(n, v)| ((*n).to_owned(), v.to_vec()));
         self.maps.borrow_mut().insert(map as u32, m.collect());
     }
-    fn send(&self, status: u16, headers: &[(&str, &str)], body: Option<&[u8]>) {
+    fn send(&self, status: u16, headers: &[(&str, &[u8])], body: Option<&[u8]>) {
+        self.sent_bytes.borrow_mut().push(
+            headers
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.to_vec()))
+                .collect(),
+        );
         self.sent.borrow_mut().push((
             status,
             headers
                 .iter()
-                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .map(|(n, v)| ((*n).to_owned(), String::from_utf8_lossy(v).into_owned()))
                 .collect(),
             body.unwrap_or_default().to_vec(),
         ));
@@ -121,18 +139,28 @@ impl Host for Fake {
     fn dispatch(
         &self,
         cluster: &str,
-        headers: &[(&str, &str)],
+        headers: &[(&str, &[u8])],
         body: Option<&[u8]>,
         _: Duration,
     ) -> Result<u32, Status> {
+        if self.text_callouts.get() && headers.iter().any(|(_, v)| std::str::from_utf8(v).is_err())
+        {
+            return Err(Status::SerializationFailure);
+        }
         self.dispatched_to
             .borrow_mut()
             .push((cluster.to_owned(), body.unwrap_or_default().to_vec()));
+        self.dispatched_bytes.borrow_mut().push(
+            headers
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.to_vec()))
+                .collect(),
+        );
         let mut d = self.dispatched.borrow_mut();
         d.push(
             headers
                 .iter()
-                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .map(|(n, v)| ((*n).to_owned(), String::from_utf8_lossy(v).into_owned()))
                 .collect(),
         );
         Ok(u32::try_from(d.len()).unwrap_or(u32::MAX))

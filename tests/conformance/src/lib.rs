@@ -89,6 +89,12 @@ pub struct Step {
     /// Headers that must contain a substring (case-insensitive).
     #[serde(default)]
     pub header_contains: BTreeMap<String, String>,
+    /// Headers whose value must be exactly these bytes (lines of one name joined with
+    /// `", "`): the text's UTF-8 with `\xHH` for any byte (`'caf\xe9'` in a TOML literal
+    /// string is `caf` and the Latin-1 byte `0xE9`), `\\` for a backslash
+    /// ([`escaped_bytes`]).
+    #[serde(default)]
+    pub header_bytes_equal: BTreeMap<String, String>,
     /// Headers that must be absent.
     #[serde(default)]
     pub header_absent: Vec<String>,
@@ -157,8 +163,12 @@ impl Suite {
 pub struct Reply {
     /// Status.
     pub status: u16,
-    /// Headers, lower-case names, repeated fields joined with `", "`.
+    /// Headers, lower-case names, repeated fields joined with `", "` (values decoded
+    /// lossily as UTF-8).
     pub headers: BTreeMap<String, String>,
+    /// Every header line as received, lower-case names, values as their exact bytes
+    /// (filled by [`Target::send`]).
+    pub raw_headers: Vec<(String, Vec<u8>)>,
     /// Raw body.
     pub body: Vec<u8>,
 }
@@ -240,6 +250,8 @@ impl Target {
             ..Reply::default()
         };
         for (k, v) in resp.headers() {
+            out.raw_headers
+                .push((k.as_str().to_ascii_lowercase(), v.as_bytes().to_vec()));
             let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
             out.headers
                 .entry(k.as_str().to_ascii_lowercase())
@@ -413,6 +425,9 @@ fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
                 fail(Some(i), format!("{k}: {got:?} (want it to contain {v:?})"));
             }
         }
+        for (k, v) in &s.header_bytes_equal {
+            check_bytes(&r, k, v).unwrap_or_else(|m| fail(Some(i), m));
+        }
         for k in &s.header_absent {
             if let Some(v) = r.headers.get(&k.to_ascii_lowercase()) {
                 fail(Some(i), format!("{k} present ({v:?}), want absent"));
@@ -459,6 +474,53 @@ fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
     }
 }
 
+/// The bytes an escaped expectation stands for: the text's UTF-8, with `\xHH` (two hex
+/// digits) for one byte and `\\` for a backslash; `None` for another escape.
+pub fn escaped_bytes(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        rest = tail;
+        if b != b'\\' {
+            out.push(b);
+            continue;
+        }
+        match rest {
+            [b'\\', tail @ ..] => {
+                out.push(b'\\');
+                rest = tail;
+            }
+            [b'x', h, l, tail @ ..] => {
+                let digit = |c: u8| char::from(c).to_digit(16);
+                out.push(u8::try_from(digit(*h)? * 16 + digit(*l)?).ok()?);
+                rest = tail;
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Checks that the lines of `name` in `r`, joined with `", "`, are exactly the bytes
+/// `want` escapes ([`escaped_bytes`]); the failure message otherwise.
+fn check_bytes(r: &Reply, name: &str, want: &str) -> Result<(), String> {
+    let want_bytes =
+        escaped_bytes(want).ok_or_else(|| format!("{name}: bad escape in {want:?}"))?;
+    let lines: Vec<&[u8]> = (r.raw_headers.iter())
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_slice())
+        .collect();
+    let got = (!lines.is_empty()).then(|| lines.join(&b", "[..]));
+    if got.as_deref() == Some(want_bytes.as_slice()) {
+        return Ok(());
+    }
+    let shown = got.map(|g| g.escape_ascii().to_string());
+    Err(format!(
+        "{name}: bytes {shown:?} (want {:?})",
+        want_bytes.escape_ascii().to_string()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -473,7 +535,21 @@ mod tests {
                 if let Some(j) = st.same_body_as {
                     assert!(j < c.steps.len());
                 }
+                for v in st.header_bytes_equal.values() {
+                    assert!(super::escaped_bytes(v).is_some(), "{}: {v:?}", c.name);
+                }
             }
+        }
+    }
+
+    #[test]
+    fn escaped_bytes_spell_any_byte() {
+        let e = super::escaped_bytes;
+        assert_eq!(e(r"caf\xe9").as_deref(), Some(&b"caf\xe9"[..]));
+        assert_eq!(e(r"a\\b\x00").as_deref(), Some(&b"a\\b\0"[..]));
+        assert_eq!(e("caf\u{e9}").as_deref(), Some("caf\u{e9}".as_bytes()));
+        for bad in [r"\n", r"\x4", r"\xg0", r"\x+f", "\\"] {
+            assert_eq!(e(bad), None, "{bad:?}");
         }
     }
 }

@@ -132,12 +132,12 @@ impl Vm {
         let interval = u64::try_from(cfg.ban_feed_interval.0.as_millis()).unwrap_or(5000);
         self.next_feed_ms.set(now_ms + interval);
         let auth = format!("Bearer {}", p.config().admin.token);
-        let h = vec![
-            (":method", "GET"),
-            (":path", cfg.ban_feed_path.as_str()),
-            (":authority", cfg.ban_feed_cluster.as_str()),
-            (":scheme", "http"),
-            ("authorization", auth.as_str()),
+        let h: [(&str, &[u8]); 5] = [
+            (":method", b"GET"),
+            (":path", cfg.ban_feed_path.as_bytes()),
+            (":authority", cfg.ban_feed_cluster.as_bytes()),
+            (":scheme", b"http"),
+            ("authorization", auth.as_bytes()),
         ];
         if let Ok(token) = host::dispatch(&cfg.ban_feed_cluster, &h, None, Duration::from_secs(5)) {
             self.calls.borrow_mut().insert(token, RootCall::Feed);

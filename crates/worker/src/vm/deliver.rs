@@ -22,14 +22,14 @@ impl Vm {
     }
 
     /// [`Self::respond`] with `extra` header lines added (a per-user 304's own
-    /// `Set-Cookie`, never stored).
+    /// `Set-Cookie`, never stored), as their bytes.
     pub(super) fn respond_with(
         &self,
         obj: &StoredObject,
         status: CacheStatus,
         client: &Client,
         at: SystemTime,
-        extra: &[(&str, &str)],
+        extra: &[(&str, &[u8])],
     ) {
         let now = Timestamp::from_system_time(at);
         let meta = &obj.h.meta;
@@ -56,18 +56,18 @@ impl Vm {
         let mut ws = self.ws.borrow_mut();
         // Values computed for this response (Age, Date, lengths) live in the VM's
         // per-request workspace (cachet-workspace), cleared to its high watermark right
-        // after; stored fields are borrowed from the object.
+        // after; stored fields are borrowed from the object, as the origin's bytes.
         let scratch = ws.as_mut().map(Workspace::scratch);
-        let mut h: Vec<(&str, &str)> = head
+        let mut h: Vec<(&str, &[u8])> = head
             .headers
             .iter()
             .map(|(n, v)| {
-                let v: &str = match v {
+                let v: &[u8] = match v {
                     Cow::Borrowed(b) => b,
                     Cow::Owned(o) => scratch
                         .as_ref()
-                        .and_then(|s| s.alloc_str(o).ok())
-                        .map_or(o.as_str(), |x| &*x),
+                        .and_then(|s| s.alloc_copy(o).ok())
+                        .map_or(o.as_slice(), |x| &*x),
                 };
                 (n.as_ref(), v)
             })
@@ -118,6 +118,6 @@ pub(super) fn send_synth(s: &Synth) {
 
 /// Sends a `cachet_http::Reply` as the stream's local response.
 pub(super) fn send_reply(r: &Reply) {
-    let h: Vec<(&str, &str)> = r.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let h: Vec<(&str, &[u8])> = r.headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
     host::send(r.status, &h, Some(&r.body));
 }

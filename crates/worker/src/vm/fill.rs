@@ -9,11 +9,11 @@ use super::*;
 impl Vm {
     /// Dispatches the origin fetch of `job` to `envoy.cluster`: the engine's field set
     /// (`cachet_http::engine_fill::request_fields`, conditional on `base`'s validators when it has
-    /// usable ones) behind the pseudo-headers. Values that are not text are left out (the
-    /// host API takes strings).
+    /// usable ones) behind the pseudo-headers, values as their bytes.
     ///
     /// # Errors
-    /// The host's refusal (unknown cluster, bad headers).
+    /// The host's refusal (unknown cluster, bad headers; `SerializationFailure` when a
+    /// value is one the host's callouts cannot carry exactly: nothing was sent).
     pub(super) fn dispatch(
         p: &Policy,
         job: &Job,
@@ -22,22 +22,21 @@ impl Vm {
         let plan = job.plan(p, host::now());
         let fields =
             engine_fill::request_fields(p, &plan, &job.want.fields, base.map(|b| &b.h.meta));
-        let authority = fields
+        let authority: &[u8] = fields
             .iter()
             .find(|(n, _)| n == "host")
-            .and_then(|(_, v)| std::str::from_utf8(v).ok())
-            .unwrap_or_default();
-        let mut h = vec![
-            (":method", "GET"),
-            (":path", job.want.target.as_str()),
+            .map_or(&[], |(_, v)| v.as_slice());
+        let mut h: Vec<(&str, &[u8])> = vec![
+            (":method", b"GET"),
+            (":path", job.want.target.as_bytes()),
             (":authority", authority),
-            (":scheme", "http"),
+            (":scheme", b"http"),
         ];
         h.extend(
             fields
                 .iter()
                 .filter(|(n, _)| n != "host")
-                .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v).ok()?))),
+                .map(|(n, v)| (n.as_str(), v.as_slice())),
         );
         host::dispatch(
             &p.config().envoy.cluster,

@@ -36,12 +36,12 @@ pub(super) enum EtcdCall {
 /// POSTs `body` to etcd's gateway `path` on `cluster`; the callout token, `None` when
 /// Envoy refused the call (unknown cluster).
 pub(super) fn call(cluster: &str, path: &str, body: &[u8]) -> Option<u32> {
-    let h = [
-        (":method", "POST"),
-        (":path", path),
-        (":authority", cluster),
-        (":scheme", "http"),
-        ("content-type", "application/json"),
+    let h: [(&str, &[u8]); 5] = [
+        (":method", b"POST"),
+        (":path", path.as_bytes()),
+        (":authority", cluster.as_bytes()),
+        (":scheme", b"http"),
+        ("content-type", b"application/json"),
     ];
     host::dispatch(cluster, &h, Some(body), ETCD_TIMEOUT).ok()
 }

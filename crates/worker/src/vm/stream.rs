@@ -44,11 +44,11 @@ impl Forward {
             host::set_header(
                 MapType::HttpRequestHeaders,
                 p.device_header(),
-                Some(d.as_str()),
+                Some(d.as_str().as_bytes()),
             );
         }
         if let Some(path) = &self.path {
-            host::set_header(MapType::HttpRequestHeaders, ":path", Some(path));
+            host::set_header(MapType::HttpRequestHeaders, ":path", Some(path.as_bytes()));
         }
     }
 }
@@ -372,7 +372,10 @@ impl Http {
     }
 
     /// Dispatches this stream's origin fetch (conditional when it revalidates a stored
-    /// object).
+    /// object). `Continue` when the request goes upstream itself instead: a field the
+    /// fetch must carry has a value the host's callouts cannot carry exactly
+    /// (`Status::SerializationFailure`), so the request is passed with its own bytes,
+    /// its answer unstored, rather than filled from a request the origin did not see.
     pub(super) fn fetch(&mut self, p: &Policy, job: Job) -> crate::host::Action {
         use crate::host::Action;
         self.started_ms = host::now_ms();
@@ -382,6 +385,17 @@ impl Http {
             Ok(_) => {
                 Metrics::inc(self.vm.m().misses);
                 self.phase = Phase::Fetching;
+            }
+            Err(crate::host::Status::SerializationFailure) => {
+                self.base = None;
+                self.release();
+                if let Some(job) = &self.job {
+                    self.vm.wake(Some(job.want.slot));
+                }
+                self.phase = Phase::Pass;
+                self.passed.set(true);
+                Metrics::inc(self.vm.m().passes);
+                return Action::Continue;
             }
             Err(e) => {
                 Metrics::inc(self.vm.m().origin_errors);
@@ -462,7 +476,9 @@ impl Http {
         if !self.answer_fetch(&vm, &p, &job, r.as_ref()) {
             // The 304 does not apply to what is stored now: fetch unconditionally.
             self.base = None;
-            self.fetch(&p, job);
+            if self.fetch(&p, job) == crate::host::Action::Continue {
+                host::resume_request();
+            }
             return;
         }
         self.base = None;
@@ -500,12 +516,12 @@ impl Http {
                     // This client gets the stored body with the 304's fields and its own
                     // cookies; the marker keeps everybody else off the stored copy.
                     let theirs = StoredObject::new(obj.h.key.clone(), *theirs, obj.body.clone());
-                    let cookies: Vec<(&str, &str)> = r
+                    let cookies: Vec<(&str, &[u8])> = r
                         .map(|r| r.headers.as_slice())
                         .unwrap_or_default()
                         .iter()
                         .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
-                        .filter_map(|(_, v)| Some(("set-cookie", std::str::from_utf8(v).ok()?)))
+                        .map(|(_, v)| ("set-cookie", v.as_slice()))
                         .collect();
                     Metrics::inc(vm.m().passes);
                     vm.respond_with(&theirs, CacheStatus::Pass, &self.client, at, &cookies);
@@ -533,7 +549,8 @@ impl Http {
     }
 
     /// Sends a fill's origin answer that was not stored (`PASS`), as the engine says
-    /// (`cachet_http::unstored`: the fill carried our `Accept-Encoding`).
+    /// (`cachet_http::unstored`: the fill carried our `Accept-Encoding`); the origin's
+    /// values go out as their bytes.
     pub(super) fn send_origin(&self, status: u16, headers: &[(String, Vec<u8>)], body: &[u8]) {
         let u = cachet_http::unstored(headers, &self.client, CacheStatus::Pass, true);
         let inflated = if u.inflate {
@@ -550,13 +567,13 @@ impl Http {
                 && !(u.remove.iter().any(|r| r.eq_ignore_ascii_case(n))
                     && (inflated.is_some() || !n.eq_ignore_ascii_case("content-encoding")))
         };
-        let mut h: Vec<(&str, &str)> = headers
+        let mut h: Vec<(&str, &[u8])> = headers
             .iter()
             .filter(|(n, _)| kept(n))
-            .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v).ok()?)))
+            .map(|(n, v)| (n.as_str(), v.as_slice()))
             .collect();
-        h.push(("content-length", &len));
-        h.extend(u.set.iter().copied());
+        h.push(("content-length", len.as_bytes()));
+        h.extend(u.set.iter().map(|(n, v)| (*n, v.as_bytes())));
         Metrics::inc(self.vm.m().passes);
         host::send(status, &h, u.body.then_some(out));
     }
@@ -645,7 +662,7 @@ impl Http {
                 host::set_header(MapType::HttpResponseHeaders, n, None);
             }
             for (n, v) in &u.set {
-                host::set_header(MapType::HttpResponseHeaders, n, Some(v));
+                host::set_header(MapType::HttpResponseHeaders, n, Some(v.as_bytes()));
             }
             if let (Some((method, h, target)), Some(p)) =
                 (self.unsafe_target.take(), self.vm.policy())

@@ -143,7 +143,7 @@ impl Http {
         host::set_header(
             MapType::HttpResponseHeaders,
             "x-cache",
-            Some(CacheStatus::Error.as_str()),
+            Some(CacheStatus::Error.as_str().as_bytes()),
         );
         self.release();
         if let Some(job) = &self.job {
@@ -177,7 +177,7 @@ impl Http {
             host::set_header(MapType::HttpResponseHeaders, n, None);
         }
         for (n, v) in &u.set {
-            host::set_header(MapType::HttpResponseHeaders, n, Some(v));
+            host::set_header(MapType::HttpResponseHeaders, n, Some(v.as_bytes()));
         }
         Metrics::inc(vm.m().passes);
         self.phase = Phase::Local;
