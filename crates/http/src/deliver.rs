@@ -225,6 +225,18 @@ impl<'m> Delivery<'m, '_> {
         )
     }
 
+    /// A shield answering its edge tier (`keep_surrogate`), with a body or a `304`: when
+    /// this content left the origin ([`cachet_policy::object::CONTENT_AT_FIELD`]), so the
+    /// edge's copy counts a ban from before that time (issue 27 item 7).
+    fn content_at(&self, headers: &mut Vec<(Cow<'m, str>, Cow<'m, [u8]>)>) {
+        if self.client.keep_surrogate {
+            headers.push((
+                cachet_policy::object::CONTENT_AT_FIELD.into(),
+                Cow::Owned(self.meta.ban_at().as_millis().to_string().into_bytes()),
+            ));
+        }
+    }
+
     /// The head for a representation of `body_len` bytes (the stored length, or the
     /// inflated length when [`Delivery::inflate`]).
     pub fn head(self, body_len: u64) -> Head<'m> {
@@ -246,6 +258,7 @@ impl<'m> Delivery<'m, '_> {
             if let Some(e) = etag {
                 headers.push(("etag".into(), e));
             }
+            self.content_at(&mut headers);
             self.common(&mut headers);
             return Head {
                 status: 304,
@@ -293,6 +306,7 @@ impl<'m> Delivery<'m, '_> {
                 computed(meta.surrogate_keys.join(" ")),
             ));
         }
+        self.content_at(&mut headers);
         self.common(&mut headers);
         let (status, len, body) = match range {
             RangeRequest::Full => (meta.status, body_len, Answer::Whole),

@@ -113,11 +113,14 @@ pub fn on_fill(name: &str, listed: &[String], allow: &[&str]) -> bool {
 }
 
 /// Whether an origin response field goes to the client on a pass: not hop-by-hop, not
-/// `Connection`-listed, not the edge-only `Surrogate-Key` / `Surrogate-Control` (kept only
+/// `Connection`-listed, not Cachet's reserved `x-cachet-*` (a shield's
+/// `cachet_policy::object::CONTENT_AT_FIELD`; kept only when `keep_surrogate`), not the
+/// edge-only `Surrogate-Key` / `Surrogate-Control` (kept only
 /// when `keep_surrogate`: a Cachet shield answering its edge tier).
 pub fn returned(name: &str, listed: &[String], keep_surrogate: bool) -> bool {
     !name.starts_with(':')
         && !hop_by_hop(name, listed)
+        && (keep_surrogate || !reserved(name))
         && (keep_surrogate
             || !(name.eq_ignore_ascii_case("surrogate-key")
                 || name.eq_ignore_ascii_case("surrogate-control")))
@@ -171,6 +174,8 @@ mod tests {
         assert!(!returned("surrogate-key", &listed, false));
         assert!(returned("surrogate-key", &listed, true));
         assert!(returned("etag", &listed, false));
+        assert!(!returned("X-Cachet-Content-At", &listed, false), "reserved");
+        assert!(returned("x-cachet-content-at", &listed, true), "to an edge tier");
     }
 
     #[test]

@@ -56,7 +56,14 @@ pub fn object(
         && Encoding::from_content_encoding(content_encoding.as_deref()) == Encoding::Identity;
     // Stamped with when the fill's request was sent (RFC 9111 §4.2.3 request_time): a
     // ban or purge added while it was out applies to what it brings back.
-    let times = EntryTimes::new(sent_at(now, origin.elapsed), store.ttl)
+    let sent = sent_at(now, origin.elapsed);
+    // An upstream Cachet shield says when its copy left the origin: a ban from before
+    // that time covers this copy too (issue 27 item 7). Only ever earlier than the fill
+    // (fail closed: an earlier time can only bring more bans to bear).
+    let content_at_ms = owned(object::CONTENT_AT_FIELD)
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&ms| ms < sent.as_millis());
+    let times = EntryTimes::new(sent, store.ttl)
         .with_grace(store.grace)
         .with_keep(store.keep)
         .with_delta(origin.elapsed);
@@ -84,6 +91,7 @@ pub fn object(
         stale_if_error_s: store.stale_if_error.as_secs(),
         vary_fields: store.vary_fields.clone(),
         variants: Vec::new(),
+        content_at_ms,
     };
     Ok((meta, stored))
 }
@@ -153,6 +161,28 @@ mod tests {
         assert_eq!((meta.host.as_str(), meta.url.as_str()), ("a.example", "/p"));
         let names: Vec<&str> = meta.headers.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["Content-Type", "ETag", "Cache-Control"]);
+        assert_eq!(meta.content_at_ms, None, "no shield said otherwise");
+        assert_eq!(meta.ban_at(), Timestamp::from_millis(1_000_000 - 40));
+        // Issue 27 item 7: a shield's content time, when earlier, is the ban time; a
+        // later or unreadable one is ignored (only ever earlier: fail closed).
+        for (value, want) in [
+            (&b"900000"[..], Some(900_000)),
+            (b"2000000", None),
+            (b"soon", None),
+        ] {
+            let mut f = fields.clone();
+            f.push(("X-Cachet-Content-At".into(), value.to_vec()));
+            let o = Origin { fields: &f, ..origin };
+            let (m, _) = object(&plan, &store, o, now).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(m.content_at_ms, want, "{value:?}");
+            assert!(
+                m.headers.iter().all(|(n, _)| !n.starts_with("X-Cachet")),
+                "reserved fields are never stored"
+            );
+            if let Some(ms) = want {
+                assert_eq!(m.ban_at(), Timestamp::from_millis(ms));
+            }
+        }
         assert!(
             meta.surrogate_keys
                 .iter()

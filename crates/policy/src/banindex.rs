@@ -479,7 +479,7 @@ impl<'a> BanIndex<'a> {
         C: ColdBytes + ?Sized,
         R: BanRequest + ?Sized,
     {
-        let stored = obj.times.stored_at.as_millis();
+        let stored = obj.ban_at().as_millis();
         if stored < self.header.trimmed_at_ms {
             return Ok(Some(0));
         }

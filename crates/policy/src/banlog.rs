@@ -320,7 +320,7 @@ impl BanLog {
     /// stored before the floor, or a newer ban or hard purge matches it. Returns the id of
     /// the matching entry (0 for the floor).
     pub fn check(&self, obj: &Meta, req: &impl BanRequest) -> Option<u64> {
-        let stored = obj.times.stored_at.as_millis();
+        let stored = obj.ban_at().as_millis();
         if stored < self.trimmed_at_ms {
             return Some(0);
         }
@@ -508,7 +508,7 @@ impl Replica {
 
     fn soft(&self, meta: &Meta, view: &BanView<'_>) -> Check {
         use cachet_ban::BanTarget;
-        let stored = meta.times.stored_at;
+        let stored = meta.ban_at();
         let keys = view.surrogate_keys().unwrap_or("");
         self.softs
             .iter()

@@ -411,7 +411,7 @@ pub fn check<C: PopCopy, R: BanRequest + ?Sized>(
     meta: &Meta,
     req: &R,
 ) -> Option<Covered> {
-    let stored = meta.times.stored_at.as_millis();
+    let stored = meta.ban_at().as_millis();
     let found = match bans {
         Bans::None => None,
         Bans::Unknown { since_ms } => return (stored < *since_ms).then_some(Covered::Unknown),

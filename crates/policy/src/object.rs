@@ -137,7 +137,20 @@ pub struct Meta {
     /// URL, `[edge].max_variants`).
     #[serde(default)]
     pub variants: Vec<String>,
+    /// When this copy's content left the origin, ms since the epoch, when an upstream
+    /// Cachet shield said so ([`CONTENT_AT_FIELD`]) and it is earlier than the fill: the
+    /// time bans compare with ([`Meta::ban_at`]). `None`: the fill's own time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_at_ms: Option<u64>,
 }
+
+/// The reserved response field a Cachet shield adds when it answers its edge tier from a
+/// stored object (`cachet_http::deliver`): the object's [`Meta::ban_at`] in ms. An edge
+/// that stores the answer takes it as its copy's ban time when it is earlier than its
+/// own fill (`cachet_http::store::object`), so a copy the shield filled before a ban is
+/// banned on the edge too, whichever tier applied the ban first (issue 27 item 7). Never
+/// stored, never sent to clients ([`stored_header`], `cachet_http::fields::returned`).
+pub const CONTENT_AT_FIELD: &str = "x-cachet-content-at";
 
 impl Meta {
     /// A hit-for-pass marker for `route`, stored at `now` for `ttl`.
@@ -163,6 +176,7 @@ impl Meta {
             stale_if_error_s: 0,
             vary_fields: Vec::new(),
             variants: Vec::new(),
+            content_at_ms: None,
         }
     }
 
@@ -212,11 +226,22 @@ impl Meta {
         validators: Validators,
         fields: impl IntoIterator<Item = (N, V)>,
     ) -> Self {
+        let mut content_at_ms = None;
         let updates: Vec<(N, V)> = fields
             .into_iter()
-            .filter(|(n, _)| stored_header(n.as_ref()))
+            .filter(|(n, v)| {
+                if n.as_ref().eq_ignore_ascii_case(CONTENT_AT_FIELD) {
+                    content_at_ms = std::str::from_utf8(v.as_ref())
+                        .ok()
+                        .and_then(|t| t.trim().parse::<u64>().ok());
+                }
+                stored_header(n.as_ref())
+            })
             .collect();
         let mut fresh = self.clone();
+        // The 304 vouches for the content as of its own time: the origin's (none), or an
+        // upstream shield's copy's (issue 27 item 7).
+        fresh.content_at_ms = content_at_ms.filter(|&ms| ms < times.stored_at.as_millis());
         fresh.times = times;
         fresh.validators = validators;
         fresh.headers.retain(|(n, _)| {
@@ -253,6 +278,18 @@ impl Meta {
     /// Whether this is a vary marker (no content; see [`Meta::vary_marker`]).
     pub fn is_vary_marker(&self) -> bool {
         !self.pass && self.status == 0 && !self.vary_fields.is_empty()
+    }
+
+    /// The time bans and purges compare with (Varnish's object time): when the content
+    /// left the origin, i.e. the fill's time ([`EntryTimes::stored_at`]), or an upstream
+    /// shield's earlier one ([`Meta::content_at_ms`]). A ban or purge added after it
+    /// covers the object on every tier (issue 27 item 7).
+    pub fn ban_at(&self) -> Timestamp {
+        let stored = self.times.stored_at;
+        match self.content_at_ms {
+            Some(ms) if ms < stored.as_millis() => Timestamp::from_millis(ms),
+            _ => stored,
+        }
     }
 
     /// The object's surrogate keys as the `Surrogate-Key` line a ban reads: its keys, then
@@ -302,7 +339,7 @@ impl<'a> BanView<'a> {
 
 impl BanTarget for BanView<'_> {
     fn inserted_at_s(&self) -> f64 {
-        ms_to_s(self.meta.times.stored_at.as_millis())
+        ms_to_s(self.meta.ban_at().as_millis())
     }
 
     fn url(&self) -> &str {
@@ -394,11 +431,15 @@ pub fn url_tag(host: &str, target: &str) -> String {
 /// Whether an origin header is kept with the object (not a pseudo-header such as
 /// `:status`, not [`HOP_BY_HOP`], not one of the fields recomputed at delivery or
 /// per-user: `Content-Encoding`, `Vary`, `Age`, `Set-Cookie`, `Surrogate-Key`,
-/// `Surrogate-Control`, `Date`, an upstream cache's `X-Cache`).
+/// `Surrogate-Control`, `Date`, an upstream cache's `X-Cache`; not Cachet's reserved
+/// `x-cachet-*` fields, such as a shield's [`CONTENT_AT_FIELD`]).
 pub fn stored_header(name: &str) -> bool {
     !name.starts_with(':')
         && !is_hop_by_hop(name)
         && !NOT_STORED.iter().any(|n| n.eq_ignore_ascii_case(name))
+        && !name
+            .get(..crate::RESERVED_FIELD_PREFIX.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(crate::RESERVED_FIELD_PREFIX))
 }
 
 impl Encoding {

@@ -252,7 +252,7 @@ impl BanState {
     }
 
     fn below_floor(&self, obj: &StoredObject) -> bool {
-        obj.h.meta.times.stored_at.as_millis() < self.floor_ms
+        obj.h.meta.ban_at().as_millis() < self.floor_ms
     }
 
     /// Live log entries at the last sync.

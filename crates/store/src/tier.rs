@@ -798,7 +798,7 @@ impl LocalTier {
         let old: Vec<String> = self
             .map
             .iter()
-            .filter(|(_, (o, _))| o.h.meta.times.stored_at <= at)
+            .filter(|(_, (o, _))| o.h.meta.ban_at() <= at)
             .map(|(k, _)| k.clone())
             .collect();
         for k in old {

@@ -473,7 +473,8 @@ fn in_fleet_mode_a_ban_is_answered_after_etcd_accepted_it_and_applied_from_the_p
     });
     let log = cachet_store::bans::read_log(&fake.shared).0;
     assert_eq!(log.entries.len(), 1);
-    assert_eq!((log.entries[0].id, log.feed_through), (1, 7));
+    // The entry keeps its fleet-wide id, the etcd revision (issue 27 item 8).
+    assert_eq!((log.entries[0].id, log.feed_through), (7, 7));
     // Then, once a minute at most, the search for retirable entries.
     let last = fake.dispatched_to.borrow().last().cloned().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&last.1).unwrap();

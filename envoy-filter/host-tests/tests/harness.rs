@@ -506,8 +506,9 @@ fn purge_and_ban_invalidate_both_tiers_on_every_worker() {
     assert!(host.metric("cachet.bans") >= 2);
 }
 
-#[test]
-fn soft_purge_serves_stale_while_revalidating() {
+/// A VM whose `/blog/alice/entry/1` was filled, then soft-purged (key `blog-alice`) a
+/// second later: the host, the VM, the origin and the path.
+fn soft_purged_alice() -> (Host, Vm, Origin, &'static str) {
     let host = host();
     let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
     let mut origin = Origin::new();
@@ -527,6 +528,12 @@ fn soft_purge_serves_stale_while_revalidating() {
         None,
     );
     assert_eq!(r.status, 200);
+    (host, w, origin, path)
+}
+
+#[test]
+fn soft_purge_serves_stale_while_revalidating() {
+    let (host, mut w, mut origin, path) = soft_purged_alice();
     let s = get(&mut w, &mut origin, path, &[]);
     assert_eq!(s.x_cache(), "STALE");
     w.tick().expect("tick");
@@ -544,25 +551,7 @@ fn soft_purge_serves_stale_while_revalidating() {
 /// soft-purged copy is served stale until its own TTL + grace end…".
 #[test]
 fn a_soft_purged_copy_stays_stale_until_its_own_grace_ends_while_refreshes_fail() {
-    let host = host();
-    let mut w = host.vm(&config(serde_json::json!({}))).expect("vm");
-    let mut origin = Origin::new();
-    let path = "/blog/alice/entry/1";
-    assert_eq!(get(&mut w, &mut origin, path, &[]).x_cache(), "MISS");
-    host.advance_ms(1_000);
-    let auth = format!("Bearer {TOKEN}");
-    let r = admin(
-        &mut w,
-        "POST",
-        "/.cachet/purge",
-        &[
-            ("authorization", &auth),
-            ("surrogate-key", "blog-alice"),
-            ("fastly-soft-purge", "1"),
-        ],
-        None,
-    );
-    assert_eq!(r.status, 200);
+    let (host, mut w, mut origin, path) = soft_purged_alice();
     let failing = Response {
         status: 503,
         headers: vec![("content-type".into(), b"text/plain".to_vec())],
@@ -1700,4 +1689,108 @@ fn a_shield_keeps_surrogate_key_for_its_edge_tier_and_for_nobody_else() {
     let not_shield = get(&mut plain, &mut origin, path, &edge);
     assert_eq!(not_shield.header("surrogate-key"), None);
     assert_eq!(origin.count(path), 2);
+}
+
+/// Issue 27 item 7: a ban or purge that reaches an edge before its shield. The edge
+/// applies it, refetches from the shield, which still holds its pre-ban copy and says so
+/// (`x-cachet-content-at`): the edge's new copy counts as banned too, so it is never
+/// served as a HIT, until the shield applies the ban and fetches the new content. Two
+/// nodes on two hosts (separate shared data), the edge's fills answered by the shield.
+#[test]
+fn a_ban_or_purge_that_reaches_the_edge_first_never_serves_the_shields_pre_ban_copy() {
+    let (shield_host, edge_host) = (host(), host());
+    let mut shield = shield_host
+        .vm(&config(serde_json::json!({"envoy": {"shield": true}})))
+        .expect("shield");
+    let mut edge = edge_host
+        .vm(&config(
+            serde_json::json!({"origin": {"shard_header": "X-Cachet-Shard"}}),
+        ))
+        .expect("edge");
+    let mut origin = Origin::new();
+    let auth = format!("Bearer {TOKEN}");
+    for (path, call, key) in [
+        ("/blog/alice/entry/71", "/.cachet/ban", None),
+        ("/blog/alice/entry/72", "/.cachet/purge", Some("entry-1")),
+    ] {
+        assert_eq!(
+            via_shield(path, &mut edge, &mut shield, &mut origin).x_cache(),
+            "MISS"
+        );
+        assert_eq!(
+            via_shield(path, &mut edge, &mut shield, &mut origin).x_cache(),
+            "HIT"
+        );
+        assert_eq!(origin.count(path), 1, "the shield filled once");
+        shield_host.advance_ms(1_000);
+        edge_host.advance_ms(1_000);
+        // The edge applies it first.
+        let (body, hdrs): (Option<String>, Vec<(&str, &str)>) = match key {
+            None => (
+                Some(format!("obj.http.x-url == {path}")),
+                vec![("authorization", &auth)],
+            ),
+            Some(k) => (None, vec![("authorization", &auth), ("surrogate-key", k)]),
+        };
+        let r = admin(
+            &mut edge,
+            "POST",
+            call,
+            &hdrs,
+            body.as_deref().map(str::as_bytes),
+        );
+        assert!(matches!(r.status, 200 | 201), "{} {}", r.status, r.text());
+        shield_host.advance_ms(1_000);
+        edge_host.advance_ms(1_000);
+        for round in 0..2 {
+            let r = via_shield(path, &mut edge, &mut shield, &mut origin);
+            assert_ne!(
+                r.x_cache(),
+                "HIT",
+                "{call} round {round}: the shield's pre-ban copy is banned on the edge too"
+            );
+        }
+        assert_eq!(origin.count(path), 1, "the shield has not applied it yet");
+        // The shield applies it: new content from the origin, then hits again.
+        let r = admin(
+            &mut shield,
+            "POST",
+            call,
+            &hdrs,
+            body.as_deref().map(str::as_bytes),
+        );
+        assert!(matches!(r.status, 200 | 201), "{} {}", r.status, r.text());
+        shield_host.advance_ms(1_000);
+        edge_host.advance_ms(1_000);
+        assert_eq!(
+            via_shield(path, &mut edge, &mut shield, &mut origin).x_cache(),
+            "MISS"
+        );
+        assert_eq!(origin.count(path), 2);
+        assert_eq!(
+            via_shield(path, &mut edge, &mut shield, &mut origin).x_cache(),
+            "HIT"
+        );
+    }
+}
+
+/// One edge request for `path` whose fills (callouts) the `shield` VM answers, the
+/// shield's own fills answered by `origin`.
+fn via_shield(path: &str, edge: &mut Vm, shield: &mut Vm, origin: &mut Origin) -> Response {
+    let (id, o) = edge
+        .request(req("GET", BLOG, path, &[("user-agent", DESKTOP)]), None)
+        .expect("request");
+    let r = drive(edge, id, o, &mut |h| {
+        assert!(
+            h.iter().any(|(n, v)| n == "x-cachet-tier" && v == b"edge"),
+            "an edge fill: {h:?}"
+        );
+        let (sid, so) = shield.request(h.clone(), None).expect("shield request");
+        let sr = drive(shield, sid, so, &mut |oh| origin.serve(oh)).expect("drive");
+        shield.finish(sid).expect("finish");
+        sr
+    })
+    .expect("drive");
+    edge.finish(id).expect("finish");
+    r
 }
