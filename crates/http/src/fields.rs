@@ -175,7 +175,10 @@ mod tests {
         assert!(returned("surrogate-key", &listed, true));
         assert!(returned("etag", &listed, false));
         assert!(!returned("X-Cachet-Content-At", &listed, false), "reserved");
-        assert!(returned("x-cachet-content-at", &listed, true), "to an edge tier");
+        assert!(
+            returned("x-cachet-content-at", &listed, true),
+            "to an edge tier"
+        );
     }
 
     #[test]

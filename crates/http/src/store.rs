@@ -172,7 +172,10 @@ mod tests {
         ] {
             let mut f = fields.clone();
             f.push(("X-Cachet-Content-At".into(), value.to_vec()));
-            let o = Origin { fields: &f, ..origin };
+            let o = Origin {
+                fields: &f,
+                ..origin
+            };
             let (m, _) = object(&plan, &store, o, now).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(m.content_at_ms, want, "{value:?}");
             assert!(
