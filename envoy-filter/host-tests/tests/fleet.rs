@@ -5,7 +5,9 @@
 //! * each object requested through all 3 edges costs 1 origin fetch with the shield tier,
 //!   3 without it (the same 3 edges on `envoy.yaml`, straight to the origin);
 //! * one shield killed under steady load: no request that was not in flight at the kill
-//!   fails, and traffic goes on through the other shield.
+//!   fails, and traffic goes on through the other shield;
+//! * with the ban log in etcd, a ban or purge an edge applies before its shield never
+//!   lets the edge serve the shield's pre-ban copy as a `HIT` (issue 27 item 7).
 //!
 //! Short form by default (`FLEET_OBJECTS` = 200 objects); the full form of docs/fleet.md:
 //! `CACHET_FLEET_OBJECTS=1000`. Skipped, loudly, only when `CACHET_ENVOY` is unset
@@ -32,6 +34,16 @@ const SETTLE_PROBES: usize = 20;
 
 /// Longest wait for every edge's ring to agree ([`settle`]).
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The admin token of a fleet with etcd ([`start_fleet_with`]).
+const TOKEN: &str = "demo-admin-token";
+
+/// How often edges poll etcd in [`start_fleet_with`].
+const EDGE_POLL: &str = "300ms";
+
+/// How often shields poll etcd in [`start_fleet_with`]: much slower than the edges, so a
+/// ban usually reaches an edge first (the order issue 27 item 7 is about).
+const SHIELD_POLL: &str = "15s";
 
 /// Port numbers in the example files, replaced by free ones.
 const EDGE_LISTEN: u16 = 10000;
@@ -94,10 +106,44 @@ fn tolerant_health_checks(yaml: &str) -> String {
 }
 
 fn start_fleet(bin: &std::path::Path, origin: SocketAddr, edges: usize) -> Fleet {
+    start_fleet_with(bin, origin, edges, None)
+}
+
+/// The plugin configuration edit of [`start_fleet_with`]: with etcd, the fleet's ban log
+/// there, polled every `poll`, and the admin token [`TOKEN`].
+fn fleet_config(etcd_port: Option<u16>, poll: &'static str) -> impl Fn(&mut serde_json::Value) {
+    move |cfg: &mut serde_json::Value| {
+        if etcd_port.is_some() {
+            cfg["admin"]["token"] = serde_json::json!(TOKEN);
+            cfg["envoy"]["etcd_cluster"] = serde_json::json!("etcd");
+            cfg["envoy"]["etcd_interval"] = serde_json::json!(poll);
+        }
+    }
+}
+
+/// [`start_fleet`], with the fleet's ban log in the etcd on `etcd_port` when given (as
+/// docs/fleet.md sets it up: `envoy.etcd_cluster` on every node), the admin token
+/// [`TOKEN`], edges polling every [`EDGE_POLL`] and shields every [`SHIELD_POLL`], so a ban
+/// reaches the edges first.
+fn start_fleet_with(
+    bin: &std::path::Path,
+    origin: SocketAddr,
+    edges: usize,
+    etcd_port: Option<u16>,
+) -> Fleet {
     let wasm = filter_wasm().expect("filter wasm");
-    let shield_yaml = std::fs::read_to_string(envoy::fleet_yaml("shield")).expect("shield.yaml");
-    let edge_yaml = tolerant_health_checks(
+    let with_etcd = |yaml: String| match etcd_port {
+        Some(port) => cachet_envoy_host_tests::etcd::with_cluster(&yaml, port),
+        None => yaml,
+    };
+    let shield_yaml =
+        with_etcd(std::fs::read_to_string(envoy::fleet_yaml("shield")).expect("shield.yaml"));
+    let edge_yaml = with_etcd(tolerant_health_checks(
         &std::fs::read_to_string(envoy::fleet_yaml("edge")).expect("edge.yaml"),
+    ));
+    let (shield_config, edge_config) = (
+        fleet_config(etcd_port, SHIELD_POLL),
+        fleet_config(etcd_port, EDGE_POLL),
     );
     let ports = |n: usize| -> Vec<(u16, u16)> {
         (0..n)
@@ -129,7 +175,7 @@ fn start_fleet(bin: &std::path::Path, origin: SocketAddr, edges: usize) -> Fleet
                         (ORIGIN, origin.port()),
                     ],
                     &wasm,
-                    &|_| {},
+                    &shield_config,
                 )
                 .expect("shield yaml");
                 Envoy::spawn_yaml(bin, &yaml, listen, admin, CONCURRENCY).expect("shield")
@@ -146,8 +192,8 @@ fn start_fleet(bin: &std::path::Path, origin: SocketAddr, edges: usize) -> Fleet
                         .zip(&shield_ports)
                         .map(|(&from, &(to, _))| (from, to)),
                 );
-                let yaml =
-                    Envoy::configure_ports(&edge_yaml, &map, &wasm, &|_| {}).expect("edge yaml");
+                let yaml = Envoy::configure_ports(&edge_yaml, &map, &wasm, &edge_config)
+                    .expect("edge yaml");
                 Envoy::spawn_yaml(bin, &yaml, listen, admin, CONCURRENCY).expect("edge")
             })
             .collect(),
@@ -476,4 +522,178 @@ fn with_a_shield_tier_each_object_is_fetched_once_and_a_shield_can_die_under_loa
     );
     // The survivor took over the dead shield's keys.
     assert!(misses(&fleet.shields[1..])[0] > survivor_before);
+}
+
+/// Issue 27 item 7, on the fleet of docs/fleet.md with its ban log in etcd: a ban, and a
+/// surrogate-key purge, sent to an edge and applied there before the owning shield
+/// applies it. The edge refills from the shield, which still holds its pre-ban copy, and
+/// says when that copy left the origin (`x-cachet-content-at`): the edge's new copy is
+/// banned too, so from the moment the edge lists the entry until the shield has fetched
+/// the new content, that edge never answers `HIT`; once the shield has, every edge
+/// converges on the new copy and hits again.
+#[test]
+fn a_ban_or_purge_the_edge_applies_before_its_shield_never_serves_the_pre_ban_copy() {
+    let Some(bin) = envoy_binary() else { return };
+    let Some(etcd_bin) = cachet_envoy_host_tests::etcd::binary() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CACHET_ETCD is unset under CI: scripts/test sets it"
+        );
+        eprintln!("\n*** SKIPPED: set CACHET_ETCD (scripts/test does) ***\n");
+        return;
+    };
+    let etcd = cachet_envoy_host_tests::etcd::Etcd::start(&etcd_bin).expect("etcd");
+    let origin = origin();
+    let fleet = start_fleet_with(&bin, origin.addr(), 3, Some(etcd.port));
+    settle(&fleet, &origin);
+    let edges: Vec<Target> = (fleet.edges.iter())
+        .map(|e| Target::new(&format!("http://{}", e.addr), &origin.url("")))
+        .collect();
+    let auth = format!("Bearer {TOKEN}");
+    let ban = [("authorization", auth.as_str())];
+    edge_first(
+        &fleet,
+        &edges,
+        &origin,
+        ("ban", "/t/fleet-ban-0?cc=public,max-age%3D600"),
+        &Admin {
+            path: "/.cachet/ban",
+            headers: &ban,
+            body: Some(b"obj.http.x-url ~ ^/t/fleet-ban-0"),
+        },
+    );
+    let purge = [
+        ("authorization", auth.as_str()),
+        ("surrogate-key", "fleet-purge-key"),
+    ];
+    edge_first(
+        &fleet,
+        &edges,
+        &origin,
+        (
+            "purge",
+            "/t/fleet-purge-0?cc=public,max-age%3D600&sk=fleet-purge-key",
+        ),
+        &Admin {
+            path: "/.cachet/purge",
+            headers: &purge,
+            body: None,
+        },
+    );
+}
+
+/// One case of [`a_ban_or_purge_the_edge_applies_before_its_shield_never_serves_the_pre_ban_copy`]:
+/// `path` primed on every edge, then the admin `call` (with `headers` and `body`) sent to
+/// edge 0, then edge 0 asked until the shield has refetched, then every edge until it hits.
+fn edge_first(
+    fleet: &Fleet,
+    edges: &[Target],
+    origin: &RunningOrigin,
+    (what, path): (&str, &str),
+    admin: &Admin<'_>,
+) {
+    let Admin {
+        path: call,
+        headers,
+        body,
+    } = *admin;
+    let prefix = path.split('?').next().unwrap_or(path);
+    for t in edges {
+        for _ in 0..2 {
+            let r = t.send("GET", "cdn.example", path, &[], None).expect("get");
+            assert_eq!(r.status, 200, "{what}: {}", r.text());
+        }
+    }
+    assert_eq!(
+        origin_count(origin, prefix),
+        1,
+        "{what}: one fill for the fleet"
+    );
+    let listed = || {
+        let r = edges[0]
+            .send("GET", "cdn.example", "/.cachet/bans", &headers[..1], None)
+            .expect("bans");
+        let v: serde_json::Value = serde_json::from_str(&r.text()).unwrap_or_default();
+        v["bans"].as_array().map_or(0, Vec::len)
+    };
+    let before = listed();
+    let r = edges[0]
+        .send("POST", "cdn.example", call, headers, body)
+        .expect("admin");
+    assert!(
+        matches!(r.status, 200 | 201),
+        "{what}: {} {}",
+        r.status,
+        r.text()
+    );
+    // Edge 0 applies it from its next poll (at once after a write it accepted).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while listed() == before {
+        assert!(Instant::now() < deadline, "{what}: edge 0 never listed it");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Until the shield has applied it (the origin sees the path again), edge 0, which
+    // accepted it and applied it first, answers only MISS.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut before_shield, mut hits) = (0, Vec::new());
+    while origin_count(origin, prefix) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: the shield never applied it\n{}",
+            outputs(&fleet.shields.iter().collect::<Vec<_>>())
+        );
+        let r = edges[0]
+            .send("GET", "cdn.example", path, &[], None)
+            .expect("get");
+        let cache = r.headers.get("x-cache").cloned().unwrap_or_default();
+        if origin_count(origin, prefix) < 2 {
+            before_shield += 1;
+            if cache == "HIT" {
+                hits.push(before_shield);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!("{what}: {before_shield} answers on the edge before the shield applied it");
+    assert!(
+        hits.is_empty(),
+        "{what}: the shield's pre-ban copy was served as a HIT (answers {hits:?} of {before_shield})"
+    );
+    assert!(
+        before_shield > 0,
+        "{what}: the shield applied it before the edge was asked"
+    );
+    until_every_edge_hits(edges, what, path);
+    assert_eq!(
+        origin_count(origin, prefix),
+        2,
+        "{what}: one refetch for the fleet"
+    );
+}
+
+/// Asks every edge for `path` until it answers `HIT` (bounded): the fleet converged on
+/// the new copy.
+fn until_every_edge_hits(edges: &[Target], what: &str, path: &str) {
+    for (i, t) in edges.iter().enumerate() {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = t.send("GET", "cdn.example", path, &[], None).expect("get");
+            if r.headers.get("x-cache").map(String::as_str) == Some("HIT") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: edge {i} never hits again"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// An admin call: its path, headers and body.
+#[derive(Clone, Copy)]
+struct Admin<'a> {
+    path: &'a str,
+    headers: &'a [(&'a str, &'a str)],
+    body: Option<&'a [u8]>,
 }

@@ -533,7 +533,7 @@ fn soft_purged_alice() -> (Host, Vm, Origin, &'static str) {
 
 #[test]
 fn soft_purge_serves_stale_while_revalidating() {
-    let (host, mut w, mut origin, path) = soft_purged_alice();
+    let (_host, mut w, mut origin, path) = soft_purged_alice();
     let s = get(&mut w, &mut origin, path, &[]);
     assert_eq!(s.x_cache(), "STALE");
     w.tick().expect("tick");
