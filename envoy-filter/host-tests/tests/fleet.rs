@@ -639,7 +639,9 @@ fn edge_first(
     while origin_count(origin, prefix) < 2 {
         assert!(
             Instant::now() < deadline,
-            "{what}: the shield never applied it\n{}",
+            "{what}: no refetch reached the origin in 60 s: edge 0 kept serving a copy \
+             ({} of {before_shield} answers HIT), or the shield never applied it\n{}",
+            hits.len(),
             outputs(&fleet.shields.iter().collect::<Vec<_>>())
         );
         let r = edges[0]
