@@ -11,7 +11,7 @@ use cachet_compute::host::{
 };
 use cachet_policy::banstore::{KvItem, KvWriteError, Precondition};
 use fastly::backend::Backend;
-use fastly::cache::core::{self, CacheKey, Found, Transaction};
+use fastly::cache::core::{self, CacheError, CacheKey, Found, Transaction};
 use fastly::http::{HeaderName, HeaderValue, Method, Url};
 use fastly::kv_store::{InsertMode, KVStore, KVStoreError};
 use fastly::{Body, Request};
@@ -54,6 +54,9 @@ macro_rules! insert {
         if !e.swr.is_zero() {
             b = b.stale_while_revalidate(e.swr);
         }
+        if !e.age.is_zero() {
+            b = b.initial_age(e.age);
+        }
         if !e.surrogate_keys.is_empty() {
             b = b.surrogate_keys(e.surrogate_keys.iter().map(String::as_str));
         }
@@ -90,7 +93,17 @@ impl Host for Fastly {
         h.finish()
     }
 
-    fn tx_lookup(&self, key: &[u8], headers: &Fields, ranged: bool) -> Result<Transaction, String> {
+    fn sleep(&self, d: Duration) {
+        std::thread::sleep(d);
+    }
+
+    fn tx_lookup(
+        &self,
+        key: &[u8],
+        headers: &Fields,
+        ranged: bool,
+        wait: Option<Duration>,
+    ) -> Result<Option<Transaction>, String> {
         let mut lookup = Transaction::lookup(CacheKey::copy_from_slice(key));
         for (n, v) in headers {
             if let (Ok(n), Ok(v)) = (
@@ -103,7 +116,14 @@ impl Host for Fastly {
         if ranged {
             lookup = lookup.always_use_requested_range();
         }
-        lookup.execute().map_err(|e| e.to_string())
+        if let Some(wait) = wait {
+            lookup = lookup.timeout(wait);
+        }
+        match lookup.execute() {
+            Ok(tx) => Ok(Some(tx)),
+            Err(CacheError::Timeout) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     fn tx_found(&self, tx: &Transaction) -> Option<Found> {
@@ -119,7 +139,7 @@ impl Host for Fastly {
     }
 
     fn tx_update(&self, tx: Transaction, e: &Entry<'_>) -> Result<(), String> {
-        let mut update = tx.update(e.ttl);
+        let mut update = tx.update(e.ttl).age(e.age);
         let vary = names(e.vary_by);
         if !vary.is_empty() {
             update = update.vary_by(&vary);

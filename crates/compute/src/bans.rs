@@ -174,6 +174,7 @@ fn copy_entry(ttl: Duration, md: &[u8]) -> Entry<'_> {
     Entry {
         ttl,
         swr: LOCAL_COPY_SWR,
+        age: Duration::ZERO,
         vary_by: &[],
         surrogate_keys: &[],
         user_metadata: md,
@@ -186,7 +187,9 @@ impl<'h, H: Host> PopCache for Pop<'h, H> {
 
     fn lookup(&mut self) -> Result<CopyLookup<H::Tx, Local<'h, H>>, String> {
         let host = self.0.host;
-        let tx = host.tx_lookup(LOCAL_COPY_KEY, &Vec::new(), true)?;
+        let tx = host
+            .tx_lookup(LOCAL_COPY_KEY, &Vec::new(), true, None)?
+            .ok_or("the ban index copy's lookup timed out")?;
         let copy = host.tx_found(&tx).and_then(|found| {
             let meta = CopyMeta::from_bytes(&host.found_metadata(&found))?;
             Some(Local {
@@ -238,6 +241,7 @@ impl<'h, H: Host> PopCache for Pop<'h, H> {
         let e = Entry {
             ttl: FAILURE_TTL,
             swr: Duration::ZERO,
+            age: Duration::ZERO,
             vary_by: &[],
             surrogate_keys: &keys,
             user_metadata: &md,

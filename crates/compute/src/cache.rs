@@ -34,6 +34,8 @@ use cachet_http::drive::{self, AnswerHead, CoreEntry, Looked, Note};
 use cachet_http::{CacheStatus, Client, Failure, fill};
 use cachet_policy::Plan;
 use cachet_policy::object::Meta;
+use std::time::Duration;
+
 use cachet_refresh::{Timestamp, retry_after_secs};
 
 use crate::deliver::{self, client_of};
@@ -153,11 +155,19 @@ impl<H: Host> drive::CoreCache for Edge<'_, '_, '_, H> {
         self.cx.host.random_u64()
     }
 
-    fn lookup(&mut self) -> Result<Looked<H::Tx>, EdgeError> {
+    fn lookup(&mut self, wait: Duration) -> Result<Option<Looked<H::Tx>>, EdgeError> {
         let host = self.cx.host;
-        let tx = host
-            .tx_lookup(self.plan.cache_key.as_bytes(), &self.vary, false)
-            .map_err(EdgeError::Cache)?;
+        let Some(tx) = host
+            .tx_lookup(
+                self.plan.cache_key.as_bytes(),
+                &self.vary,
+                false,
+                Some(wait),
+            )
+            .map_err(EdgeError::Cache)?
+        else {
+            return Ok(None);
+        };
         // Metadata of another layout version counts as nothing.
         let found = host.tx_found(&tx).and_then(|f| {
             Some((
@@ -165,11 +175,35 @@ impl<H: Host> drive::CoreCache for Edge<'_, '_, '_, H> {
                 host.found_stale(&f),
             ))
         });
-        Ok(Looked {
+        Ok(Some(Looked {
             obligated: host.tx_obligated(&tx),
             tx,
             found,
-        })
+        }))
+    }
+
+    fn pause(&mut self, d: Duration) {
+        self.cx.host.sleep(d);
+    }
+
+    fn read_flag(&mut self, key: &str) -> Option<Vec<u8>> {
+        let host = self.cx.host;
+        let found = host.lookup(key.as_bytes())?;
+        Some(host.found_metadata(&found))
+    }
+
+    fn write_flag(&mut self, key: &str, value: &[u8], ttl: Duration) {
+        let e = Entry {
+            ttl,
+            swr: Duration::ZERO,
+            age: Duration::ZERO,
+            vary_by: &[],
+            surrogate_keys: &[],
+            user_metadata: value,
+        };
+        if let Err(err) = self.cx.host.insert(key.as_bytes(), &e, &[]) {
+            self.f.error = Some(format!("flag {key}: {err}"));
+        }
     }
 
     fn body(&mut self, tx: &H::Tx) -> Result<Vec<u8>, EdgeError> {
@@ -204,7 +238,7 @@ impl<H: Host> drive::CoreCache for Edge<'_, '_, '_, H> {
     /// Inserts an object (or, `meta.pass`, a content-free hit-for-pass marker) under the
     /// obligation, as `drive::CoreEntry` says, `vary_by` the origin's varying fields.
     fn insert(&mut self, tx: H::Tx, meta: &Meta, body: &[u8]) -> Result<(), EdgeError> {
-        let e = CoreEntry::of(self.cx.policy, meta);
+        let e = CoreEntry::of(self.cx.policy, meta, self.now());
         let md = meta.to_bytes();
         self.cx
             .host
@@ -214,7 +248,7 @@ impl<H: Host> drive::CoreCache for Edge<'_, '_, '_, H> {
 
     /// Writes a freshened object's metadata (same body) under the obligation.
     fn update(&mut self, tx: H::Tx, meta: &Meta) -> Result<(), EdgeError> {
-        let e = CoreEntry::of(self.cx.policy, meta);
+        let e = CoreEntry::of(self.cx.policy, meta, self.now());
         let md = meta.to_bytes();
         self.cx
             .host
@@ -255,9 +289,11 @@ impl<H: Host> drive::CoreCache for Edge<'_, '_, '_, H> {
         &mut self,
         a: &mut Fetched<H::Body>,
         limit: u64,
-    ) -> Result<Option<Vec<u8>>, EdgeError> {
+    ) -> Result<Option<Vec<u8>>, String> {
         let host = self.cx.host;
-        let head = host.body_read(&mut a.resp.body, limit.saturating_add(1))?;
+        let head = host
+            .body_read(&mut a.resp.body, limit.saturating_add(1))
+            .map_err(|e| format!("origin body: {e}"))?;
         if head.len() as u64 <= limit {
             return Ok(Some(head));
         }
@@ -319,6 +355,7 @@ fn entry<'e>(e: &'e CoreEntry, meta: &'e Meta, md: &'e [u8]) -> Entry<'e> {
     Entry {
         ttl: e.ttl,
         swr: e.swr,
+        age: e.age,
         vary_by: &meta.vary_fields,
         surrogate_keys: &e.keys,
         user_metadata: md,

@@ -26,6 +26,9 @@ pub struct Entry<'a> {
     pub ttl: Duration,
     /// Stale-while-revalidate after the TTL; zero: none.
     pub swr: Duration,
+    /// The entry's age when written (`InsertBuilder::initial_age`,
+    /// `TransactionUpdateBuilder::age`): the platform's TTL counts from `now - age`.
+    pub age: Duration,
     /// Request header names the entry varies by (`vary_by`); empty: none.
     pub vary_by: &'a [String],
     /// Surrogate keys (purged by [`Host::purge`]).
@@ -104,15 +107,26 @@ pub trait Host {
     fn now(&self) -> SystemTime;
     /// A monotonic clock (time since an arbitrary start), for durations.
     fn monotonic(&self) -> Duration;
+    /// Lets `d` pass (`std::thread::sleep`: WASI `poll_oneoff` on a clock), while the
+    /// request waits for another one's revalidation of its key.
+    fn sleep(&self, d: Duration);
     /// 64 random bits (WASI `random_get`).
     fn random_u64(&self) -> u64;
 
     /// Starts a transactional lookup of `key` with the request's header lines (for the
-    /// entries' `vary_by`); `ranged`: `always_use_requested_range`.
+    /// entries' `vary_by`); `ranged`: `always_use_requested_range`. When another request
+    /// is filling the key the lookup waits for it (request collapsing), at most `wait`
+    /// when given (`TransactionLookupBuilder::timeout`): `Ok(None)` when that ran out.
     ///
     /// # Errors
     /// The platform's refusal.
-    fn tx_lookup(&self, key: &[u8], headers: &Fields, ranged: bool) -> Result<Self::Tx, String>;
+    fn tx_lookup(
+        &self,
+        key: &[u8],
+        headers: &Fields,
+        ranged: bool,
+        wait: Option<Duration>,
+    ) -> Result<Option<Self::Tx>, String>;
     /// The entry a transaction found, if any (`Transaction::found`).
     fn tx_found(&self, tx: &Self::Tx) -> Option<Self::Found>;
     /// Whether this transaction holds the key's obligation (`must_insert_or_update`).

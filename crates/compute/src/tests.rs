@@ -64,7 +64,15 @@ struct Fake {
     logs: RefCell<Vec<String>>,
     /// The `cachet` config store's `config` item.
     config_store: RefCell<Option<String>>,
+    /// Keys whose obligation another (simulated) request holds: lookups get no
+    /// obligation; with nothing usable they wait (and time out: one thread here).
+    others_hold: RefCell<Vec<Vec<u8>>>,
+    /// What that other request does once the clock reaches the time (ms).
+    at_time: RefCell<Vec<Scheduled>>,
 }
+
+/// Something another (simulated) request does at a time (ms).
+type Scheduled = (u64, Box<dyn FnOnce(&Fake)>);
 
 impl Fake {
     fn at(ms: u64) -> Self {
@@ -72,11 +80,23 @@ impl Fake {
         f.now.set(ms);
         f
     }
+    /// Lets time pass to `ms`, running what is scheduled up to it.
+    fn advance(&self, ms: u64) {
+        self.now.set(self.now.get().max(ms));
+        loop {
+            let due = {
+                let mut at = self.at_time.borrow_mut();
+                at.iter().position(|(t, _)| *t <= ms).map(|i| at.remove(i))
+            };
+            let Some((_, run)) = due else { break };
+            run(self);
+        }
+    }
     fn entry(&self, key: &[u8], e: &Entry<'_>, body: &[u8]) {
         let stored = Stored {
             body: body.to_vec(),
             meta: e.user_metadata.to_vec(),
-            at: self.now(),
+            at: self.now() - e.age,
             ttl: e.ttl,
             swr: e.swr,
             keys: e.surrogate_keys.to_vec(),
@@ -110,7 +130,16 @@ impl Host for Fake {
     fn random_u64(&self) -> u64 {
         u64::MAX / 3
     }
-    fn tx_lookup(&self, key: &[u8], _: &Fields, _: bool) -> Result<Tx, String> {
+    fn sleep(&self, d: Duration) {
+        self.advance(self.now.get() + u64::try_from(d.as_millis()).unwrap());
+    }
+    fn tx_lookup(
+        &self,
+        key: &[u8],
+        _: &Fields,
+        _: bool,
+        wait: Option<Duration>,
+    ) -> Result<Option<Tx>, String> {
         let now = self.now();
         let found = self
             .cache
@@ -118,12 +147,20 @@ impl Host for Fake {
             .get(key)
             .filter(|s| s.usable(now))
             .cloned();
-        let obligated = found.as_ref().is_none_or(|s| s.stale(now));
-        Ok(Tx {
+        let others = self.others_hold.borrow().iter().any(|k| k == key);
+        if others && found.is_none() {
+            // Collapsed behind the other request's fill: one thread, so the wait runs out.
+            if let Some(w) = wait {
+                self.sleep(w);
+            }
+            return Ok(None);
+        }
+        let obligated = !others && found.as_ref().is_none_or(|s| s.stale(now));
+        Ok(Some(Tx {
             key: key.to_vec(),
             found,
             obligated,
-        })
+        }))
     }
     fn tx_found(&self, tx: &Tx) -> Option<Stored> {
         tx.found.clone()

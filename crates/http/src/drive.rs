@@ -35,7 +35,7 @@ use std::time::Duration;
 use cachet_policy::object::Meta;
 use cachet_policy::{Plan, Policy};
 use cachet_refresh::{
-    Draw, EarlyRefresh, EntryTimes, ErrorAction, Timestamp, decide, on_origin_error,
+    Draw, EarlyRefresh, EntryTimes, ErrorAction, Freshness, Timestamp, decide, on_origin_error,
 };
 
 use crate::access::{RefreshCause, Refreshed, Revalidation};
@@ -105,11 +105,21 @@ pub trait CoreCache {
     fn now(&self) -> Timestamp;
     /// 64 random bits (XFetch's draw).
     fn random_bits(&mut self) -> u64;
-    /// Looks up the request's key (its variant chosen by the request's fields).
+    /// Looks up the request's key (its variant chosen by the request's fields), waiting
+    /// at most `wait` when another request is filling it (the platform's request
+    /// collapsing); `None` when that wait ran out.
     ///
     /// # Errors
     /// The core cache's failure.
-    fn lookup(&mut self) -> Result<Looked<Self::Tx>, Self::Error>;
+    fn lookup(&mut self, wait: Duration) -> Result<Option<Looked<Self::Tx>>, Self::Error>;
+    /// Lets `d` pass (the edge sleeps) before looking up again while another request
+    /// revalidates the key.
+    fn pause(&mut self, d: Duration);
+    /// A small flag entry's value (`None`: absent); outside the request's key, read
+    /// without a transaction.
+    fn read_flag(&mut self, key: &str) -> Option<Vec<u8>>;
+    /// Writes a small flag entry for `ttl` (best effort: a failure is only logged).
+    fn write_flag(&mut self, key: &str, value: &[u8], ttl: Duration);
     /// The found object's stored body.
     ///
     /// # Errors
@@ -142,12 +152,13 @@ pub trait CoreCache {
     /// body that streams all of it).
     ///
     /// # Errors
-    /// The body's read error.
+    /// Why the origin's body broke (reset, shorter than its `Content-Length`, stalled past
+    /// the between-bytes timeout): an origin failure.
     fn read_bounded(
         &mut self,
         answer: &mut Self::Answer,
         limit: u64,
-    ) -> Result<Option<Vec<u8>>, Self::Error>;
+    ) -> Result<Option<Vec<u8>>, String>;
     /// Gives `answer` its body back after [`Self::read_bounded`] took it.
     fn restore_body(&mut self, answer: &mut Self::Answer, body: Vec<u8>);
     /// Passes the client's request to the origin, nothing stored (records `PASS`).
@@ -206,9 +217,28 @@ impl<T, O> Served<T, O> {
     }
 }
 
-/// One lookup's result: answered, or `None` (purged: look up again).
+/// What one lookup led to.
+enum Step<T, O> {
+    /// The client's answer (and maybe a refresh after it).
+    Done(Box<Served<T, O>>),
+    /// The found object was purged: look up again.
+    Purged,
+    /// Another request holds the key's fill or revalidation: wait for it, look up again.
+    Wait,
+    /// The platform's wait for another request's fill ran past the bound: pass.
+    TimedOut,
+}
+
+/// One lookup's result.
 type StepResult<C> =
-    Result<Option<Served<<C as CoreCache>::Tx, <C as CoreCache>::Out>>, <C as CoreCache>::Error>;
+    Result<Step<<C as CoreCache>::Tx, <C as CoreCache>::Out>, <C as CoreCache>::Error>;
+
+/// The first pause of a request waiting for another's revalidation; each next one
+/// doubles, up to [`MAX_PAUSE`].
+pub const FIRST_PAUSE: Duration = Duration::from_millis(5);
+/// The longest pause between two lookups of a waiting request (its answer comes at most
+/// this long after the revalidation it waits for).
+pub const MAX_PAUSE: Duration = Duration::from_millis(50);
 
 /// The flow's context: the request's plan and client fields.
 struct Flow<'p, 'a> {
@@ -216,12 +246,19 @@ struct Flow<'p, 'a> {
     plan: &'p Plan<'a>,
     client: &'p Client,
     early: EarlyRefresh,
+    /// When the request began: a failure recorded at or after it is a failure of the
+    /// fetch this request waited for.
+    started: Timestamp,
+    /// The end of its wait for another request's fetch (`[collapse].max_wait_ms`).
+    deadline: Timestamp,
 }
 
 /// Serves a cacheable request planned as `plan` from the core cache, fetching,
 /// refreshing or revalidating as the object's state requires (the flow in the module
-/// docs). After [`MAX_LOOKUPS`] lookups that each purged what they found, the request is
-/// passed.
+/// docs). A request that finds another holding the key's fill or revalidation waits for
+/// it (lookups [`FIRST_PAUSE`] to [`MAX_PAUSE`] apart) up to `[collapse].max_wait_ms`,
+/// then is passed (`collapse-timeout`). After [`MAX_LOOKUPS`] lookups that each purged
+/// what they found, the request is passed.
 ///
 /// # Errors
 /// The platform's: the core cache failed; the origin is unreachable and no copy may be
@@ -232,18 +269,49 @@ pub fn cached<C: CoreCache>(
     plan: &Plan<'_>,
     client: &Client,
 ) -> Result<Served<C::Tx, C::Out>, C::Error> {
+    let started = c.now();
+    let max_wait = Duration::from_millis(policy.config().collapse.max_wait_ms);
     let flow = Flow {
         policy,
         plan,
         client,
         early: policy.early_refresh(plan),
+        started,
+        deadline: started.saturating_add(max_wait),
     };
-    for attempt in 0..MAX_LOOKUPS {
-        if let Some(served) = flow.step(c, attempt + 1 == MAX_LOOKUPS)? {
-            return Ok(served);
+    let mut purges = 0;
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let left = Duration::from_millis(
+            flow.deadline
+                .as_millis()
+                .saturating_sub(c.now().as_millis()),
+        );
+        match flow.step(c, purges + 1 >= MAX_LOOKUPS, left)? {
+            Step::Done(served) => return Ok(*served),
+            Step::Purged => {
+                purges += 1;
+                if purges >= MAX_LOOKUPS {
+                    return c.pass().map(Served::now);
+                }
+            }
+            Step::Wait if !left.is_zero() => {
+                c.pause(pause.min(left));
+                pause = (pause * 2).min(MAX_PAUSE);
+            }
+            Step::Wait | Step::TimedOut => {
+                c.note(Note::PassReason("collapse-timeout"));
+                return c.pass().map(Served::now);
+            }
         }
     }
-    c.pass().map(Served::now)
+}
+
+/// The refresh-ahead flag of the object tagged `tag`: written before refresh-ahead's own
+/// soft purge, holding the purged copy's `stored_at` (ms), so the requests that find the
+/// copy soft-purged tell refresh-ahead's purge from an operator's (issue 28 items 2, 3).
+pub fn ahead_flag_key(tag: &str) -> String {
+    format!("cachet-ahead:{tag}")
 }
 
 /// A found object: metadata and its stored body (read only when it may be sent).
@@ -253,14 +321,16 @@ struct Hit {
 }
 
 impl Flow<'_, '_> {
-    /// One lookup, classified for [`lookup::next`], whose step [`Self::act`] carries out;
-    /// `None`: purged, look up again.
-    fn step<C: CoreCache>(&self, c: &mut C, last: bool) -> StepResult<C> {
-        let Looked {
+    /// One lookup, classified for [`lookup::next`], whose step [`Self::act`] carries out.
+    fn step<C: CoreCache>(&self, c: &mut C, last: bool, wait: Duration) -> StepResult<C> {
+        let Some(Looked {
             tx,
             obligated,
             found,
-        } = c.lookup()?;
+        }) = c.lookup(wait)?
+        else {
+            return Ok(Step::TimedOut);
+        };
         let mut rights = Rights {
             fill: obligated,
             relookup: false,
@@ -270,7 +340,23 @@ impl Flow<'_, '_> {
             return self.act(c, lookup::next(Found::Nothing, rights), tx, obligated, None);
         };
         rights.relookup = !last && !meta.tag.is_empty();
-        let what = if meta.pass {
+        let now = c.now();
+        let what = if meta
+            .origin_failed_at_ms
+            .is_some_and(|at| at >= self.started.as_millis())
+        {
+            // The fetch this request waited for failed: answer as it was answered.
+            c.note(Note::Error(
+                "the origin failed for the request this one waited for".into(),
+            ));
+            Found::Failed {
+                servable: !meta.is_failure_marker()
+                    && !meta.pass
+                    && stale_if_error(&meta, &meta.times, now),
+            }
+        } else if meta.is_failure_marker() {
+            Found::Nothing
+        } else if meta.pass {
             // A hit-for-pass marker; with the obligation it expired: ask the origin again.
             c.note(Note::PassReason("hit-for-pass"));
             if obligated {
@@ -285,10 +371,17 @@ impl Flow<'_, '_> {
                 EarlyRefresh::Xfetch { .. } => Draw::from_bits(c.random_bits()),
                 _ => Draw::ONE,
             };
+            let freshness = decide(Some(&meta.times), now, &self.early, draw);
+            let fresh = matches!(freshness, Freshness::Fresh | Freshness::RefreshAhead);
+            let ahead = platform_stale
+                && fresh
+                && c.read_flag(&ahead_flag_key(&meta.tag)).as_deref()
+                    == Some(meta.times.stored_at.as_millis().to_string().as_bytes());
             Found::Object {
-                freshness: decide(Some(&meta.times), c.now(), &self.early, draw),
+                freshness,
                 soft_purged: platform_stale,
                 has_grace: !meta.times.grace.is_zero(),
+                ahead,
             }
         };
         let next = lookup::next(what, rights);
@@ -311,6 +404,9 @@ impl Flow<'_, '_> {
         let served = match (next, hit) {
             (Next::Serve { status, refresh }, Some(hit)) => {
                 c.note(Note::Status(status));
+                if obligated && !refresh {
+                    c.cancel(&tx);
+                }
                 let after = refresh.then(|| Refresh {
                     tx,
                     meta: hit.meta.clone(),
@@ -325,8 +421,11 @@ impl Flow<'_, '_> {
             }
             (Next::Relookup { soft }, Some(hit)) => {
                 drop(tx);
+                if soft {
+                    flag_ahead(c, &hit.meta);
+                }
                 c.purge(&hit.meta.tag, soft);
-                return Ok(None);
+                return Ok(Step::Purged);
             }
             (Next::Revalidate, Some(hit)) => Served::now(self.revalidate_now(c, tx, &hit)?),
             (Next::NotCached, _) => {
@@ -336,12 +435,21 @@ impl Flow<'_, '_> {
                 c.note(Note::Status(CacheStatus::Miss));
                 Served::now(c.failure(Failure::NotCached))
             }
+            (Next::Unavailable, _) => {
+                if obligated {
+                    c.cancel(&tx);
+                }
+                return Err(
+                    c.unreachable("the origin failed for the request this one waited for".into())
+                );
+            }
+            (Next::Wait, _) => {
+                drop(tx);
+                return Ok(Step::Wait);
+            }
             (Next::Fill, _) => Served::now(self.miss(c, tx)?),
             (Next::Pass { status }, _) | (Next::Serve { status, .. }, None) => {
                 drop(tx);
-                if status == CacheStatus::Miss {
-                    c.note(Note::PassReason("revalidating-elsewhere"));
-                }
                 let out = c.pass()?;
                 if status != CacheStatus::Pass {
                     c.note(Note::Status(status));
@@ -353,18 +461,69 @@ impl Flow<'_, '_> {
                 Served::now(c.pass()?)
             }
         };
-        Ok(Some(served))
+        Ok(Step::Done(Box::new(served)))
     }
 
     /// Holding the obligation with nothing usable stored: one origin fetch serves every
-    /// waiter.
+    /// waiter. When the origin fails (unreachable, or its body breaks) a failure marker
+    /// is left so every waiter is answered at once (issue 28 item 8).
     fn miss<C: CoreCache>(&self, c: &mut C, tx: C::Tx) -> Result<C::Out, C::Error> {
-        let answer = send_fill(c, &tx, None)?;
+        let answer = match c.fetch(None) {
+            Ok(a) => a,
+            Err(e) => {
+                self.record_failure(c, tx, None)?;
+                return Err(c.unreachable(e));
+            }
+        };
         c.note(Note::OriginWait(c.head(&answer).elapsed));
-        self.fill(c, tx, answer, false)
+        self.fill(c, tx, answer, None)
     }
 
-    /// Past grace, holding the obligation: revalidate before answering.
+    /// Records an origin failure of this request's fetch under the obligation `tx`, so
+    /// the requests waiting for it are answered as this one is: the stored copy `stored`
+    /// keeps its content and gains the failure time (the platform holds it stale), or,
+    /// with nothing stored, a failure marker.
+    ///
+    /// # Errors
+    /// The core cache's failure writing it.
+    fn record_failure<C: CoreCache>(
+        &self,
+        c: &mut C,
+        tx: C::Tx,
+        stored: Option<&Meta>,
+    ) -> Result<(), C::Error> {
+        let now = c.now();
+        if let Some(meta) = stored {
+            let mut m = meta.clone();
+            m.origin_failed_at_ms = Some(now.as_millis());
+            return c.update(tx, &m);
+        }
+        let mut m = Meta::failure_marker(self.plan.route, now);
+        m.tag = cachet_policy::object::object_tag(&self.plan.cache_key);
+        c.insert(tx, &m, &[])
+    }
+
+    /// The stored copy for a failed revalidation: within grace or `stale-if-error`
+    /// (RFC 5861 §4), after the failure was recorded for the waiters.
+    fn stale_or<C: CoreCache>(
+        &self,
+        c: &mut C,
+        tx: C::Tx,
+        hit: &Hit,
+        reason: String,
+    ) -> Result<C::Out, C::Error> {
+        let meta = &hit.meta;
+        self.record_failure(c, tx, Some(meta))?;
+        if stale_if_error(meta, &meta.times, c.now()) {
+            c.note(Note::Error(reason));
+            c.note(Note::Status(CacheStatus::Stale));
+            return c.respond(meta, hit.body.clone(), CacheStatus::Stale);
+        }
+        Err(c.unreachable(reason))
+    }
+
+    /// Past grace, holding the obligation: revalidate before answering (the requests
+    /// that find the copy meanwhile wait for this answer).
     fn revalidate_now<C: CoreCache>(
         &self,
         c: &mut C,
@@ -374,15 +533,7 @@ impl Flow<'_, '_> {
         let meta = &hit.meta;
         let answer = match c.fetch(Some(meta)) {
             Ok(a) => a,
-            Err(e) => {
-                c.cancel(&tx);
-                if stale_if_error(meta, &meta.times, c.now()) {
-                    c.note(Note::Error(e));
-                    c.note(Note::Status(CacheStatus::Stale));
-                    return c.respond(meta, hit.body.clone(), CacheStatus::Stale);
-                }
-                return Err(c.unreachable(e));
-            }
+            Err(e) => return self.stale_or(c, tx, hit, e),
         };
         let head = c.head(&answer);
         c.note(Note::OriginWait(head.elapsed));
@@ -406,8 +557,8 @@ impl Flow<'_, '_> {
             Revalidated::Keep => {
                 // Past grace the stored copy is served only within the origin's
                 // stale-if-error (RFC 5861 §4); otherwise the origin's error goes out.
-                c.cancel(&tx);
                 c.note(Note::Refresh(Revalidation::OriginError));
+                self.record_failure(c, tx, Some(meta))?;
                 if stale_if_error(meta, &meta.times, c.now()) {
                     c.note(Note::Status(CacheStatus::Stale));
                     return c.respond(meta, hit.body.clone(), CacheStatus::Stale);
@@ -415,31 +566,55 @@ impl Flow<'_, '_> {
                 c.note(Note::Status(CacheStatus::Pass));
                 Ok(c.unstored(answer))
             }
-            Revalidated::Replace => self.fill(c, tx, answer, true),
+            Revalidated::Replace => self.fill(c, tx, answer, Some(hit)),
         }
     }
 
     /// Stores a fill's answer as the engine says ([`store`]) and answers this client:
-    /// from the stored object, or with the origin's answer unstored.
+    /// from the stored object, or with the origin's answer unstored. `replacing`: the
+    /// stored copy a revalidation answered with a new object. A body that breaks is an
+    /// origin failure (RFC 5861 §4): the stored copy within `stale-if-error`, else `503`.
     fn fill<C: CoreCache>(
         &self,
         c: &mut C,
         tx: C::Tx,
         answer: C::Answer,
-        replacing: bool,
+        replacing: Option<&Hit>,
     ) -> Result<C::Out, C::Error> {
-        match store(c, self.policy, self.plan, tx, answer, replacing)? {
-            (Filled::Stored { meta, body }, _) => {
+        match store(c, self.policy, self.plan, tx, answer, replacing.is_some())? {
+            Stored::Done(Filled::Stored { meta, body }, _) => {
                 c.note(Note::Status(CacheStatus::Miss));
                 c.respond(&meta, body, CacheStatus::Miss)
             }
-            (Filled::Marker { why, .. } | Filled::Unstored(why), answer) => {
+            Stored::Done(Filled::Marker { why, .. } | Filled::Unstored(why), answer) => {
                 c.note(Note::PassReason(why.label()));
                 c.note(Note::Status(CacheStatus::Pass));
                 Ok(c.unstored(answer))
             }
+            Stored::BodyBroke(tx, reason) => {
+                if let Some(hit) = replacing {
+                    return self.stale_or(c, tx, hit, reason);
+                }
+                self.record_failure(c, tx, None)?;
+                Err(c.unreachable(reason))
+            }
         }
     }
+}
+
+/// Flags `meta`'s copy as refresh-ahead's before its soft purge, until its expiry.
+fn flag_ahead<C: CoreCache>(c: &mut C, meta: &Meta) {
+    let t = &meta.times;
+    let expiry = t.stored_at.saturating_add(t.ttl);
+    let left = expiry
+        .as_millis()
+        .saturating_sub(c.now().as_millis())
+        .max(1);
+    c.write_flag(
+        &ahead_flag_key(&meta.tag),
+        t.stored_at.as_millis().to_string().as_bytes(),
+        Duration::from_millis(left),
+    );
 }
 
 /// Whether an origin failure at `now` may be answered with the object `meta`, whose
@@ -459,21 +634,28 @@ pub fn stale_if_error(meta: &Meta, times: &EntryTimes, now: Timestamp) -> bool {
 /// decided from its stored [`Meta`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CoreEntry {
-    /// The core cache's TTL: the object's real TTL.
+    /// The core cache's TTL: the object's real TTL (zero for a failure marker; at most
+    /// its age once a revalidation failed, so the platform keeps it stale).
     pub ttl: Duration,
     /// The core cache's stale-while-revalidate: grace + keep, plus the TTL when the
     /// object's route refreshes early (a soft purge then leaves it usable until its real
     /// expiry and beyond, on platforms where a soft-purged object is only usable within
-    /// SWR); none for a hit-for-pass marker.
+    /// SWR); none for a hit-for-pass marker; `[collapse].max_wait_ms` for a failure
+    /// marker (the requests that waited for the failed fill must still find it).
     pub swr: Duration,
+    /// The object's age when written (`now` − `stored_at`, rounded up to the next ms):
+    /// the core cache's initial age, so its clock and Cachet's agree on the expiry to the
+    /// millisecond (`Found::age` counts from the fill's request, RFC 9111 §4.2.3, not
+    /// from the insert; issue 28 item 1).
+    pub age: Duration,
     /// Surrogate keys: the object's own (origin's, then the route's), then its per-object
     /// tag (the key a ban's purge and refresh-ahead's soft purge use).
     pub keys: Vec<String>,
 }
 
 impl CoreEntry {
-    /// The entry for `meta` under `policy`'s routes.
-    pub fn of(policy: &Policy, meta: &Meta) -> Self {
+    /// The entry for `meta` written at `now` under `policy`'s routes.
+    pub fn of(policy: &Policy, meta: &Meta, now: Timestamp) -> Self {
         let early = policy
             .config()
             .routes
@@ -482,17 +664,38 @@ impl CoreEntry {
             .is_some_and(|r| r.early_refresh != cachet_refresh::EarlyRefresh::None);
         let t = &meta.times;
         let swr = match (meta.pass, early) {
+            _ if meta.is_failure_marker() => {
+                Duration::from_millis(policy.config().collapse.max_wait_ms)
+            }
             (true, _) => Duration::ZERO,
             (false, false) => t.grace.saturating_add(t.keep),
             (false, true) => t.grace.saturating_add(t.keep).saturating_add(t.ttl),
         };
+        // Rounded up: the platform never holds a copy fresh after Cachet's expiry.
+        let age = Duration::from_millis(
+            now.as_millis()
+                .saturating_sub(t.stored_at.as_millis())
+                .saturating_add(1),
+        );
+        let mut ttl = t.ttl;
+        let mut swr = swr;
+        if let Some(left) = ttl
+            .checked_sub(age)
+            .filter(|_| meta.origin_failed_at_ms.is_some() && !meta.is_failure_marker())
+        {
+            // Its revalidation failed (it was stale, or soft-purged): still stale to the
+            // platform, usable until the same end.
+            swr = swr.saturating_add(left);
+            ttl = age;
+        }
         let mut keys = meta.surrogate_keys.clone();
         if !meta.tag.is_empty() {
             keys.push(meta.tag.clone());
         }
         Self {
-            ttl: t.ttl,
+            ttl,
             swr,
+            age,
             keys,
         }
     }
@@ -528,6 +731,15 @@ fn revalidated<C: CoreCache>(
     fill::revalidated(policy, plan, &plan.cache_key, meta, answer, c.now())
 }
 
+/// What [`store`] did with a fill's answer.
+enum Stored<C: CoreCache> {
+    /// The engine's verdict, applied, and the answer (with its body when not stored).
+    Done(Filled, C::Answer),
+    /// The origin's body broke while it was read (reset, short, stalled): an origin
+    /// failure; the obligation is handed back untouched.
+    BodyBroke(C::Tx, String),
+}
+
 /// Applies the engine's verdict on a fill's answer to the core cache: inserts the object
 /// or a hit-for-pass marker, or cancels the obligation. Returns the verdict and the answer
 /// (with its body when it was not stored). The body is read into memory only when it may
@@ -539,7 +751,7 @@ fn store<C: CoreCache>(
     tx: C::Tx,
     mut answer: C::Answer,
     replacing: bool,
-) -> Result<(Filled, C::Answer), C::Error> {
+) -> Result<Stored<C>, C::Error> {
     let now = c.now();
     let AnswerHead {
         status,
@@ -551,25 +763,29 @@ fn store<C: CoreCache>(
     let verdict =
         if let Some(v) = fill::unstorable(policy, plan, key, status, &fields, now, replacing) {
             v
-        } else if let Some(body) = c.read_bounded(&mut answer, limit)? {
-            let origin = Origin {
-                status,
-                fields: &fields,
-                body: &body,
-                elapsed,
-            };
-            let v = fill::filled(policy, plan, key, origin, now, replacing)?;
-            c.restore_body(&mut answer, body);
-            v
         } else {
-            fill::oversized(policy, plan, key, status, &fields, now, replacing)
+            match c.read_bounded(&mut answer, limit) {
+                Err(broke) => return Ok(Stored::BodyBroke(tx, broke)),
+                Ok(Some(body)) => {
+                    let origin = Origin {
+                        status,
+                        fields: &fields,
+                        body: &body,
+                        elapsed,
+                    };
+                    let v = fill::filled(policy, plan, key, origin, now, replacing)?;
+                    c.restore_body(&mut answer, body);
+                    v
+                }
+                Ok(None) => fill::oversized(policy, plan, key, status, &fields, now, replacing),
+            }
         };
     match &verdict {
         Filled::Stored { meta, body } => c.insert(tx, meta, body)?,
         Filled::Marker { meta, .. } => c.insert(tx, meta, &[])?,
         Filled::Unstored(_) => c.cancel(&tx),
     }
-    Ok((verdict, answer))
+    Ok(Stored::Done(verdict, answer))
 }
 
 /// Runs a [`Refresh`] after the client's answer was sent: a conditional request when the
@@ -603,9 +819,13 @@ pub fn refresh<C: CoreCache>(
             c.cancel(&tx);
             Ok(Refreshed::OriginError)
         }
-        Revalidated::Replace => Ok(match store(c, policy, plan, tx, answer, true)?.0 {
-            Filled::Stored { .. } => Refreshed::Replaced,
-            _ => Refreshed::NowUncacheable,
+        Revalidated::Replace => Ok(match store(c, policy, plan, tx, answer, true)? {
+            Stored::Done(Filled::Stored { .. }, _) => Refreshed::Replaced,
+            Stored::Done(..) => Refreshed::NowUncacheable,
+            Stored::BodyBroke(tx, _) => {
+                c.cancel(&tx);
+                Refreshed::OriginError
+            }
         }),
     }
 }

@@ -10,13 +10,20 @@
 //!   after (RFC 5861 §3 stale-while-revalidate; Varnish grace). Only the request with the
 //!   right to fill refreshes; the others are served.
 //! * Past grace (within keep) or missing → revalidate or fill when the request may fill,
-//!   else fetch without storing (another request is filling).
+//!   else wait for the request that does and share its answer (request collapsing of
+//!   fills *and* revalidations, issue 28 item 9; the platform bounds the wait).
+//! * The fill or revalidation this request waited for failed → the stored copy within
+//!   grace or its `stale-if-error` window for every waiter (RFC 5861 §4: every request
+//!   gets what the one that asked the origin got), else `503` (issue 28 items 5 and 8).
 //! * `Cache-Control: only-if-cached` with nothing servable → `504` (RFC 9111 §5.2.1.7).
 //! * A live hit-for-pass marker → pass (the key is private).
 //! * A banned object → purged and looked up again when the platform can (its refetch is
 //!   then collapsed), else fetched as if missing (Varnish's lookup-time ban check).
 //! * An object the platform marks stale while our clock says fresh was soft-purged (Fastly
-//!   soft purge, Varnish `ttl = 0`): stale when it has grace, else past grace.
+//!   soft purge, Varnish `ttl = 0`): stale when it has grace, else past grace — unless the
+//!   soft purge was refresh-ahead's own (the platform's way to hand one request the right
+//!   to refresh): then it is still fresh, served `HIT` by everyone while the request with
+//!   the right refreshes it (issue 28 items 2 and 3).
 
 use cachet_refresh::Freshness;
 
@@ -41,6 +48,14 @@ pub enum Found {
         soft_purged: bool,
         /// Its grace is not zero (a soft-purged object with grace may be served stale).
         has_grace: bool,
+        /// The soft purge was refresh-ahead's own (the object is still fresh and is being
+        /// refreshed ahead of its expiry); meaningful only with `soft_purged`.
+        ahead: bool,
+    },
+    /// The fill or revalidation this request waited for failed after it began waiting.
+    Failed {
+        /// A stored copy may answer the failure (within grace or `stale-if-error`).
+        servable: bool,
     },
 }
 
@@ -86,6 +101,12 @@ pub enum Next {
     },
     /// Answer `504`: nothing servable and the client asked for `only-if-cached`.
     NotCached,
+    /// Another request holds the right to fill or revalidate the key: wait for its answer
+    /// and look up again (the platform bounds the wait, `[collapse].max_wait_ms`).
+    Wait,
+    /// The origin failed for the request this one waited for and nothing may be served:
+    /// a clean `503` with `Retry-After`.
+    Unavailable,
 }
 
 /// The step for `found` given `rights` (rules in the module docs).
@@ -102,22 +123,37 @@ pub fn next(found: Found, rights: Rights) -> Next {
         }
     };
     let (freshness, soft_purged) = match found {
-        Found::Marker if rights.only_if_cached => return Next::NotCached,
+        Found::Marker | Found::Failed { servable: false } if rights.only_if_cached => {
+            return Next::NotCached;
+        }
         Found::Marker => {
             return Next::Pass {
                 status: CacheStatus::Pass,
             };
         }
+        Found::Failed { servable: true } => {
+            return Next::Serve {
+                status: CacheStatus::Stale,
+                refresh: false,
+            };
+        }
+        Found::Failed { servable: false } => return Next::Unavailable,
         Found::Banned if rights.relookup && !rights.fill => {
             return Next::Relookup { soft: false };
         }
-        Found::Nothing | Found::Banned => return fetch(),
+        Found::Banned => return fetch(),
+        Found::Nothing if rights.fill || rights.only_if_cached => return fetch(),
+        // Someone else is filling the key (the platform handed them the obligation).
+        Found::Nothing => return Next::Wait,
         Found::Object {
-            freshness: Freshness::Fresh,
+            freshness: Freshness::Fresh | Freshness::RefreshAhead,
             soft_purged: true,
             has_grace,
+            ahead,
         } => (
-            if has_grace {
+            if ahead {
+                Freshness::RefreshAhead
+            } else if has_grace {
                 Freshness::Stale
             } else {
                 Freshness::Expired
@@ -143,9 +179,8 @@ pub fn next(found: Found, rights: Rights) -> Next {
         Freshness::Stale => serve(CacheStatus::Stale, rights.fill),
         Freshness::Expired | Freshness::Miss if rights.only_if_cached => Next::NotCached,
         Freshness::Expired | Freshness::Miss if rights.fill => Next::Revalidate,
-        Freshness::Expired | Freshness::Miss => Next::Pass {
-            status: CacheStatus::Miss,
-        },
+        // Another request is revalidating it: share its answer.
+        Freshness::Expired | Freshness::Miss => Next::Wait,
     }
 }
 
@@ -169,6 +204,7 @@ mod tests {
             freshness,
             soft_purged: false,
             has_grace: true,
+            ahead: false,
         }
     }
 
@@ -200,9 +236,8 @@ mod tests {
         assert_eq!(next(object(Freshness::Expired), FILL), Next::Revalidate);
         assert_eq!(
             next(object(Freshness::Expired), WAIT),
-            Next::Pass {
-                status: CacheStatus::Miss
-            }
+            Next::Wait,
+            "issue 28 item 9: another request revalidates; wait for its answer"
         );
     }
 
@@ -212,6 +247,7 @@ mod tests {
             freshness,
             soft_purged: true,
             has_grace,
+            ahead: false,
         };
         assert_eq!(
             next(purged(Freshness::Fresh, true), WAIT),
@@ -227,10 +263,65 @@ mod tests {
         assert_eq!(
             next(purged(Freshness::RefreshAhead, true), WAIT),
             Next::Serve {
-                status: CacheStatus::Hit,
+                status: CacheStatus::Stale,
                 refresh: false
             },
-            "already soft-purged by refresh-ahead: another request refreshes"
+            "a soft purge (not refresh-ahead's own) ends freshness even past the threshold"
+        );
+        assert_eq!(
+            next(purged(Freshness::RefreshAhead, false), WAIT),
+            Next::Wait,
+            "no grace: wait for the revalidation"
+        );
+    }
+
+    #[test]
+    fn refresh_aheads_own_soft_purge_keeps_the_copy_fresh_for_everyone() {
+        // Issue 28 items 2 and 3: XFetch fired for one request, which soft-purged the copy
+        // to get the right to refresh; everyone else keeps getting `HIT`, grace or not.
+        for has_grace in [false, true] {
+            for freshness in [Freshness::Fresh, Freshness::RefreshAhead] {
+                let ahead = Found::Object {
+                    freshness,
+                    soft_purged: true,
+                    has_grace,
+                    ahead: true,
+                };
+                let serve = |refresh| Next::Serve {
+                    status: CacheStatus::Hit,
+                    refresh,
+                };
+                assert_eq!(next(ahead, FILL), serve(true), "{freshness:?} {has_grace}");
+                assert_eq!(next(ahead, WAIT), serve(false), "{freshness:?} {has_grace}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_failure_while_waiting_answers_every_waiter_alike() {
+        // Issue 28 items 5 and 8: the request that asked the origin failed; those that
+        // waited for it get the stale copy within stale-if-error, else a 503, and never
+        // ask the origin themselves.
+        for rights in [FILL, WAIT] {
+            assert_eq!(
+                next(Found::Failed { servable: true }, rights),
+                Next::Serve {
+                    status: CacheStatus::Stale,
+                    refresh: false
+                }
+            );
+            assert_eq!(
+                next(Found::Failed { servable: false }, rights),
+                Next::Unavailable
+            );
+        }
+        let oic = Rights {
+            only_if_cached: true,
+            ..WAIT
+        };
+        assert_eq!(
+            next(Found::Failed { servable: false }, oic),
+            Next::NotCached
         );
     }
 
@@ -262,7 +353,11 @@ mod tests {
             status: CacheStatus::Pass,
         };
         assert_eq!(next(Found::Nothing, FILL), Next::Fill);
-        assert_eq!(next(Found::Nothing, WAIT), pass);
+        assert_eq!(
+            next(Found::Nothing, WAIT),
+            Next::Wait,
+            "another request fills"
+        );
         assert_eq!(next(Found::Marker, FILL), pass);
         assert_eq!(next(Found::Marker, WAIT), pass);
         assert_eq!(next(Found::Banned, FILL), Next::Fill);

@@ -92,6 +92,7 @@ pub fn object(
         vary_fields: store.vary_fields.clone(),
         variants: Vec::new(),
         content_at_ms,
+        origin_failed_at_ms: None,
     };
     Ok((meta, stored))
 }

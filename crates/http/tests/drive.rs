@@ -3,7 +3,7 @@
 //! background refresh, keep-window revalidation, stale-if-error, bans, markers,
 //! `only-if-cached`, private and oversized answers.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, SystemTime};
 
 use cachet_http::access::{RefreshCause, Refreshed, Revalidation};
@@ -75,8 +75,10 @@ impl From<&str> for Error {
 /// A scripted origin answer: status, fields, body; `Err`: unreachable.
 type Script = Result<(u16, Vec<(String, Vec<u8>)>, Vec<u8>), String>;
 
+/// Something another (simulated) request does once the clock reaches a time (ms).
+type Event = (u64, Box<dyn FnOnce(&mut Fake)>);
+
 /// The fake platform: one key's core cache, a scripted origin, the access-log notes.
-#[derive(Debug)]
 #[allow(
     clippy::struct_excessive_bools,
     reason = "independent switches of a test double"
@@ -98,6 +100,18 @@ struct Fake {
     purge_lands: bool,
     cancelled: usize,
     notes: Vec<Note>,
+    /// Only a stale (or soft-purged) object's lookup gets the obligation, as on Fastly.
+    grant_only_when_stale: bool,
+    /// XFetch's random bits.
+    bits: u64,
+    /// Flag entries.
+    flags: HashMap<String, Vec<u8>>,
+    /// The next answer's body breaks while it is read.
+    body_breaks: bool,
+    /// What other requests do at a time (run as the clock passes it).
+    events: Vec<Event>,
+    /// The pauses a waiting request took.
+    pauses: Vec<Duration>,
 }
 
 impl Fake {
@@ -114,7 +128,27 @@ impl Fake {
             purge_lands: true,
             cancelled: 0,
             notes: Vec::new(),
+            grant_only_when_stale: false,
+            bits: u64::MAX,
+            flags: HashMap::new(),
+            body_breaks: false,
+            events: Vec::new(),
+            pauses: Vec::new(),
         }
+    }
+
+    /// Lets time pass to `ms` (since the epoch), running the events due.
+    fn advance(&mut self, ms: u64) {
+        self.now = Timestamp::from_millis(self.now.as_millis().max(ms));
+        while let Some(i) = self.events.iter().position(|(t, _)| *t <= ms) {
+            let (_, run) = self.events.remove(i);
+            run(self);
+        }
+    }
+
+    /// Another request does `run` `ms` from now.
+    fn later(&mut self, ms: u64, run: impl FnOnce(&mut Self) + 'static) {
+        self.events.push((self.now.as_millis() + ms, Box::new(run)));
     }
 
     fn answer(&mut self, status: u16, fields: &[(&str, &str)], body: &[u8]) {
@@ -147,19 +181,49 @@ impl CoreCache for Fake {
         self.now
     }
     fn random_bits(&mut self) -> u64 {
-        u64::MAX
+        self.bits
     }
-    fn lookup(&mut self) -> Result<Looked<()>, Error> {
-        let found = self.stored.as_ref().map(|s| (s.meta.clone(), s.stale));
-        Ok(Looked {
+    fn lookup(&mut self, wait: Duration) -> Result<Option<Looked<()>>, Error> {
+        if self.stored.is_none() && !self.grant_when_empty {
+            // Collapsed behind another request's fill: the platform waits for it, at most
+            // `wait`.
+            let end = self.now.as_millis() + u64::try_from(wait.as_millis()).unwrap_or(0);
+            let next = self
+                .events
+                .iter()
+                .map(|(t, _)| *t)
+                .filter(|t| *t <= end)
+                .min();
+            self.advance(next.unwrap_or(end));
+            if self.stored.is_none() {
+                return Ok(None);
+            }
+        }
+        let found = self.stored.as_ref().map(|s| {
+            let expired = self.now >= s.meta.times.stored_at.saturating_add(s.meta.times.ttl);
+            (s.meta.clone(), s.stale || expired)
+        });
+        let obligated = match &found {
+            Some((_, stale)) if self.grant_only_when_stale => *stale && self.grant,
+            Some(_) => self.grant,
+            None => self.grant_when_empty,
+        };
+        Ok(Some(Looked {
             tx: (),
-            obligated: if found.is_some() {
-                self.grant
-            } else {
-                self.grant_when_empty
-            },
+            obligated,
             found,
-        })
+        }))
+    }
+    fn pause(&mut self, d: Duration) {
+        self.pauses.push(d);
+        let to = self.now.as_millis() + u64::try_from(d.as_millis()).unwrap_or(0);
+        self.advance(to);
+    }
+    fn read_flag(&mut self, key: &str) -> Option<Vec<u8>> {
+        self.flags.get(key).cloned()
+    }
+    fn write_flag(&mut self, key: &str, value: &[u8], _: Duration) {
+        self.flags.insert(key.to_owned(), value.to_vec());
     }
     fn body(&mut self, (): &()) -> Result<Vec<u8>, Error> {
         Ok(self
@@ -215,7 +279,14 @@ impl CoreCache for Fake {
     fn head(&self, a: &Self::Answer) -> AnswerHead {
         a.0.clone()
     }
-    fn read_bounded(&mut self, a: &mut Self::Answer, limit: u64) -> Result<Option<Vec<u8>>, Error> {
+    fn read_bounded(
+        &mut self,
+        a: &mut Self::Answer,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>, String> {
+        if std::mem::take(&mut self.body_breaks) {
+            return Err("origin body: connection reset".into());
+        }
         Ok((a.1.len() as u64 <= limit).then(|| std::mem::take(&mut a.1)))
     }
     fn restore_body(&mut self, a: &mut Self::Answer, body: Vec<u8>) {
@@ -279,9 +350,13 @@ fn client(h: &[(&str, &str)]) -> Client {
 
 /// One request through the flow at the fake's clock.
 fn run(c: &mut Fake, cl: &Client) -> Result<(Out, Option<Refresh<()>>), Error> {
-    let p = policy();
+    run_with(c, cl, &policy())
+}
+
+/// One request through the flow under `p`.
+fn run_with(c: &mut Fake, cl: &Client, p: &Policy) -> Result<(Out, Option<Refresh<()>>), Error> {
     let plan = p.plan(&view(), SystemTime::UNIX_EPOCH + Duration::from_millis(T0));
-    let served = drive::cached(c, &p, &plan, cl)?;
+    let served = drive::cached(c, p, &plan, cl)?;
     Ok((served.out, served.after))
 }
 
@@ -321,27 +396,210 @@ fn a_miss_fills_and_stores_then_the_next_request_is_a_hit_without_the_origin() {
 }
 
 #[test]
-fn without_the_obligation_a_request_is_fetched_unstored() {
+fn a_request_behind_another_fill_waits_for_it_then_passes_after_max_wait() {
+    // Nothing stored, another request is filling (the platform blocks the lookup): when
+    // that fill lands, this request is its hit.
+    let mut c = Fake::new();
+    c.grant_when_empty = false;
+    c.later(300, |c| {
+        c.grant_when_empty = true;
+        c.answer(200, PUBLIC, b"theirs");
+        let mut other = Fake::new();
+        other.answer(200, PUBLIC, b"theirs");
+        run(&mut other, &client(&[])).unwrap();
+        c.stored = other.stored;
+    });
+    c.grant = false;
+    assert_eq!(
+        run(&mut c, &client(&[])).unwrap().0,
+        object(CacheStatus::Hit, b"theirs")
+    );
+    assert!(c.fetches.is_empty(), "collapsed: no fetch of its own");
+    // A fill that never lands: passed once `[collapse].max_wait_ms` (10 s) ran out.
     let mut c = Fake::new();
     c.grant_when_empty = false;
     let (out, _) = run(&mut c, &client(&[])).unwrap();
     assert_eq!(out, Out::Passed);
-    assert_eq!(c.status(), Some(CacheStatus::Pass));
+    assert!(c.notes.contains(&Note::PassReason("collapse-timeout")));
+    assert_eq!(c.now, Timestamp::from_millis(T0 + 10_000));
     assert!(c.stored.is_none());
-    // Past grace while another request revalidates: fetched, labelled MISS.
+}
+
+#[test]
+fn past_grace_the_others_wait_for_the_revalidation_and_share_its_answer() {
+    // Issue 28 item 9: one request revalidates; the others neither fetch nor pass.
     let mut c = Fake::new();
     c.answer(200, PUBLIC, b"v1");
     run(&mut c, &client(&[])).unwrap();
     c.at(200);
     c.grant = false;
-    let (out, _) = run(&mut c, &client(&[])).unwrap();
-    assert_eq!(out, Out::Passed);
-    assert!(
-        c.notes
-            .contains(&Note::PassReason("revalidating-elsewhere"))
+    c.later(400, |c| {
+        // The revalidating request's 304 freshened the copy.
+        let s = c.stored.as_mut().unwrap();
+        s.meta.times.stored_at = c.now;
+    });
+    assert_eq!(
+        run(&mut c, &client(&[])).unwrap().0,
+        object(CacheStatus::Hit, b"v1")
     );
-    assert_eq!(c.status(), Some(CacheStatus::Miss));
+    assert_eq!(c.fetches.len(), 1, "no fetch of its own");
+    assert_eq!(c.status(), Some(CacheStatus::Hit));
+    assert_eq!(c.pauses.first(), Some(&drive::FIRST_PAUSE));
+    assert!(c.pauses.iter().all(|p| *p <= drive::MAX_PAUSE));
+    assert!(
+        c.now.as_millis() - (T0 + 200_400) <= 50,
+        "answered within one pause of the revalidation"
+    );
+}
+
+#[test]
+fn when_the_revalidation_waited_for_fails_every_waiter_gets_stale_if_error_or_a_503() {
+    // Issue 28 item 5: RFC 5861 §4 holds for every request, not only the one that asked.
+    for (cc, want) in [
+        ("max-age=60, stale-if-error=3600", Some(b"v1")),
+        ("max-age=60", None),
+    ] {
+        let mut c = Fake::new();
+        c.answer(200, &[("cache-control", cc), ("etag", "\"v1\"")], b"v1");
+        run(&mut c, &client(&[])).unwrap();
+        c.at(200);
+        c.grant = false;
+        c.later(300, |c| {
+            let now = c.now.as_millis();
+            c.stored.as_mut().unwrap().meta.origin_failed_at_ms = Some(now);
+            c.grant = true;
+        });
+        let got = run(&mut c, &client(&[]));
+        match want {
+            Some(body) => assert_eq!(got.unwrap().0, object(CacheStatus::Stale, body), "{cc}"),
+            None => assert!(got.unwrap_err().0.starts_with("unreachable"), "{cc}"),
+        }
+        assert_eq!(c.fetches.len(), 1, "{cc}: never asks the origin itself");
+        // A request that starts after the failure asks the origin again.
+        c.at(201);
+        c.answer(304, &[("cache-control", "max-age=60")], b"");
+        assert_eq!(
+            run(&mut c, &client(&[])).unwrap().0,
+            object(CacheStatus::Miss, b"v1"),
+            "{cc}"
+        );
+        assert_eq!(c.stored.as_ref().unwrap().meta.origin_failed_at_ms, None);
+    }
+}
+
+#[test]
+fn a_failed_fill_leaves_a_failure_marker_that_releases_its_waiters_at_once() {
+    // Issue 28 items 7 and 8: a body that breaks is an origin failure; the requests
+    // collapsed behind the fill get a 503 at once instead of fetching in turn.
+    let mut c = Fake::new();
+    c.answer(200, PUBLIC, b"half");
+    c.body_breaks = true;
+    let err = run(&mut c, &client(&[])).unwrap_err();
+    assert!(err.0.contains("connection reset"), "{err:?}");
+    let marker = c.stored.clone().expect("a failure marker").meta;
+    assert!(marker.is_failure_marker() && !marker.pass);
+    let e = drive::CoreEntry::of(&policy(), &marker, c.now);
+    assert_eq!((e.ttl, e.swr), (Duration::ZERO, Duration::from_secs(10)));
+    // A request collapsed behind that fill (it started 100 ms before the failure).
+    let mut w = Fake::new();
+    w.now = Timestamp::from_millis(T0 - 100);
+    w.grant_when_empty = false;
+    let stored = c.stored.clone();
+    w.later(100, move |w| {
+        w.stored = stored;
+        w.grant_when_empty = true;
+    });
+    assert!(
+        run(&mut w, &client(&[]))
+            .unwrap_err()
+            .0
+            .starts_with("unreachable")
+    );
+    assert!(w.fetches.is_empty(), "never asks the origin in turn");
+    assert_eq!(w.cancelled, 1, "the obligation it got goes back");
+    // A request after the failure fills again.
+    c.at(1);
+    c.answer(200, PUBLIC, b"whole");
+    assert_eq!(
+        run(&mut c, &client(&[])).unwrap().0,
+        object(CacheStatus::Miss, b"whole")
+    );
+}
+
+#[test]
+fn a_revalidation_whose_body_breaks_serves_stale_if_error() {
+    let mut c = Fake::new();
+    c.answer(
+        200,
+        &[
+            ("cache-control", "max-age=60, stale-if-error=3600"),
+            ("etag", "\"v1\""),
+        ],
+        b"v1",
+    );
+    run(&mut c, &client(&[])).unwrap();
+    c.at(200);
+    c.answer(
+        200,
+        &[("cache-control", "max-age=60"), ("etag", "\"v2\"")],
+        b"v2-half",
+    );
+    c.body_breaks = true;
+    assert_eq!(
+        run(&mut c, &client(&[])).unwrap().0,
+        object(CacheStatus::Stale, b"v1")
+    );
+    let s = c.stored.as_ref().unwrap();
+    assert_eq!(s.body, b"v1");
+    assert!(
+        s.meta.origin_failed_at_ms.is_some(),
+        "recorded for the waiters"
+    );
+}
+
+#[test]
+fn xfetch_without_grace_keeps_collapsing_and_labels_hit_during_its_refresh() {
+    // Issue 28 items 2 and 3.
+    let p = Policy::from_toml(
+        "[[routes]]\nname = \"blog\"\npath_prefix = \"/\"\nttl = \"60s\"\n\
+         early_refresh = { policy = \"xfetch\", beta = 1.0 }\n",
+    )
+    .unwrap();
+    let mut c = Fake::new();
+    c.grant_only_when_stale = true;
+    c.answer(200, PUBLIC, b"v1");
+    run_with(&mut c, &client(&[]), &p).unwrap();
+    // 100 ms before expiry, a draw that fires (delta 5 ms × -ln(2^-64) ≈ 222 ms).
+    c.now = Timestamp::from_millis(T0 + 59_900);
+    c.bits = 1;
+    let (out, after) = run_with(&mut c, &client(&[]), &p).unwrap();
+    assert_eq!(out, object(CacheStatus::Hit, b"v1"));
+    let job = after.expect("the request that drew the refresh runs it");
+    assert_eq!(job.why, RefreshCause::Ahead, "logged `ahead`, not `stale`");
+    assert_eq!(c.purged.len(), 1, "its own soft purge");
+    assert!(c.stored.as_ref().unwrap().stale);
+    // Meanwhile: another request whose draw does not fire, without the obligation.
+    c.grant = false;
+    c.bits = u64::MAX;
+    let (out, after) = run_with(&mut c, &client(&[]), &p).unwrap();
+    assert_eq!(
+        out,
+        object(CacheStatus::Hit, b"v1"),
+        "fresh: HIT, not STALE"
+    );
+    assert!(after.is_none());
+    assert!(c.pauses.is_empty(), "never waits, never passes");
     assert_eq!(c.fetches.len(), 1);
+    // An operator's soft purge (no refresh-ahead flag for this copy) does end freshness.
+    c.flags.clear();
+    c.later(200, |c| {
+        let s = c.stored.as_mut().unwrap();
+        s.stale = false;
+        s.meta.times.stored_at = c.now;
+    });
+    let (out, _) = run_with(&mut c, &client(&[]), &p).unwrap();
+    assert_eq!(out, object(CacheStatus::Hit, b"v1"));
+    assert!(!c.pauses.is_empty(), "waited for the revalidation");
 }
 
 #[test]
@@ -425,7 +683,15 @@ fn past_grace_an_unreachable_origin_is_a_503_unless_stale_if_error_allows_the_co
         run(&mut c, &client(&[])).unwrap_err(),
         Error("unreachable: timeout".into())
     );
-    assert_eq!(c.cancelled, 1);
+    assert!(
+        c.stored
+            .as_ref()
+            .unwrap()
+            .meta
+            .origin_failed_at_ms
+            .is_some(),
+        "the failure is recorded for the requests waiting for it"
+    );
     // An origin that allows stale-if-error for an hour: the copy is served.
     let mut c = Fake::new();
     c.answer(
@@ -582,20 +848,33 @@ fn the_core_entry_holds_grace_and_keep_and_the_ttl_too_when_the_route_refreshes_
     let stored = Timestamp::from_millis(T0);
     let mut meta = Meta::marker("blog", stored, Duration::from_secs(60));
     meta.pass = false;
+    meta.status = 200;
     meta.surrogate_keys = vec!["user-1".into()];
     meta.tag = "cachet-obj-0123456789abcdef".into();
     meta.times = EntryTimes::new(stored, Duration::from_secs(60));
     meta.times.grace = Duration::from_secs(30);
     meta.times.keep = Duration::from_secs(3600);
-    let e = drive::CoreEntry::of(&early, &meta);
+    let now = Timestamp::from_millis(T0 + 500);
+    let e = drive::CoreEntry::of(&early, &meta, now);
     assert_eq!(e.ttl, Duration::from_secs(60));
     assert_eq!(e.swr, Duration::from_secs(3630));
+    assert_eq!(
+        e.age,
+        Duration::from_millis(501),
+        "issue 28 item 1: the platform's age counts from the fill's request, rounded up"
+    );
     assert_eq!(e.keys, ["user-1", "cachet-obj-0123456789abcdef"]);
     meta.route = "css".into();
     assert_eq!(
-        drive::CoreEntry::of(&early, &meta).swr,
+        drive::CoreEntry::of(&early, &meta, now).swr,
         Duration::from_secs(3690)
     );
+    // A copy whose revalidation failed stays stale to the platform, usable as long.
+    meta.origin_failed_at_ms = Some(T0 + 500);
+    let failed = drive::CoreEntry::of(&early, &meta, now);
+    assert_eq!(failed.ttl, Duration::from_millis(501));
+    assert_eq!(failed.ttl + failed.swr, Duration::from_secs(60 + 3690));
+    meta.origin_failed_at_ms = None;
     meta.pass = true;
-    assert_eq!(drive::CoreEntry::of(&early, &meta).swr, Duration::ZERO);
+    assert_eq!(drive::CoreEntry::of(&early, &meta, now).swr, Duration::ZERO);
 }

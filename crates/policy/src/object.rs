@@ -142,6 +142,12 @@ pub struct Meta {
     /// time bans compare with ([`Meta::ban_at`]). `None`: the fill's own time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_at_ms: Option<u64>,
+    /// When the origin last failed a fill or revalidation of this key, ms since the epoch
+    /// (edge only): requests that were waiting for that fetch are answered as it was —
+    /// stale within `stale-if-error`, else `503` — instead of asking the origin again one
+    /// after another (issue 28 items 5 and 8; RFC 5861 §4). `None`: no failure recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_failed_at_ms: Option<u64>,
 }
 
 /// The reserved response field a Cachet shield adds when it answers its edge tier from a
@@ -177,7 +183,25 @@ impl Meta {
             vary_fields: Vec::new(),
             variants: Vec::new(),
             content_at_ms: None,
+            origin_failed_at_ms: None,
         }
+    }
+
+    /// A failure marker for `route`: what an edge fill leaves when the origin failed and
+    /// nothing was stored, so the requests collapsed behind it are answered at once
+    /// instead of each asking the origin in turn (issue 28 item 8). No content, never
+    /// fresh; [`Meta::is_failure_marker`].
+    pub fn failure_marker(route: &str, now: Timestamp) -> Self {
+        Self {
+            pass: false,
+            origin_failed_at_ms: Some(now.as_millis()),
+            ..Self::marker(route, now, std::time::Duration::ZERO)
+        }
+    }
+
+    /// Whether this is a [`Meta::failure_marker`] (no content to serve).
+    pub fn is_failure_marker(&self) -> bool {
+        !self.pass && self.status == 0 && self.origin_failed_at_ms.is_some()
     }
 
     /// Parses stored metadata; `None` if it is not ours or from another layout version
@@ -244,6 +268,8 @@ impl Meta {
         fresh.content_at_ms = content_at_ms.filter(|&ms| ms < times.stored_at.as_millis());
         fresh.times = times;
         fresh.validators = validators;
+        // Revalidated: an earlier failure no longer describes it.
+        fresh.origin_failed_at_ms = None;
         fresh.headers.retain(|(n, _)| {
             !updates
                 .iter()

@@ -281,6 +281,7 @@ impl Http {
                 freshness: f.fresh,
                 soft_purged: f.soft_purged,
                 has_grace: !f.times.grace.is_zero(),
+                ahead: false,
             },
         };
         // Collapsing elects one leader across workers after this, so every request may
