@@ -25,7 +25,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use content::{APP_JS, Device, ENTRY_COUNT, account_token, noise};
-pub use routes::router;
+pub use routes::{FAULT_FIELD, STALL, TEST_BODY, router};
 
 /// Request header the edge sets to the device class (`pc` or `smartphone`).
 pub const DEVICE_HEADER: &str = "x-cachet-device";

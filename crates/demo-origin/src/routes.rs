@@ -492,7 +492,19 @@ struct TestQuery {
     cookie: Option<String>,
     /// `Set-Cookie` on a `304` only: a revalidation whose answer turns per-user.
     cookie_304: Option<String>,
+    /// Milliseconds to wait before answering (a slow origin, for collapsing cases).
+    delay_ms: Option<u64>,
 }
+
+/// The request field that makes one `/t/…` answer fail (chaos cases, issue 28), so a
+/// case can break a revalidation or a fill without changing the URL: `reset` (the
+/// connection drops before any byte), `half` (headers with the full `Content-Length`,
+/// half the body, then the connection drops), `stall` (headers and half the body, then
+/// nothing for [`STALL`]).
+pub const FAULT_FIELD: &str = "x-test-fault";
+
+/// How long a `stall` fault holds the rest of the body.
+pub const STALL: Duration = Duration::from_secs(30);
 
 /// `len` bytes of [`crate::noise`] (generated up front), gzip-encoded chunk by chunk as
 /// they are sent: the compressed body never exists whole.
@@ -558,6 +570,49 @@ fn put_field(h: &mut HeaderMap, latin1: bool, name: &str, value: &str) {
 /// `/t/{name}`: a resource whose answer is spelled out by its query ([`TestQuery`]) and
 /// the request header `X-Test-Status`; any method; `X-Origin-Method` echoes the method and `X-Origin-Range` the `Range` received.
 async fn test_resource(Query(q): Query<TestQuery>, req: Request) -> Response {
+    if let Some(ms) = q.delay_ms {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    let fault = req
+        .headers()
+        .get(FAULT_FIELD)
+        .map(|v| v.as_bytes().to_vec());
+    let response = test_answer(q, &req);
+    match fault.as_deref() {
+        Some(b"reset") => {
+            // Unwinds the connection's task: the socket closes before any byte is sent.
+            // `resume_unwind` skips the panic hook, so nothing is printed.
+            std::panic::resume_unwind(Box::new("origin fault: reset before headers"))
+        }
+        Some(b"half") => reset_mid_body(response).await,
+        Some(b"stall") => stall_mid_body(response).await,
+        _ => response,
+    }
+}
+
+/// `response` with its headers and half its body, then nothing for [`STALL`], then a
+/// body error: a stalled origin (past any between-bytes timeout).
+async fn stall_mid_body(response: Response) -> Response {
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let half = bytes.slice(..bytes.len() / 2);
+    let stream = futures_util::stream::unfold(Some(half), |half| async move {
+        if let Some(h) = half {
+            return Some((Ok(h), None));
+        }
+        tokio::time::sleep(STALL).await;
+        None::<(Result<axum::body::Bytes, std::io::Error>, _)>
+    });
+    let mut out = Response::from_parts(parts, axum::body::Body::from_stream(stream));
+    out.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+    out
+}
+
+/// The answer [`test_resource`] sends when no fault is asked for.
+fn test_answer(q: TestQuery, req: &Request) -> Response {
     let now = std::time::SystemTime::now();
     let mut h = HeaderMap::new();
     let latin1 = q.latin1 == Some(1);

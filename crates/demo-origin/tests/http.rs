@@ -509,3 +509,30 @@ fn faults_answer_503_or_drop_the_connection_mid_body_and_are_counted() {
         "every fault counted"
     );
 }
+
+#[test]
+fn a_test_resource_fails_as_its_fault_field_asks_and_waits_its_delay() {
+    let o = origin();
+    let path = "/t/chaos?cc=max-age%3D60&delay_ms=150";
+    let fetch = |fault: &str| {
+        agent()
+            .get(&o.url(path))
+            .header(cachet_demo_origin::FAULT_FIELD, fault)
+            .call()
+    };
+    // `reset`: the connection closes before any byte.
+    assert!(fetch("reset").is_err(), "no answer at all");
+    // `half`: the headers and half the body, then the connection drops.
+    let mut r = fetch("half").expect("headers arrive");
+    assert_eq!(r.status(), 200);
+    assert!(
+        r.body_mut().read_to_string().is_err(),
+        "the body stops half way"
+    );
+    // No fault: the whole answer, after the delay.
+    let started = std::time::Instant::now();
+    let mut r = fetch("none").expect("answer");
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    assert_eq!(body(&mut r), cachet_demo_origin::TEST_BODY);
+    assert_eq!(o.stats().count(path), 3, "every request counted");
+}

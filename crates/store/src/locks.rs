@@ -94,8 +94,86 @@ pub fn is_held(sd: &dyn SharedData, slot: u32, now_ms: u64) -> bool {
         .any(|&(s, _, l)| s == slot && l > now_ms)
 }
 
-/// Creates the table if it does not exist, so later writes are true CAS writes (a
+/// Creates the tables if they do not exist, so later writes are true CAS writes (a
 /// proxy-wasm CAS of 0 on a missing key is an unconditional write).
 pub fn init(sd: &dyn SharedData) {
     crate::init(sd, LOCKS_KEY);
+    crate::init(sd, FAILURES_KEY);
+}
+
+/// Shared-data key of the failure table: the slots whose last fetch failed, and when.
+pub const FAILURES_KEY: &str = "cachet.failures";
+
+/// Bytes per failure record: slot u32, time u64 (ms since the epoch).
+const FAILURE_RECORD: usize = 12;
+
+fn decode_failures(b: &[u8]) -> Vec<(u32, u64)> {
+    b.chunks_exact(FAILURE_RECORD)
+        .filter_map(|c| {
+            Some((
+                u32::from_le_bytes(c.get(0..4)?.try_into().ok()?),
+                u64::from_le_bytes(c.get(4..12)?.try_into().ok()?),
+            ))
+        })
+        .collect()
+}
+
+/// Records that the fetch of `slot` failed at `now_ms` (before its lock is released), so
+/// the requests parked behind it on every worker are answered as its own request was —
+/// the stored copy within `stale-if-error`, else `503` — instead of each asking the
+/// origin in turn (issue 28 items 5 and 8). Records older than `memory_ms` (at least
+/// `[collapse].max_wait_ms`: no waiter is parked longer) are dropped on each write, so
+/// the table holds only recent failures. Best effort: after [`RETRIES`] conflicting
+/// writes the waiters fall back to passing.
+pub fn record_failure(sd: &dyn SharedData, slot: u32, now_ms: u64, memory_ms: u64) {
+    for _ in 0..RETRIES {
+        let (v, cas) = sd.get(FAILURES_KEY);
+        let mut t = decode_failures(v.as_deref().unwrap_or_default());
+        t.retain(|&(s, at)| s != slot && at.saturating_add(memory_ms) > now_ms);
+        t.push((slot, now_ms));
+        let mut out = Vec::with_capacity(t.len() * FAILURE_RECORD);
+        for (s, at) in &t {
+            out.extend_from_slice(&s.to_le_bytes());
+            out.extend_from_slice(&at.to_le_bytes());
+        }
+        if sd.set(FAILURES_KEY, &out, cas) {
+            return;
+        }
+    }
+}
+
+/// Whether the last fetch of `slot` failed at or after `since_ms` (when a waiter parked).
+pub fn failed_since(sd: &dyn SharedData, slot: u32, since_ms: u64) -> bool {
+    let (v, _) = sd.get(FAILURES_KEY);
+    decode_failures(v.as_deref().unwrap_or_default())
+        .iter()
+        .any(|&(s, at)| s == slot && at >= since_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryStore;
+
+    #[test]
+    fn a_failure_is_seen_by_waiters_parked_before_it_and_forgotten_after_its_memory() {
+        let sd = MemoryStore::default();
+        init(&sd);
+        assert!(!failed_since(&sd, 7, 0));
+        record_failure(&sd, 7, 1_000, 10_000);
+        assert!(failed_since(&sd, 7, 900), "parked before the failure");
+        assert!(failed_since(&sd, 7, 1_000));
+        assert!(
+            !failed_since(&sd, 7, 1_001),
+            "parked after it: a fetch of its own"
+        );
+        assert!(!failed_since(&sd, 8, 0), "another slot");
+        // A later failure of the slot replaces the record; an old one of another slot is
+        // dropped once past its memory.
+        record_failure(&sd, 8, 2_000, 10_000);
+        record_failure(&sd, 7, 12_500, 10_000);
+        let (v, _) = sd.get(FAILURES_KEY);
+        let t = decode_failures(v.as_deref().unwrap_or_default());
+        assert_eq!(t, vec![(7, 12_500)]);
+    }
 }

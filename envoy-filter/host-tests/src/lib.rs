@@ -1123,11 +1123,28 @@ impl Vm {
     }
 
     /// Answers callout `token` with `resp` (status 0 = failure: no headers, as Envoy
-    /// reports a reset or timeout).
+    /// reports a reset or timeout). Like Envoy's router, adds
+    /// `x-envoy-upstream-service-time` to an answer from the origin (a status); use
+    /// [`Self::answer_local`] for a reply Envoy makes itself.
     ///
     /// # Errors
     /// Unknown token, or a trap in the filter.
     pub fn answer(&mut self, token: u32, resp: &Response) -> Result<()> {
+        let mut resp = resp.clone();
+        if resp.status != 0 {
+            resp.headers
+                .push(("x-envoy-upstream-service-time".into(), b"1".to_vec()));
+        }
+        self.answer_local(token, &resp)
+    }
+
+    /// Answers callout `token` with `resp` as given: Envoy's own reply to a callout it
+    /// could not complete (its async client's `503` "upstream connect error…", which
+    /// carries no `x-envoy-upstream-service-time`).
+    ///
+    /// # Errors
+    /// Unknown token, or a trap in the filter.
+    pub fn answer_local(&mut self, token: u32, resp: &Response) -> Result<()> {
         let st = self.store.data_mut();
         let i = st
             .callouts

@@ -52,6 +52,10 @@ fn stack_edited(
         &|cfg| {
             cfg["admin"]["token"] = serde_json::json!(TOKEN);
             cfg["origin"]["fill_fields"] = serde_json::json!(cachet_conformance::SUITE_FILL_FIELDS);
+            // The suite's routes first (refresh-ahead and grace cases).
+            let mut routes = cachet_conformance::suite_routes_json();
+            routes.extend(cfg["routes"].as_array().cloned().unwrap_or_default());
+            cfg["routes"] = serde_json::Value::Array(routes);
             rewrite(cfg);
         },
         edit,

@@ -1189,6 +1189,23 @@ fn past_grace_within_keep_the_leader_revalidates_before_answering() {
         (r.status, r.header("retry-after"), r.header("cache-control")),
         (503, Some("5"), Some("no-store"))
     );
+    // Envoy's own reply to the callout (its async client's 503 on a reset before the
+    // headers): never taken for the origin's answer, the same clean 503 (issue 28 item 6).
+    let (id, call) = leader(&mut w1, path);
+    let local = answer(
+        503,
+        &[("content-type", "text/plain")],
+        "upstream connect error or disconnect/reset before headers. reset reason: connection termination",
+    );
+    w1.answer_local(call.token, &local).expect("answer");
+    let Outcome::Reply(r) = w1.poll(id) else {
+        panic!("stream {id} not answered")
+    };
+    w1.finish(id).expect("finish");
+    assert_eq!(
+        (r.status, r.header("retry-after"), r.text()),
+        (503, Some("5"), "origin unavailable\n".to_owned())
+    );
     // Kept: the next leader revalidates the same copy again (and a 304 serves it).
     let (id, call) = leader(&mut w1, path);
     assert_eq!(call.header("if-none-match"), Some(etag.as_str()));

@@ -21,8 +21,79 @@ pub const SUITE_FILL_FIELDS: &[&str] = &[
     "accept-language",
     "origin",
     "user-agent",
+    "x-test-fault",
     "x-test-status",
 ];
+
+/// Routes the suite puts before a platform's own (TOML, the `[[routes]]` schema): the
+/// refresh-ahead and grace cases need routes the shipped configuration does not have.
+/// Both harnesses insert them first ([`suite_config_toml`], [`suite_routes_json`]).
+pub const SUITE_ROUTES: &str = r#"
+[[routes]]
+name = "suite-threshold"
+path_prefix = "/t/ahead-threshold/"
+ttl = "0s"
+keep = "1h"
+vary_device = false
+early_refresh = { policy = "threshold", fraction = 0.5 }
+
+[[routes]]
+name = "suite-xfetch"
+path_prefix = "/t/ahead-xfetch/"
+ttl = "0s"
+keep = "1h"
+vary_device = false
+early_refresh = { policy = "xfetch", beta = 3.0 }
+
+[[routes]]
+name = "suite-grace"
+path_prefix = "/t/grace/"
+ttl = "0s"
+grace = "30s"
+keep = "1h"
+vary_device = false
+"#;
+
+/// [`SUITE_ROUTES`] as JSON route objects (the Envoy filter's configuration).
+///
+/// # Panics
+/// Never: the constant parses (a unit test checks it).
+pub fn suite_routes_json() -> Vec<serde_json::Value> {
+    let v: toml::Value = toml::from_str(SUITE_ROUTES).unwrap_or(toml::Value::Boolean(false));
+    let json = serde_json::to_value(v).unwrap_or_default();
+    json["routes"].as_array().cloned().unwrap_or_default()
+}
+
+/// `base` (a TOML configuration) with [`SUITE_ROUTES`] before its routes and the suite's
+/// `[origin].fill_fields`.
+///
+/// # Errors
+/// `base` is not TOML.
+pub fn suite_config_toml(base: &str) -> Result<String, ConformanceError> {
+    let mut v: toml::Table =
+        toml::from_str(base).map_err(|e| ConformanceError::Cases(format!("base config: {e}")))?;
+    let suite: toml::Table = toml::from_str(SUITE_ROUTES)
+        .map_err(|e| ConformanceError::Cases(format!("SUITE_ROUTES: {e}")))?;
+    let mut routes = suite
+        .get("routes")
+        .and_then(toml::Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(own) = v.get("routes").and_then(toml::Value::as_array) {
+        routes.extend(own.iter().cloned());
+    }
+    v.insert("routes".into(), toml::Value::Array(routes));
+    let origin = v
+        .entry("origin")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let Some(o) = origin.as_table_mut() {
+        let fields = SUITE_FILL_FIELDS
+            .iter()
+            .map(|f| toml::Value::String((*f).into()));
+        o.insert("fill_fields".into(), toml::Value::Array(fields.collect()));
+    }
+    toml::to_string(&v).map_err(|e| ConformanceError::Cases(e.to_string()))
+}
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -77,6 +148,14 @@ pub struct Step {
     /// only by cases that pin a time window; keep them short.
     #[serde(default)]
     pub sleep_ms: u64,
+    /// Send this many copies of the step at once (each on its own connection), every one
+    /// checked against the expectations: what one client gets, every client gets.
+    #[serde(default = "one")]
+    pub concurrent: usize,
+    /// With `concurrent`: milliseconds between the starts of successive copies (requests
+    /// that straddle an instant, such as an object's expiry).
+    #[serde(default)]
+    pub spread_ms: u64,
     /// Expected status.
     #[serde(default)]
     pub status: Option<u16>,
@@ -111,6 +190,10 @@ pub struct Step {
 
 fn get() -> String {
     "GET".to_owned()
+}
+
+fn one() -> usize {
+    1
 }
 
 /// A named sequence of steps plus the origin traffic it may cause.
@@ -395,62 +478,29 @@ fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
                 None => fail(Some(i), format!("unknown ua alias {alias:?}")),
             }
         }
-        let r = match send_step(t, s, &headers) {
-            Ok(r) => r,
-            Err(e) => {
-                fail(Some(i), e.to_string());
-                bodies.push(String::new());
-                continue;
-            }
-        };
-        let text = r.text();
-        if let Some(want) = s.status
-            && r.status != want
-        {
-            fail(Some(i), format!("status {} (want {want})", r.status));
-        }
-        let got = r.headers.get("x-cache").map_or("", String::as_str);
-        if let Some(want) = s.cache.as_ref().filter(|w| got != *w) {
-            fail(Some(i), format!("X-Cache {got:?} (want {want:?})"));
-        }
-        for (k, v) in &s.header_equals {
-            let got = r.headers.get(&k.to_ascii_lowercase());
-            if !got.is_some_and(|g| g.eq_ignore_ascii_case(v)) {
-                fail(Some(i), format!("{k}: {got:?} (want {v:?})"));
+        let replies = send_copies(t, s, &headers);
+        let n = replies.len();
+        let mut first = None;
+        for (k, r) in replies.into_iter().enumerate() {
+            let which = |m: String| {
+                if n > 1 {
+                    format!("copy {} of {n}: {m}", k + 1)
+                } else {
+                    m
+                }
+            };
+            match r {
+                Ok(r) => {
+                    let text = r.text();
+                    for m in check_reply(s, &r, &text, &bodies) {
+                        fail(Some(i), which(m));
+                    }
+                    first.get_or_insert(text);
+                }
+                Err(e) => fail(Some(i), which(e.to_string())),
             }
         }
-        for (k, v) in &s.header_contains {
-            let got = r.headers.get(&k.to_ascii_lowercase());
-            if !got.is_some_and(|g| g.to_ascii_lowercase().contains(&v.to_ascii_lowercase())) {
-                fail(Some(i), format!("{k}: {got:?} (want it to contain {v:?})"));
-            }
-        }
-        for (k, v) in &s.header_bytes_equal {
-            check_bytes(&r, k, v).unwrap_or_else(|m| fail(Some(i), m));
-        }
-        for k in &s.header_absent {
-            if let Some(v) = r.headers.get(&k.to_ascii_lowercase()) {
-                fail(Some(i), format!("{k} present ({v:?}), want absent"));
-            }
-        }
-        for want in &s.body_contains {
-            if !text.contains(want.as_str()) {
-                let head: String = text.chars().take(200).collect();
-                fail(Some(i), format!("body lacks {want:?}: {head:?}"));
-            }
-        }
-        if let Some(want) = &s.body_equals
-            && text != *want
-        {
-            let head: String = text.chars().take(200).collect();
-            fail(Some(i), format!("body {head:?} (want {want:?})"));
-        }
-        if let Some(j) = s.same_body_as
-            && bodies.get(j) != Some(&text)
-        {
-            fail(Some(i), format!("body differs from step {j}'s"));
-        }
-        bodies.push(text);
+        bodies.push(first.unwrap_or_default());
     }
     let after = match t.origin_stats() {
         Ok(s) => s,
@@ -472,6 +522,96 @@ fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
             );
         }
     }
+}
+
+/// Sends a step once, or `concurrent` copies at once (`spread_ms` apart), in order.
+fn send_copies(
+    t: &Target,
+    s: &Step,
+    headers: &[(&str, &str)],
+) -> Vec<Result<Reply, ConformanceError>> {
+    if s.concurrent <= 1 {
+        return vec![send_step(t, s, headers)];
+    }
+    if s.sleep_ms > 0 {
+        std::thread::sleep(Duration::from_millis(s.sleep_ms));
+    }
+    let once = Step {
+        sleep_ms: 0,
+        ..s.clone()
+    };
+    std::thread::scope(|scope| {
+        let copies: Vec<_> = (0..s.concurrent)
+            .map(|k| {
+                let once = &once;
+                let delay = s.spread_ms.saturating_mul(k as u64);
+                scope.spawn(move || {
+                    std::thread::sleep(Duration::from_millis(delay));
+                    send_step(t, once, headers)
+                })
+            })
+            .collect();
+        copies
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(ConformanceError::Http("a copy panicked".into())))
+            })
+            .collect()
+    })
+}
+
+/// What is wrong with reply `r` (body `text`) to step `s`; `bodies`: the earlier steps'.
+fn check_reply(s: &Step, r: &Reply, text: &str, bodies: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(want) = s.status
+        && r.status != want
+    {
+        out.push(format!("status {} (want {want})", r.status));
+    }
+    let got = r.headers.get("x-cache").map_or("", String::as_str);
+    if let Some(want) = s.cache.as_ref().filter(|w| got != *w) {
+        out.push(format!("X-Cache {got:?} (want {want:?})"));
+    }
+    for (k, v) in &s.header_equals {
+        let got = r.headers.get(&k.to_ascii_lowercase());
+        if !got.is_some_and(|g| g.eq_ignore_ascii_case(v)) {
+            out.push(format!("{k}: {got:?} (want {v:?})"));
+        }
+    }
+    for (k, v) in &s.header_contains {
+        let got = r.headers.get(&k.to_ascii_lowercase());
+        if !got.is_some_and(|g| g.to_ascii_lowercase().contains(&v.to_ascii_lowercase())) {
+            out.push(format!("{k}: {got:?} (want it to contain {v:?})"));
+        }
+    }
+    for (k, v) in &s.header_bytes_equal {
+        if let Err(m) = check_bytes(r, k, v) {
+            out.push(m);
+        }
+    }
+    for k in &s.header_absent {
+        if let Some(v) = r.headers.get(&k.to_ascii_lowercase()) {
+            out.push(format!("{k} present ({v:?}), want absent"));
+        }
+    }
+    let head: String = text.chars().take(200).collect();
+    for want in &s.body_contains {
+        if !text.contains(want.as_str()) {
+            out.push(format!("body lacks {want:?}: {head:?}"));
+        }
+    }
+    if let Some(want) = &s.body_equals
+        && text != want
+    {
+        out.push(format!("body {head:?} (want {want:?})"));
+    }
+    if let Some(j) = s.same_body_as
+        && bodies.get(j).map(String::as_str) != Some(text)
+    {
+        out.push(format!("body differs from step {j}'s"));
+    }
+    out
 }
 
 /// The bytes an escaped expectation stands for: the text's UTF-8, with `\xHH` (two hex

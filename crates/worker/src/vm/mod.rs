@@ -122,6 +122,9 @@ struct Waiter {
     /// The shared-tier version under the key when it parked: a newer one is the answer
     /// fetched for it (`Cache::fetched_for`).
     seen: u64,
+    /// When it parked (ms): a failure recorded at or after it is the failure of the fetch
+    /// it waited for (`cachet_store::locks::failed_since`).
+    since_ms: u64,
 }
 
 /// A background refresh (refresh-ahead, stale within grace): the job (with the request
@@ -156,9 +159,14 @@ struct OriginResponse {
     elapsed: Duration,
 }
 
+/// The header Envoy's router adds to every answer that came from an upstream (never to
+/// its own local replies).
+const UPSTREAM_TIME: &str = "x-envoy-upstream-service-time";
+
 impl OriginResponse {
     /// Reads the callout answer being delivered (`nh` headers, `body_size` bytes); a body
-    /// over `limit` bytes is not copied into the VM ([`Self::oversized`]).
+    /// over `limit` bytes is not copied into the VM ([`Self::oversized`]). `None`: no
+    /// answer, or a `5xx` Envoy made itself (no `x-envoy-upstream-service-time`).
     fn read(nh: usize, body_size: usize, started_ms: u64, limit: u64) -> Option<Self> {
         let headers = if nh == 0 {
             Vec::new()
@@ -166,6 +174,12 @@ impl OriginResponse {
             host::headers(MapType::HttpCallResponseHeaders)
         };
         let status = status_of(&headers)?;
+        // Envoy's async client answers a reset or a connection failure itself (`503`
+        // "upstream connect error…"): an answer the origin never sent, told apart by the
+        // header its router adds to every upstream answer. The callout failed.
+        if status >= 500 && header(&headers, UPSTREAM_TIME).is_none() {
+            return None;
+        }
         let oversized = body_size as u64 > limit;
         Some(Self {
             status,

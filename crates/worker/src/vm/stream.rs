@@ -343,6 +343,7 @@ impl Http {
                     client: self.client.clone(),
                     passed: Rc::clone(&self.passed),
                     seen,
+                    since_ms: now_ms,
                 };
                 let now = Timestamp::from_millis(now_ms);
                 let parked = vm.waiters.borrow_mut().park(job.want.slot, waiter, now);
@@ -400,8 +401,8 @@ impl Http {
             }
             Err(e) => {
                 Metrics::inc(self.vm.m().origin_errors);
-                self.release();
                 self.origin_failed(&format!("dispatch refused: {e:?}"));
+                self.release();
                 if let Some(job) = &self.job {
                     self.vm.wake(Some(job.want.slot));
                 }
@@ -419,10 +420,21 @@ impl Http {
         }
     }
 
+    /// Records that this stream's fetch failed, for the requests parked behind it on
+    /// every worker (before its lock is released): they are answered as this one is.
+    pub(super) fn record_failure(&self) {
+        if let (Some(job), Some(p)) = (&self.job, self.vm.policy()) {
+            let memory = p.config().collapse.max_wait_ms;
+            locks::record_failure(&HostData, job.want.slot, host::now_ms(), memory);
+        }
+    }
+
     /// The origin failed and this stream has nothing fresh: stale within grace or the
     /// object's stale-if-error window (`cachet_refresh::on_origin_error`), else a clean
-    /// `503` with `Retry-After` and `Cache-Control: no-store`.
+    /// `503` with `Retry-After` and `Cache-Control: no-store`. The failure is recorded
+    /// for the waiters ([`Self::record_failure`]).
     pub(super) fn origin_failed(&mut self, reason: &str) {
+        self.record_failure();
         let at = host::now();
         match self.base.take() {
             Some((obj, times)) if stale_copy_allowed(&obj, &times, at) => {
@@ -530,6 +542,7 @@ impl Http {
                 }
                 Revalidated::Kept => match r {
                     Some(r) if !stale_copy_allowed(&obj, &times, at) => {
+                        self.record_failure();
                         self.send_origin(r.status, &r.headers, &r.body);
                         return true;
                     }
@@ -693,6 +706,11 @@ impl Http {
     /// The stream ended: give up a lock still held (client went away) and leave the
     /// waiting list.
     pub fn finish(&mut self) {
+        if self.phase == Phase::RouterFill && self.lock_held {
+            // The fill's answer never completed (its body broke after the headers and
+            // Envoy answered or reset the client itself): a failure for its waiters.
+            self.record_failure();
+        }
         self.release();
         self.vm.admin_body_arrived(self.ctx);
         if self.phase == Phase::Waiting {
@@ -709,6 +727,6 @@ impl Http {
 
 /// Whether an origin failure at `at` may be answered with `obj`, found with `times`
 /// (`cachet_http::drive::stale_if_error`, the edge's rule).
-fn stale_copy_allowed(obj: &StoredObject, times: &EntryTimes, at: SystemTime) -> bool {
+pub(super) fn stale_copy_allowed(obj: &StoredObject, times: &EntryTimes, at: SystemTime) -> bool {
     cachet_http::drive::stale_if_error(&obj.h.meta, times, Timestamp::from_system_time(at))
 }

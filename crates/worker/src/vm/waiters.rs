@@ -80,6 +80,24 @@ impl Vm {
                     self.respond(&obj, CacheStatus::Miss, &w.client, host::now());
                 }
                 _ if held && now < parked.deadline => keep.push((slot, parked)),
+                found if locks::failed_since(&HostData, slot, w.since_ms) => {
+                    // The fetch it waited for failed: answered as that request was, the
+                    // stored copy within stale-if-error (RFC 5861 §4), else a 503 — never
+                    // a fetch of its own (issue 28 items 5 and 8).
+                    if !host::set_effective_context(w.ctx) {
+                        continue;
+                    }
+                    let at = host::now();
+                    match found.filter(|f| !f.obj.h.meta.pass) {
+                        Some(f) if stream::stale_copy_allowed(&f.obj, &f.times, at) => {
+                            Metrics::inc(self.m().stale);
+                            self.respond(&f.obj, CacheStatus::Stale, &w.client, at);
+                        }
+                        _ => send_error(&WorkerError::unavailable(
+                            "the origin failed for the request this one waited for",
+                        )),
+                    }
+                }
                 _ => {
                     if !host::set_effective_context(w.ctx) {
                         continue;

@@ -135,22 +135,37 @@ impl Http {
     }
 
     /// Envoy answered the fill itself: nothing stored, the lock released, the waiters
-    /// woken (they fetch again or pass), and the reply goes to this client as it is,
-    /// labelled `X-Cache: ERROR`.
+    /// woken. An upstream failure (a `5xx` of Envoy's: reset before or after the headers,
+    /// connection failure, timeout) is recorded for the waiters (answered as this one)
+    /// and this client gets Cachet's own `503` with `Retry-After` and `Cache-Control:
+    /// no-store` — the edge's answer — in place of Envoy's (sent directly: no downstream
+    /// header has gone out yet; issue 28 item 6). Any other reply of Envoy's (no route)
+    /// goes to this client as it is, labelled `X-Cache: ERROR`, and the waiters go on.
     fn router_fill_local_reply(&mut self) -> crate::host::Action {
         Metrics::inc(self.vm.m().origin_errors);
-        // Labelled as the edge labels its own failures.
-        host::set_header(
-            MapType::HttpResponseHeaders,
-            "x-cache",
-            Some(CacheStatus::Error.as_str().as_bytes()),
-        );
+        let hs = host::headers(MapType::HttpResponseHeaders);
+        let status = status_of(&hs).unwrap_or(0);
+        self.fill_head = None;
+        if status < 500 {
+            host::set_header(
+                MapType::HttpResponseHeaders,
+                "x-cache",
+                Some(CacheStatus::Error.as_str().as_bytes()),
+            );
+            self.release();
+            if let Some(job) = &self.job {
+                self.vm.wake(Some(job.want.slot));
+            }
+            self.phase = Phase::Local;
+            return crate::host::Action::Continue;
+        }
+        self.origin_failed(&format!("Envoy answered the fill {status}"));
         self.release();
         if let Some(job) = &self.job {
             self.vm.wake(Some(job.want.slot));
         }
         self.phase = Phase::Local;
-        crate::host::Action::Continue
+        crate::host::Action::Pause
     }
 
     /// The answer is over `[edge].max_object_bytes`: the engine's verdict from its status
