@@ -8,7 +8,9 @@
 //!   `0..think_ms`).
 //! * A cache hit (fresh, refresh-ahead, stale) answers in 0 virtual ms; an origin fetch takes
 //!   exactly `origin_ms`; the response is stored when the fetch completes with
-//!   `stored_at = completion time`, TTL `ttl_ms`, the scenario's grace, and
+//!   `stored_at` = the time its request was **sent**, as both platforms stamp objects
+//!   (`cachet_http::store::sent_at`, RFC 9111 §4.2.3 `request_time`: an object is never
+//!   younger than the origin's answer), TTL `ttl_ms`, the scenario's grace, and
 //!   `delta = origin_ms` (the measured recompute time).
 //! * Decisions come from `cachet_refresh::decide`. Collapsing: one fetch per key at a time
 //!   (the platform's obligation or lease, modelled by a set of keys being fetched) and the
@@ -273,7 +275,7 @@ impl Sim<'_> {
         let (key, started, leader, client) = (f.key, f.started, f.leader, f.client.take());
         self.cache[key] = Some(
             EntryTimes::new(
-                Timestamp::from_millis(now),
+                Timestamp::from_millis(started),
                 Duration::from_millis(self.p.ttl_ms),
             )
             .with_grace(Duration::from_millis(self.s.grace_ms))
