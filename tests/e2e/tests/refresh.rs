@@ -321,3 +321,146 @@ fn an_unreachable_dynamic_backend_is_a_clean_503() {
     assert!(r.header("retry-after").is_some());
     assert_eq!(s.origin.stats().total, 0);
 }
+
+/// A configuration with a dynamic backend (whose `between_bytes_timeout` applies) and
+/// one route for the demo origin's `/t/` resources, plus `extra`.
+fn chaos_config(extra: &str) -> String {
+    format!(
+        "[edge]\nbackend = \"origin\"\n[origin]\nurl = \"http://{{origin}}\"\n\
+         between_bytes_timeout = \"2s\"\nfill_fields = [\"user-agent\", \"x-test-fault\", \"x-test-status\"]\n{extra}\n\
+         [[routes]]\nname = \"t\"\npath_prefix = \"/t/\"\nttl = \"0s\"\nkeep = \"1h\"\n\
+         vary_device = false\n"
+    )
+}
+
+/// GETs `path` from a thread after `after`, with `fields`: the reply and how long it
+/// took from the start of the test.
+fn later(
+    s: &Arc<Stack>,
+    path: &'static str,
+    after: Duration,
+    fields: &'static [(&'static str, &'static str)],
+    t0: Instant,
+) -> std::thread::JoinHandle<(cachet_e2e::Reply, Duration)> {
+    let s = Arc::clone(s);
+    std::thread::spawn(move || {
+        std::thread::sleep(after);
+        let r = s.get("t.example", path, fields);
+        (r, t0.elapsed())
+    })
+}
+
+const STALL: &[(&str, &str)] = &[("x-test-fault", "stall")];
+
+#[test]
+fn a_fill_that_stalls_mid_body_releases_its_waiters_with_a_503_and_no_fetch_of_their_own() {
+    // Issue 28 items 7 and 8: the leader's body stalls past `between_bytes_timeout`
+    // (2 s): an origin failure, never an "edge cache error"; the request collapsed
+    // behind it gets the same clean 503 at once instead of fetching in turn.
+    let s = Arc::new(Stack::start_with(
+        OriginConfig::ephemeral(),
+        Some(&chaos_config("[collapse]\nmax_wait_ms = 10000\n")),
+    ));
+    let path = "/t/stall-release?cc=max-age%3D60&delay_ms=100";
+    let t0 = Instant::now();
+    let leader = later(&s, path, Duration::ZERO, STALL, t0);
+    let waiter = later(&s, path, Duration::from_millis(50), &[], t0);
+    let (lr, _) = leader.join().unwrap();
+    let (wr, _) = waiter.join().unwrap();
+    for (who, r) in [("leader", &lr), ("waiter", &wr)] {
+        assert_eq!(r.status, 503, "{who}: {}", r.text());
+        assert_eq!(r.text(), "origin unavailable\n", "{who}");
+        assert_eq!(r.header("retry-after"), Some("5"), "{who}");
+        assert_eq!(r.header("cache-control"), Some("no-store"), "{who}");
+    }
+    assert_eq!(
+        s.origin.stats().total,
+        1,
+        "the waiter never asked the origin"
+    );
+    // The failure is not cached: the next request fills.
+    let r = s.get("t.example", path, &[]);
+    assert_eq!((r.status, r.x_cache()), (200, "MISS"));
+}
+
+#[test]
+fn a_waiter_stops_waiting_for_a_stalled_fill_after_collapse_max_wait() {
+    // Issue 28 item 8: `[collapse].max_wait_ms` bounds the platform's wait on the edge
+    // too (`TransactionLookupBuilder::timeout`): the waiter is passed after 500 ms,
+    // long before the leader's stall ends (2 s).
+    let s = Arc::new(Stack::start_with(
+        OriginConfig::ephemeral(),
+        Some(&chaos_config("[collapse]\nmax_wait_ms = 500\n")),
+    ));
+    let path = "/t/stall-wait?cc=max-age%3D60&delay_ms=100";
+    let t0 = Instant::now();
+    let leader = later(&s, path, Duration::ZERO, STALL, t0);
+    let waiter = later(&s, path, Duration::from_millis(50), &[], t0);
+    let (wr, waited) = waiter.join().unwrap();
+    let (lr, failed) = leader.join().unwrap();
+    assert_eq!((wr.status, wr.x_cache()), (200, "PASS"), "{}", wr.text());
+    assert_eq!(lr.status, 503);
+    assert!(
+        waited < failed,
+        "the waiter was passed at max_wait ({waited:?}), not held until the leader failed ({failed:?})"
+    );
+    let log = s
+        .edge
+        .wait_for_log(LOG_WAIT, |l| l["pass_reason"] == "collapse-timeout")
+        .expect("the pass is logged collapse-timeout");
+    assert_eq!(log["cache"], "PASS");
+}
+
+#[test]
+fn a_revalidation_whose_body_stalls_serves_stale_if_error() {
+    // Issue 28 item 7: a body that breaks after the headers is an origin failure (RFC
+    // 5861 §4): the stored copy within stale-if-error, not "edge cache error".
+    let s = Stack::start_with(OriginConfig::ephemeral(), Some(&chaos_config("")));
+    let path = "/t/stall-sie?cc=max-age%3D1%2C%20stale-if-error%3D60&etag=z1";
+    let first = s.get("t.example", path, &[]);
+    assert_eq!((first.status, first.x_cache()), (200, "MISS"));
+    std::thread::sleep(Duration::from_millis(1100));
+    // A new answer (203: not a 304) whose body stalls half way.
+    let r = s.get(
+        "t.example",
+        path,
+        &[("x-test-fault", "stall"), ("x-test-status", "203")],
+    );
+    assert_eq!((r.status, r.x_cache()), (200, "STALE"), "{}", r.text());
+    assert_eq!(r.text(), first.text());
+}
+
+#[test]
+fn an_xfetch_refresh_is_logged_ahead_and_every_other_client_gets_hit() {
+    // Issue 28 items 2 and 3, with grace 0: 150 ms before expiry after a 300 ms fetch,
+    // each request draws a refresh with probability 85% (beta 3).
+    let cfg = "[edge]\nbackend = \"origin\"\n[[routes]]\nname = \"x\"\npath_prefix = \"/t/\"\n\
+               ttl = \"0s\"\nkeep = \"1h\"\nvary_device = false\n\
+               early_refresh = { policy = \"xfetch\", beta = 3.0 }\n";
+    let s = Arc::new(Stack::start_with(OriginConfig::ephemeral(), Some(cfg)));
+    let path = "/t/xfetch-log?cc=max-age%3D2&etag=x9&delay_ms=300";
+    assert_eq!(s.get("t.example", path, &[]).x_cache(), "MISS");
+    std::thread::sleep(Duration::from_millis(1550));
+    let t0 = Instant::now();
+    let all: Vec<_> = (0..8)
+        .map(|_| later(&s, path, Duration::ZERO, &[], t0))
+        .collect();
+    for h in all {
+        let (r, _) = h.join().unwrap();
+        assert_eq!((r.status, r.x_cache()), (200, "HIT"));
+    }
+    let line = s
+        .edge
+        .wait_for_log(LOG_WAIT, |l| {
+            l["refresh"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("ahead:"))
+        })
+        .expect("the refresh is logged as refresh-ahead");
+    assert_eq!(line["refresh"], "ahead:revalidated-304");
+    assert!(
+        refreshes(&s, "stale:").is_empty(),
+        "never logged as a stale refresh"
+    );
+    assert_eq!(s.origin.stats().total, 2, "one fill, one refresh");
+}
