@@ -396,10 +396,15 @@ fn a_waiter_stops_waiting_for_a_stalled_fill_after_collapse_max_wait() {
     let t0 = Instant::now();
     let leader = later(&s, path, Duration::ZERO, STALL, t0);
     let waiter = later(&s, path, Duration::from_millis(50), &[], t0);
-    let (wr, waited) = waiter.join().unwrap();
-    let (lr, failed) = leader.join().unwrap();
-    assert_eq!((wr.status, wr.x_cache()), (200, "PASS"), "{}", wr.text());
-    assert_eq!(lr.status, 503);
+    let (passed, waited) = waiter.join().unwrap();
+    let (failure, failed) = leader.join().unwrap();
+    assert_eq!(
+        (passed.status, passed.x_cache()),
+        (200, "PASS"),
+        "{}",
+        passed.text()
+    );
+    assert_eq!(failure.status, 503);
     assert!(
         waited < failed,
         "the waiter was passed at max_wait ({waited:?}), not held until the leader failed ({failed:?})"
