@@ -396,8 +396,8 @@ fn a_waiter_stops_waiting_for_a_stalled_fill_after_collapse_max_wait() {
     let t0 = Instant::now();
     let leader = later(&s, path, Duration::ZERO, STALL, t0);
     let waiter = later(&s, path, Duration::from_millis(50), &[], t0);
-    let (passed, waited) = waiter.join().unwrap();
-    let (failure, failed) = leader.join().unwrap();
+    let (passed, pass_at) = waiter.join().unwrap();
+    let (failure, fail_at) = leader.join().unwrap();
     assert_eq!(
         (passed.status, passed.x_cache()),
         (200, "PASS"),
@@ -406,8 +406,8 @@ fn a_waiter_stops_waiting_for_a_stalled_fill_after_collapse_max_wait() {
     );
     assert_eq!(failure.status, 503);
     assert!(
-        waited < failed,
-        "the waiter was passed at max_wait ({waited:?}), not held until the leader failed ({failed:?})"
+        pass_at < fail_at,
+        "the waiter was passed at max_wait ({pass_at:?}), not held until the leader failed ({fail_at:?})"
     );
     let log = s
         .edge
