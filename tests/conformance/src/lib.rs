@@ -43,7 +43,16 @@ path_prefix = "/t/ahead-xfetch/"
 ttl = "0s"
 keep = "1h"
 vary_device = false
-early_refresh = { policy = "xfetch", beta = 3.0 }
+early_refresh = { policy = "xfetch", beta = 5.0 }
+
+[[routes]]
+name = "suite-xfetch-grace"
+path_prefix = "/t/ahead-xfetch-g/"
+ttl = "0s"
+grace = "30s"
+keep = "1h"
+vary_device = false
+early_refresh = { policy = "xfetch", beta = 5.0 }
 
 [[routes]]
 name = "suite-grace"

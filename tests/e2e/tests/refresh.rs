@@ -437,15 +437,15 @@ fn a_revalidation_whose_body_stalls_serves_stale_if_error() {
 
 #[test]
 fn an_xfetch_refresh_is_logged_ahead_and_every_other_client_gets_hit() {
-    // Issue 28 items 2 and 3, with grace 0: 150 ms before expiry after a 300 ms fetch,
-    // each request draws a refresh with probability 85% (beta 3).
+    // Issue 28 items 2 and 3, with grace 0: 400 ms before expiry after a 300 ms fetch,
+    // each request draws a refresh with probability 77% (beta 5).
     let cfg = "[edge]\nbackend = \"origin\"\n[[routes]]\nname = \"x\"\npath_prefix = \"/t/\"\n\
                ttl = \"0s\"\nkeep = \"1h\"\nvary_device = false\n\
-               early_refresh = { policy = \"xfetch\", beta = 3.0 }\n";
+               early_refresh = { policy = \"xfetch\", beta = 5.0 }\n";
     let s = Arc::new(Stack::start_with(OriginConfig::ephemeral(), Some(cfg)));
-    let path = "/t/xfetch-log?cc=max-age%3D2&etag=x9&delay_ms=300";
+    let path = "/t/xfetch-log?cc=max-age%3D4&etag=x9&delay_ms=300";
     assert_eq!(s.get("t.example", path, &[]).x_cache(), "MISS");
-    std::thread::sleep(Duration::from_millis(1550));
+    std::thread::sleep(Duration::from_millis(3300));
     let t0 = Instant::now();
     let all: Vec<_> = (0..8)
         .map(|_| later(&s, path, Duration::ZERO, &[], t0))
