@@ -124,10 +124,14 @@ impl Host for ProxyWasm {
             .is_some_and(|v| !v.is_empty())
     }
     fn via_upstream(&self) -> bool {
+        self.response_code_details()
+            .is_none_or(|v| v == b"via_upstream")
+    }
+
+    fn response_code_details(&self) -> Option<Vec<u8>> {
         hc::get_property(vec!["response", "code_details"])
             .ok()
             .flatten()
-            .is_none_or(|v| v == b"via_upstream")
     }
 }
 

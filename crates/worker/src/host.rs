@@ -138,6 +138,12 @@ pub trait Host {
     fn via_upstream(&self) -> bool {
         true
     }
+    /// Envoy's property `response.code_details` of the current stream (at its end:
+    /// `upstream_reset_after_response_started{…}`, `upstream_response_timeout`,
+    /// `downstream_remote_disconnect`, …); `None` when the host does not say.
+    fn response_code_details(&self) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// Outside a proxy-wasm VM and before [`install`]: no host at all (every read is empty,
@@ -280,6 +286,11 @@ pub fn set_header(map: MapType, name: &str, value: Option<&[u8]>) {
 /// Whether the current stream's response came from its upstream ([`Host::via_upstream`]).
 pub fn via_upstream() -> bool {
     with(|h| h.via_upstream())
+}
+
+/// The current stream's `response.code_details` ([`Host::response_code_details`]).
+pub fn response_code_details() -> Option<Vec<u8>> {
+    with(|h| h.response_code_details())
 }
 
 /// Replaces a whole header map of the current stream.

@@ -706,9 +706,13 @@ impl Http {
     /// The stream ended: give up a lock still held (client went away) and leave the
     /// waiting list.
     pub fn finish(&mut self) {
-        if self.phase == Phase::RouterFill && self.lock_held {
-            // The fill's answer never completed (its body broke after the headers and
-            // Envoy answered or reset the client itself): a failure for its waiters.
+        let upstream_failed =
+            || host::response_code_details().is_some_and(|d| d.starts_with(b"upstream_"));
+        if self.phase == Phase::RouterFill && self.lock_held && upstream_failed() {
+            // The fill's answer never completed because the origin failed (its body broke
+            // after the headers, or stalled past the route's timeout, and Envoy answered
+            // or reset the client itself): a failure for its waiters. A client that went
+            // away is not one: they go on as before.
             self.record_failure();
         }
         self.release();
