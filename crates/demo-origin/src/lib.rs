@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +35,10 @@ pub const REQUEST_NUMBER_HEADER: &str = "x-origin-request";
 pub const DELAY_HEADER: &str = "x-origin-delay-ms";
 /// Path prefix of the control endpoints, which are not counted and not delayed.
 pub const CONTROL_PREFIX: &str = "/__origin";
+
+/// Most spans [`OriginState::request_log`] holds; later requests are not logged (until
+/// [`OriginState::reset_stats`] clears it), so its memory stays bounded.
+pub const REQUEST_LOG_CAP: usize = 1_000_000;
 
 /// How long a stopping server waits for in-flight requests before it is torn down anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -119,6 +123,23 @@ impl Stats {
     }
 }
 
+/// One counted request as the origin handled it (an entry of [`OriginState::request_log`]).
+///
+/// Times are since [`OriginState::started`] (when the state was built): `start` when the
+/// request reached the origin's handler stack, `end` when its answer's status and headers
+/// were ready (a body streamed after that is not included) or when the request was
+/// dropped unanswered (the client went away).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct RequestSpan {
+    /// The key [`Stats::by_path`] counts it under: the path, plus `?` and the query when
+    /// the request had one.
+    pub key: String,
+    /// When the request arrived.
+    pub start: Duration,
+    /// When its answer was ready (or it was dropped); never before `start`.
+    pub end: Duration,
+}
+
 /// Shared, cloneable state of one origin: blogs, counters and delay.
 ///
 /// Handed to [`router`]/[`serve`]; [`RunningOrigin`] keeps a clone to read and steer it.
@@ -132,6 +153,10 @@ struct Inner {
     /// Blog name → private flag, plus the listing order.
     blogs: RwLock<Blogs>,
     stats: Mutex<Stats>,
+    /// When the state was built: the zero of [`RequestSpan`] times.
+    started: Instant,
+    /// Spans of counted requests, oldest first, at most [`REQUEST_LOG_CAP`].
+    request_log: Mutex<Vec<RequestSpan>>,
     delay_nanos: AtomicU64,
     /// The misbehaviour applied to counted requests ([`Fault`] as a number).
     fault: std::sync::atomic::AtomicU8,
@@ -160,6 +185,8 @@ impl OriginState {
             inner: Arc::new(Inner {
                 blogs: RwLock::new(Blogs { order, private }),
                 stats: Mutex::new(Stats::default()),
+                started: Instant::now(),
+                request_log: Mutex::new(Vec::new()),
                 delay_nanos: AtomicU64::new(duration_nanos(config.delay)),
                 fault: std::sync::atomic::AtomicU8::new(Fault::None as u8),
                 private_not_modified: AtomicBool::new(false),
@@ -177,13 +204,51 @@ impl OriginState {
             .clone()
     }
 
-    /// Zeroes the request counters.
+    /// Zeroes the request counters and clears the [request log](Self::request_log).
     pub fn reset_stats(&self) {
         *self
             .inner
             .stats
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Stats::default();
+        self.inner
+            .request_log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    /// When this state was built: the zero of every [`RequestSpan`]'s times.
+    pub fn started(&self) -> Instant {
+        self.inner.started
+    }
+
+    /// The spans of the counted requests that have ended, in the order they ended, at
+    /// most [`REQUEST_LOG_CAP`] since the last [`Self::reset_stats`].
+    pub fn request_log(&self) -> Vec<RequestSpan> {
+        self.inner
+            .request_log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Logs one ended request that arrived at `start` (dropped once the log is full).
+    fn log_request(&self, key: String, start: Instant) {
+        let end = Instant::now();
+        let since = |t: Instant| t.saturating_duration_since(self.inner.started);
+        let mut log = self
+            .inner
+            .request_log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if log.len() < REQUEST_LOG_CAP {
+            log.push(RequestSpan {
+                key,
+                start: since(start),
+                end: since(end),
+            });
+        }
     }
 
     /// Counts one request under `key` and returns the new total.
@@ -391,9 +456,20 @@ impl RunningOrigin {
         self.state.stats()
     }
 
-    /// Zeroes the request counters (same as `POST /__origin/stats/reset`).
+    /// Zeroes the request counters and clears the request log (same as
+    /// `POST /__origin/stats/reset`).
     pub fn reset_stats(&self) {
         self.state.reset_stats();
+    }
+
+    /// The spans of the counted requests that have ended ([`OriginState::request_log`]).
+    pub fn request_log(&self) -> Vec<RequestSpan> {
+        self.state.request_log()
+    }
+
+    /// When the origin's state was built: the zero of every [`RequestSpan`]'s times.
+    pub fn started(&self) -> Instant {
+        self.state.started()
     }
 
     /// Makes `blog` private or public; `false` if there is no such blog.

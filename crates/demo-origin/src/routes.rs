@@ -61,8 +61,24 @@ fn is_control(path: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
+/// Logs a counted request's span ([`OriginState::request_log`]) when dropped: when its
+/// answer is ready, or when the request is dropped unanswered.
+struct SpanGuard {
+    state: OriginState,
+    key: Option<String>,
+    start: std::time::Instant,
+}
+
+impl Drop for SpanGuard {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.state.log_request(key, self.start);
+        }
+    }
+}
+
 /// Counts every request outside `/__origin/`, applies the configured delay and stamps the
-/// response with `X-Origin-Request` and `X-Origin-Delay-Ms`.
+/// response with `X-Origin-Request` and `X-Origin-Delay-Ms`; logs its span.
 async fn count_and_delay(
     State(state): State<OriginState>,
     mut req: Request,
@@ -74,6 +90,11 @@ async fn count_and_delay(
     let key = match req.uri().query() {
         Some(query) => format!("{}?{query}", req.uri().path()),
         None => req.uri().path().to_owned(),
+    };
+    let _span = SpanGuard {
+        state: state.clone(),
+        key: Some(key.clone()),
+        start: std::time::Instant::now(),
     };
     let n = state.count(key);
     req.extensions_mut().insert(RequestNumber(n));
@@ -585,30 +606,9 @@ async fn test_resource(Query(q): Query<TestQuery>, req: Request) -> Response {
             std::panic::resume_unwind(Box::new("origin fault: reset before headers"))
         }
         Some(b"half") => reset_mid_body(response).await,
-        Some(b"stall") => stall_mid_body(response).await,
+        Some(b"stall") => break_mid_body(response, STALL).await,
         _ => response,
     }
-}
-
-/// `response` with its headers and half its body, then nothing for [`STALL`], then a
-/// body error: a stalled origin (past any between-bytes timeout).
-async fn stall_mid_body(response: Response) -> Response {
-    let (parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX)
-        .await
-        .unwrap_or_default();
-    let half = bytes.slice(..bytes.len() / 2);
-    let stream = futures_util::stream::unfold(Some(half), |half| async move {
-        if let Some(h) = half {
-            return Some((Ok(h), None));
-        }
-        tokio::time::sleep(STALL).await;
-        None::<(Result<axum::body::Bytes, std::io::Error>, _)>
-    });
-    let mut out = Response::from_parts(parts, axum::body::Body::from_stream(stream));
-    out.headers_mut()
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
-    out
 }
 
 /// The answer [`test_resource`] sends when no fault is asked for.
@@ -718,22 +718,29 @@ fn test_answer(q: TestQuery, req: &Request) -> Response {
 /// `response` with its headers (and full `Content-Length`) but only half its body, then a
 /// body error, which makes the server drop the connection mid-body ([`crate::Fault::Reset`]).
 async fn reset_mid_body(response: Response) -> Response {
+    // The half goes out first (with the headers); the error follows a moment later, so the
+    // client really sees the connection drop mid-body.
+    break_mid_body(response, Duration::from_millis(20)).await
+}
+
+/// `response` with its headers (and full `Content-Length`) and half its body, then
+/// nothing for `pause`, then a body error that drops the connection: a reset mid-body
+/// (a short pause) or a stalled origin ([`STALL`], past any between-bytes timeout).
+async fn break_mid_body(response: Response, pause: Duration) -> Response {
     let (parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
         .unwrap_or_default();
     let half = bytes.slice(..bytes.len() / 2);
-    // The half goes out first (with the headers); the error follows a moment later, so the
-    // client really sees the connection drop mid-body.
-    let stream = futures_util::stream::unfold((Some(half), true), |(half, fail)| async move {
+    let stream = futures_util::stream::unfold((Some(half), true), move |(half, fail)| async move {
         if let Some(h) = half {
             return Some((Ok(h), (None, fail)));
         }
         if !fail {
             return None;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let e = std::io::Error::other("origin fault: reset mid-body");
+        tokio::time::sleep(pause).await;
+        let e = std::io::Error::other("origin fault: the body breaks mid-way");
         Some((Err(e), (None, false)))
     });
     let mut out = Response::from_parts(parts, axum::body::Body::from_stream(stream));

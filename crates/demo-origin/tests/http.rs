@@ -536,3 +536,37 @@ fn a_test_resource_fails_as_its_fault_field_asks_and_waits_its_delay() {
     assert_eq!(body(&mut r), cachet_demo_origin::TEST_BODY);
     assert_eq!(o.stats().count(path), 3, "every request counted");
 }
+
+#[test]
+fn the_request_log_records_each_counted_request_with_its_span_and_is_cleared_by_reset() {
+    let o = origin();
+    let slow = "/t/span?cc=max-age%3D3&etag=span&delay_ms=200";
+    let t0 = o.started().elapsed();
+    assert_eq!(get(&o, slow).status(), 200);
+    assert_eq!(get(&o, "/blog/alice/").status(), 200);
+    assert_eq!(get(&o, "/__origin/stats").status(), 200);
+    let t1 = o.started().elapsed();
+    let log = o.request_log();
+    let keys: Vec<&str> = log.iter().map(|s| s.key.as_str()).collect();
+    // Control paths are not logged, as they are not counted; keys are `Stats::by_path`'s.
+    assert_eq!(keys, [slow, "/blog/alice/"]);
+    for (key, n) in o.stats().by_path {
+        assert_eq!(log.iter().filter(|s| s.key == key).count() as u64, n);
+    }
+    for s in &log {
+        assert!(s.start <= s.end, "{s:?}");
+        assert!(t0 <= s.start && s.end <= t1, "{s:?} within {t0:?}..{t1:?}");
+    }
+    let len = |s: &cachet_demo_origin::RequestSpan| s.end.saturating_sub(s.start);
+    let slow_len = len(&log[0]);
+    assert!(slow_len >= Duration::from_millis(200), "{slow_len:?}");
+    assert!(len(&log[1]) < Duration::from_millis(200));
+    assert!(log[1].start >= log[0].end, "one after the other");
+    o.reset_stats();
+    assert!(o.request_log().is_empty());
+    assert_eq!(get(&o, "/blog/bob/").status(), 200);
+    assert_eq!(o.request_log().len(), 1);
+    // The control endpoint clears it too.
+    assert_eq!(post(&o, "/__origin/stats/reset").status(), 200);
+    assert!(o.request_log().is_empty());
+}

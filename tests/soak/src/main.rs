@@ -19,8 +19,25 @@
 //! * stale served within grace during the outage: `STALE` answers while the origin is
 //!   stopped (the article TTL is 3 s, grace 60 s).
 //!
+//! `--scenario refresh` runs the refresh-ahead / collapsing load instead (LINE
+//! req-shield's load-test set-up; `refresh.rs`):
+//!
+//! ```text
+//! scripts/soak --scenario refresh --seconds 25 [--platform edge|envoy|both]
+//!              [--clients 8] [--variant threshold-g0 ...]
+//! ```
+//!
+//! 10 keys, 8 client threads, a 500 ms origin answering `max-age=3` with an ETag, for each
+//! variant (no early refresh, `threshold` 0.7 and `xfetch` 1.0, each with grace 0 and
+//! 10 s) on each platform; it prints a table and one JSON line per row (origin requests per key and
+//! per 3 s refresh cycle, the refresh gap, most origin requests of one key in flight, the
+//! share of client requests that waited > 250 ms, statuses, `X-Cache`), and asserts every
+//! answer 200, at most one origin request per key in flight, and no waiting with grace on.
+//!
 //! Needs `CACHET_EDGE_WASM`, `CACHET_ENVOY` and `CACHET_ENVOY_WASM` (`scripts/soak` sets
 //! them). Exit status 0 when every assertion holds, 1 otherwise, 2 on a setup error.
+
+mod refresh;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -38,18 +55,51 @@ use clap::{Parser, ValueEnum};
 #[derive(Parser, Debug)]
 #[command(about = "Fault and soak harness for Cachet (Envoy and Viceroy)")]
 struct Args {
-    /// Seconds of load per platform.
-    #[arg(long, default_value_t = 60)]
-    seconds: u64,
+    /// What to run: the fault soak, or the refresh-ahead / collapsing load.
+    #[arg(long, value_enum, default_value_t = Scenario::Soak)]
+    scenario: Scenario,
+    /// Seconds of load per platform (per variant with `--scenario refresh`); default 60,
+    /// 25 with `--scenario refresh`.
+    #[arg(long)]
+    seconds: Option<u64>,
     /// Seconds per origin phase (normal, slow, error, reset, stopped, in turn).
     #[arg(long, default_value_t = 5)]
     phase_seconds: u64,
     /// Which platform(s) to soak.
     #[arg(long, value_enum, default_value_t = Platform::Both)]
     platform: Platform,
-    /// Client threads.
-    #[arg(long, default_value_t = 4)]
-    clients: usize,
+    /// Client threads; default 4, 8 with `--scenario refresh`.
+    #[arg(long)]
+    clients: Option<usize>,
+    /// With `--scenario refresh`: only these variants (none-g0, none-g10, threshold-g0,
+    /// threshold-g10, xfetch-g0, xfetch-g10); all when none is given.
+    #[arg(long)]
+    variant: Vec<String>,
+}
+
+impl Args {
+    fn seconds(&self) -> u64 {
+        self.seconds.unwrap_or(match self.scenario {
+            Scenario::Soak => 60,
+            Scenario::Refresh => 25,
+        })
+    }
+
+    fn clients(&self) -> usize {
+        self.clients.unwrap_or(match self.scenario {
+            Scenario::Soak => 4,
+            Scenario::Refresh => 8,
+        })
+    }
+}
+
+/// The scenarios.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    /// Mixed load while the origin misbehaves (the default).
+    Soak,
+    /// Refresh-ahead and collapsing: a few keys, a slow origin, short TTLs.
+    Refresh,
 }
 
 /// The platforms.
@@ -325,13 +375,13 @@ fn soak(platform: Platform, args: &Args) -> Result<Report> {
     let server = start(platform, origin.addr)?;
     let addr = server.addr();
     let t0 = Instant::now();
-    let run = Duration::from_secs(args.seconds);
+    let run = Duration::from_secs(args.seconds());
     let phase_len = Duration::from_secs(args.phase_seconds.max(1));
     let stop = Arc::new(AtomicBool::new(false));
     let faults: Arc<Mutex<Vec<(Duration, Duration, Phase)>>> = Arc::default();
     let mut report = Report::default();
     let records: Vec<Record> = std::thread::scope(|scope| -> Result<Vec<Record>> {
-        let clients: Vec<_> = (0..args.clients)
+        let clients: Vec<_> = (0..args.clients())
             .map(|n| {
                 let stop = Arc::clone(&stop);
                 scope.spawn(move || client(addr, n, t0, &stop))
@@ -452,6 +502,49 @@ fn check(r: &Report, seconds: u64, phase_seconds: u64) -> Vec<String> {
     fail
 }
 
+/// `--scenario refresh`: every variant on every platform, then the table, the JSON lines
+/// and the failures.
+fn refresh_main(args: &Args, platforms: &[Platform]) -> std::process::ExitCode {
+    let mut variants = Vec::new();
+    for name in &args.variant {
+        let Some(v) = refresh::VARIANTS.iter().find(|v| v.name == name) else {
+            let names: Vec<_> = refresh::VARIANTS.iter().map(|v| v.name).collect();
+            eprintln!("cachet-soak: unknown variant {name:?}, one of {names:?}");
+            return std::process::ExitCode::from(2);
+        };
+        variants.push(*v);
+    }
+    if variants.is_empty() {
+        variants = refresh::VARIANTS.to_vec();
+    }
+    let mut rows = Vec::new();
+    for &p in platforms {
+        match refresh::run(p, &variants, args.seconds(), args.clients()) {
+            Ok(r) => rows.extend(r),
+            Err(e) => {
+                eprintln!("cachet-soak refresh {p:?}: setup failed: {e:#}");
+                return std::process::ExitCode::from(2);
+            }
+        }
+    }
+    print!("{}", refresh::table(&rows));
+    for r in &rows {
+        println!("{}", refresh::json(r));
+    }
+    let mut failed = false;
+    for r in &rows {
+        for f in refresh::check(r) {
+            println!("cachet-soak refresh {}: FAIL: {f}", refresh::label(r));
+            failed = true;
+        }
+    }
+    if failed {
+        std::process::ExitCode::from(1)
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     let platforms: &[Platform] = match args.platform {
@@ -459,6 +552,9 @@ fn main() -> std::process::ExitCode {
         Platform::Edge => &[Platform::Edge],
         Platform::Envoy => &[Platform::Envoy],
     };
+    if args.scenario == Scenario::Refresh {
+        return refresh_main(&args, platforms);
+    }
     let mut failed = false;
     for &p in platforms {
         let report = match soak(p, &args) {
@@ -473,7 +569,7 @@ fn main() -> std::process::ExitCode {
             "cachet-soak {p:?}: {} s, {} requests {:?}; 5xx caused by the origin {}, unexplained {}; \
              bans accepted {}, applied {}; stale while the origin was stopped {}; \
              memory {} MiB at start, {} MiB at the end",
-            args.seconds,
+            args.seconds(),
             report.requests,
             report.by_cache,
             report.errors_explained,
@@ -484,7 +580,7 @@ fn main() -> std::process::ExitCode {
             mem(0),
             mem(report.memory.len().saturating_sub(1)),
         );
-        for f in check(&report, args.seconds, args.phase_seconds) {
+        for f in check(&report, args.seconds(), args.phase_seconds) {
             println!("cachet-soak {p:?}: FAIL: {f}");
             failed = true;
         }
