@@ -1143,6 +1143,64 @@ fn a_refresh_answered_503_keeps_the_stored_copy_and_the_next_request_retries_onc
 }
 
 #[test]
+fn waiters_on_another_worker_are_answered_as_the_failed_leader_was() {
+    // Issue 28 items 5 and 8: the leader's fetch fails; a request parked behind it on the
+    // other worker gets the stored copy within stale-if-error (a revalidation answered
+    // 500) or the same 503 (a miss whose callout failed), never a fetch of its own.
+    let (host, mut w1, mut w2) = workers(&config_routes(&serde_json::json!({"keep": "1d"})));
+    let path = "/blog/alice/entry/26";
+    let (id, call) = leader(&mut w1, path);
+    let good = answer(
+        200,
+        &[
+            ("cache-control", "max-age=300, stale-if-error=86400"),
+            ("etag", "\"g1\""),
+        ],
+        "the good copy",
+    );
+    assert_eq!(answered(&mut w1, id, &call, &good).x_cache(), "MISS");
+    host.advance_ms(300_000 + 3_600_000 + 1_000); // past the route's 1 h grace
+    let (id, call) = leader(&mut w1, path);
+    let (waiter, o) = w2.request(req("GET", BLOG, path, &[]), None).expect("req");
+    assert_eq!(o, Outcome::Paused);
+    let r = answered(&mut w1, id, &call, &answer(500, &[], "oops"));
+    assert_eq!((r.status, r.x_cache()), (200, "STALE"));
+    host.advance_ms(100);
+    w2.tick().expect("tick");
+    let Outcome::Reply(r) = w2.poll(waiter) else {
+        panic!("waiter not answered")
+    };
+    assert_eq!(
+        (r.status, r.x_cache(), r.text()),
+        (200, "STALE", "the good copy".to_owned())
+    );
+    assert!(w2.callouts().is_empty(), "never a fetch of its own");
+    w2.finish(waiter).expect("finish");
+    // A miss whose callout fails (reset): the waiter gets the leader's 503.
+    let path = "/blog/alice/entry/27";
+    let (id, call) = leader(&mut w1, path);
+    let (waiter, o) = w2.request(req("GET", BLOG, path, &[]), None).expect("req");
+    assert_eq!(o, Outcome::Paused);
+    let r = answered(&mut w1, id, &call, &Response::default());
+    assert_eq!(r.status, 503);
+    host.advance_ms(100);
+    w2.tick().expect("tick");
+    let Outcome::Reply(r) = w2.poll(waiter) else {
+        panic!("waiter not answered")
+    };
+    assert_eq!(
+        (r.status, r.header("retry-after"), r.header("cache-control")),
+        (503, Some("5"), Some("no-store"))
+    );
+    assert!(w2.callouts().is_empty(), "never a fetch of its own");
+    w2.finish(waiter).expect("finish");
+    // A request that starts after the failure asks the origin again.
+    let (id, call) = leader(&mut w2, path);
+    let r = answered(&mut w2, id, &call, &good);
+    assert_eq!(r.x_cache(), "MISS");
+}
+
+#[test]
 fn past_grace_within_keep_the_leader_revalidates_before_answering() {
     let (host, mut w1, mut w2) = workers(&config_routes(&serde_json::json!({"keep": "1d"})));
     let mut origin = Origin::conditional();
