@@ -494,3 +494,40 @@ fn envoys_own_reply_to_a_router_fill_is_never_stored() {
     assert_eq!(e.metric("cachet.objects").expect("stats"), 0);
     assert!(e.metric("cachet.origin_errors").expect("stats") >= 2);
 }
+
+#[test]
+fn a_router_fill_that_stalls_past_the_route_timeout_is_cachets_503_for_leader_and_waiter() {
+    // Issue 28 item 6: the body stalls after the headers; Envoy's route timeout (1 s here)
+    // ends it with its own reply, which the shipped `local_reply_config` turns into the
+    // edge's 503; the request collapsed behind the fill gets the same, without a fetch.
+    let Some((origin, e)) =
+        stack_edited(&|_| {}, &|y| y.replacen("timeout: 15s", "timeout: 1s", 1))
+    else {
+        return;
+    };
+    let t = std::sync::Arc::new(Target::new(&format!("http://{}", e.addr), &origin.url("")));
+    let path = "/t/envoy-stall?cc=max-age%3D60&delay_ms=100";
+    let leader = {
+        let t = std::sync::Arc::clone(&t);
+        std::thread::spawn(move || {
+            t.send("GET", "t.example", path, &[("x-test-fault", "stall")], None)
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let waiter = t.send("GET", "t.example", path, &[], None).expect("waiter");
+    let leader = leader.join().expect("thread").expect("leader");
+    for (who, r) in [("leader", &leader), ("waiter", &waiter)] {
+        assert_eq!(r.status, 503, "{who}: {}\n{}", r.text(), e.output());
+        assert_eq!(
+            r.headers.get("retry-after").map(String::as_str),
+            Some("5"),
+            "{who}"
+        );
+        assert_eq!(
+            r.headers.get("cache-control").map(String::as_str),
+            Some("no-store"),
+            "{who}"
+        );
+    }
+    assert_eq!(origin.stats().total, 1, "the waiter never asked the origin");
+}

@@ -706,8 +706,13 @@ impl Http {
     /// The stream ended: give up a lock still held (client went away) and leave the
     /// waiting list.
     pub fn finish(&mut self) {
-        let upstream_failed =
-            || host::response_code_details().is_some_and(|d| d.starts_with(b"upstream_"));
+        // Envoy's `response.code_details`: `upstream_reset_…`, `response_timeout`,
+        // `upstream_per_try_timeout`… for an origin that failed; `downstream_…` when the
+        // client went away.
+        let upstream_failed = || {
+            host::response_code_details()
+                .is_some_and(|d| d != b"via_upstream" && !d.starts_with(b"downstream_"))
+        };
         if self.phase == Phase::RouterFill && self.lock_held && upstream_failed() {
             // The fill's answer never completed because the origin failed (its body broke
             // after the headers, or stalled past the route's timeout, and Envoy answered
