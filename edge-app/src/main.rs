@@ -8,14 +8,12 @@
 
 mod host;
 
-use std::sync::OnceLock;
-
 use cachet_compute::host::Fields;
+use cachet_compute::sandbox::Sandbox;
 use cachet_compute::{ClientRequest, Payload, Pending};
-use cachet_policy::inforce::InForce;
-use cachet_policy::{Policy, PolicyError};
+use fastly::http::serve::Serve;
 use fastly::http::{HeaderName, HeaderValue, Url};
-use fastly::{Body, Request, Response};
+use fastly::{Backend, Body, Request, Response};
 
 use crate::host::Fastly;
 
@@ -24,17 +22,24 @@ use crate::host::Fastly;
 /// (`cachet_compute::load_policy`).
 const DEFAULT_CONFIG: &str = include_str!("../cachet.toml");
 
-/// The compiled policy, built once per instance from the config store or the built-in
-/// configuration, with how it came to be in force.
-fn policy() -> Result<&'static InForce<Policy>, &'static PolicyError> {
-    static POLICY: OnceLock<Result<InForce<Policy>, PolicyError>> = OnceLock::new();
-    POLICY
-        .get_or_init(|| cachet_compute::load_policy(&Fastly, DEFAULT_CONFIG))
-        .as_ref()
+/// One instance serves requests in a reusable sandbox (`fastly::http::serve::Serve`): the
+/// policy is built once per instance and again only when the config store's entry
+/// changes (`cachet_compute::sandbox`), within the `[edge].sandbox_*` bounds.
+fn main() {
+    let mut sandbox = Sandbox::start(&Fastly, DEFAULT_CONFIG);
+    let b = sandbox.bounds();
+    let _ = Serve::new()
+        .with_max_requests(usize::try_from(b.max_requests).unwrap_or(usize::MAX))
+        .with_max_lifetime(b.max_lifetime)
+        .with_timeout(b.idle_timeout)
+        .with_max_memory(b.max_memory_mib)
+        .run_with_context(handle, &mut sandbox);
 }
 
-fn main() {
-    let mut req = Request::from_client();
+/// Serves one client request with the sandbox's policy (checked for a configuration
+/// change first), then runs its after-response work.
+fn handle(mut req: Request, sandbox: &mut Sandbox<Backend>) {
+    let n = sandbox.begin(&Fastly);
     let headers = host::fields(req.get_header_names(), |n| req.get_header_all(n).collect());
     // The SDK parses the URL the first time it is asked for it and panics on one it cannot
     // parse (`Host: blog.example:99999`): the authority is checked first, by the core's
@@ -45,10 +50,10 @@ fn main() {
     });
     let (resp, pending): (_, Pending<Fastly>) = match refused {
         Some(refused) => refused,
-        None => cachet_compute::serve(&Fastly, policy(), client_request(&mut req, headers)),
+        None => cachet_compute::serve(&Fastly, sandbox, client_request(&mut req, headers)),
     };
     let sent = send(resp);
-    pending.finish(&Fastly, policy(), sent);
+    pending.in_instance(n).finish(&Fastly, sandbox, sent);
 }
 
 /// The client's request as bytes (header values need not be UTF-8), its body kept as a

@@ -16,6 +16,7 @@
 //! `cache::core::replace`) are not in the port.
 
 pub mod host;
+pub mod sandbox;
 
 mod admin;
 mod bans;
@@ -37,6 +38,7 @@ use cachet_refresh::retry_after_secs;
 use crate::cache::Job;
 use crate::host::{Fields, Host};
 use crate::origin::Origin;
+use crate::sandbox::Sandbox;
 
 /// Name of the config store holding the `config` key (TOML text).
 pub const CONFIG_STORE: &str = "cachet";
@@ -178,7 +180,6 @@ impl<H: Host> From<Response<H::Body>> for Outcome<H> {
 pub struct Pending<H: Host> {
     access: Access,
     after: Option<Box<Job<H>>>,
-    origin: Option<Origin<H::Backend>>,
 }
 
 /// The request's context: the host, the policy, how it came to be in force and this
@@ -200,20 +201,28 @@ impl<H: Host> Copy for Ctx<'_, H> {}
 /// Compiles the policy from the config store's `config` key ([`CONFIG_STORE`]), or from
 /// `builtin` (the configuration built into the wasm) when there is none or when it is
 /// rejected (`cachet_policy::inforce`, issue 27 item 13: a typo never stops the service).
-/// A rejection is logged loudly, once per call (the edge calls this once per instance,
-/// and Fastly runs each request in a fresh instance): one JSON line
-/// `{"event":"config-rejected",…}` to the log endpoint of the configuration in force and
-/// one line on stderr; `GET /.cachet/config` shows it too. There is no earlier good
-/// configuration to keep on Fastly (no memory across instances), so the fallback is the
-/// built-in one.
+/// A rejection is logged loudly, once per call (the edge calls this when an instance
+/// starts and when a reused instance finds the config store's entry changed,
+/// `sandbox::Sandbox`): one JSON line `{"event":"config-rejected",…}` to the log endpoint
+/// of the configuration in force and one line on stderr; `GET /.cachet/config` shows it
+/// too. The fallback is the built-in configuration (an instance does not outlive its
+/// bounds, so no earlier good configuration is kept).
 ///
 /// # Errors
 /// The built-in configuration's issues (`PolicyError`), when it is needed and does not
 /// load either (a broken build; tests load it).
 pub fn load_policy<H: Host>(host: &H, builtin: &str) -> Result<InForce<Policy>, PolicyError> {
-    let configured = host
-        .config(CONFIG_STORE, "config")
-        .map(|text| Policy::from_toml(&text));
+    let text = host.config(CONFIG_STORE, "config");
+    load_policy_text(host, text.as_deref(), builtin)
+}
+
+/// [`load_policy`] from the config store's `config` text already read (`None`: absent).
+pub(crate) fn load_policy_text<H: Host>(
+    host: &H,
+    text: Option<&str>,
+    builtin: &str,
+) -> Result<InForce<Policy>, PolicyError> {
+    let configured = text.map(Policy::from_toml);
     let chosen = inforce::choose(CONFIGURED_FROM, configured, None, || {
         Policy::from_toml(builtin)
     })?;
@@ -259,18 +268,17 @@ pub fn refuse_authority<H: Host>(
     let pending = Pending {
         access,
         after: None,
-        origin: None,
     };
     Some((refused.into(), pending))
 }
 
-/// Serves one client request: reserved `X-Cachet-*` fields are dropped, admin calls are
-/// answered, the rest planned and served (pass, synth or the core cache). Errors become
-/// responses here (`cachet_http::reply`). Send the response, then call
-/// [`Pending::finish`].
+/// Serves one client request of the instance `sandbox` (its policy and origin tier):
+/// reserved `X-Cachet-*` fields are dropped, admin calls are answered, the rest planned and
+/// served (pass, synth or the core cache). Errors become responses here
+/// (`cachet_http::reply`). Send the response, then call [`Pending::finish`].
 pub fn serve<H: Host>(
     host: &H,
-    policy: Result<&InForce<Policy>, &PolicyError>,
+    sandbox: &Sandbox<H::Backend>,
     mut req: ClientRequest<H::Body>,
 ) -> (Response<H::Body>, Pending<H>) {
     req.headers
@@ -280,16 +288,15 @@ pub fn serve<H: Host>(
         cache: CacheStatus::Error,
         ..Access::default()
     };
-    let mut origin = None;
+    let policy = sandbox.policy();
     scratch::begin(policy.ok().map(|f| &f.policy));
     let outcome = match policy {
         Ok(f) => {
-            let o = origin.insert(Origin::new(host, &f.policy));
             let cx = Ctx {
                 host,
                 policy: &f.policy,
                 status: &f.status,
-                origin: o,
+                origin: sandbox.origin(host, &f.policy),
             };
             dispatch(cx, req, &mut access)
         }
@@ -302,15 +309,17 @@ pub fn serve<H: Host>(
     });
     // `X-Cache` and `Age` are the engine's (every `cachet_http` answer carries both).
     access.status = resp.status;
-    let pending = Pending {
-        access,
-        after,
-        origin,
-    };
-    (resp, pending)
+    (resp, Pending { access, after })
 }
 
 impl<H: Host> Pending<H> {
+    /// Records which request of its instance this was (`sandbox::Sandbox::begin`).
+    #[must_use]
+    pub fn in_instance(mut self, n: u64) -> Self {
+        self.access.instance_request = Some(n);
+        self
+    }
+
     /// After the response was sent: records how a [`Payload::Gunzip`] body went
     /// (`sent`: bytes written, or why the stream was abandoned), runs the refresh, resets
     /// the workspace and writes the access record (JSON, one line) to the configured log
@@ -318,14 +327,10 @@ impl<H: Host> Pending<H> {
     pub fn finish(
         self,
         host: &H,
-        policy: Result<&InForce<Policy>, &PolicyError>,
+        sandbox: &Sandbox<H::Backend>,
         sent: Option<Result<u64, String>>,
     ) {
-        let Self {
-            mut access,
-            after,
-            origin,
-        } = self;
+        let Self { mut access, after } = self;
         match sent {
             Some(Ok(n)) => access.body_bytes = Some(n),
             Some(Err(e)) => {
@@ -335,12 +340,13 @@ impl<H: Host> Pending<H> {
             }
             None => {}
         }
-        if let (Some(job), Ok(f), Some(o)) = (after, policy, origin.as_ref()) {
+        let policy = sandbox.policy();
+        if let (Some(job), Ok(f)) = (after, policy) {
             let cx = Ctx {
                 host,
                 policy: &f.policy,
                 status: &f.status,
-                origin: o,
+                origin: sandbox.origin(host, &f.policy),
             };
             job.run(cx, &mut access);
         }

@@ -14,8 +14,15 @@ use cachet_policy::{OriginEndpoint, Policy};
 
 use crate::host::{BackendSpec, Fields, Host, OriginRequest, OriginResponse, ShieldPos};
 
-/// Name of the dynamic backend Cachet registers for `[origin].url`.
-const DYNAMIC_BACKEND: &str = "cachet-origin";
+/// The name of the dynamic backend Cachet registers for `[origin]` (`cachet-origin-` and a
+/// hash of its settings): a reused instance whose configuration changed registers the new
+/// backend under a new name instead of reusing the old one's target and timeouts.
+fn dynamic_backend(cfg: &cachet_policy::OriginConfig) -> String {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    format!("{cfg:?}").hash(&mut h);
+    format!("cachet-origin-{:016x}", h.finish())
+}
 
 /// Header by which a Fastly node marks a request forwarded from another Fastly node (the
 /// edge POP fetching from its shield). Cachet sets it on its shield fetches too.
@@ -42,7 +49,9 @@ impl<K> Tier<K> {
     }
 }
 
-/// This instance's tier and origin backend, decided once per request.
+/// This instance's tier and origin backend, decided once per policy of an instance
+/// (`sandbox::Sandbox::origin`): a reused instance asks for its shield and registers its
+/// dynamic backend once.
 pub(crate) struct Origin<K> {
     pub tier: Tier<K>,
     dynamic: OnceCell<Result<K, String>>,
@@ -102,15 +111,16 @@ impl<K: Clone> Origin<K> {
                 else {
                     return Err("no [origin].url".into());
                 };
+                let name = dynamic_backend(cfg);
                 let spec = BackendSpec {
-                    name: DYNAMIC_BACKEND,
+                    name: &name,
                     target: &target,
                     tls_host: tls.then_some(h.as_str()),
                     config: cfg,
                 };
                 // Registered by an earlier request of a reused instance: use it.
                 host.register_backend(&spec).or_else(|e| {
-                    host.backend(DYNAMIC_BACKEND)
+                    host.backend(&name)
                         .map_err(|_| format!("dynamic backend: {e}"))
                 })
             })

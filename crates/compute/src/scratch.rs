@@ -80,3 +80,29 @@ pub(crate) fn gunzip(stored: &[u8]) -> std::io::Result<Vec<u8>> {
         None => cachet_policy::object::gunzip(stored),
     }
 }
+
+/// Whether every byte of the instance's workspace pair is zero (nothing of an earlier
+/// request left behind), for tests; `None` when the instance has no pair yet.
+#[cfg(test)]
+pub(crate) fn all_zero() -> Option<bool> {
+    PAIR.with(|p| {
+        p.borrow().as_ref().map(|pair| {
+            [&pair.client, &pair.backend]
+                .iter()
+                .all(|w| w.as_bytes_for_verification().iter().all(|b| *b == 0))
+        })
+    })
+}
+
+/// Writes `byte` over the first `len` bytes of the backend half, as a request's scratch
+/// would, for tests.
+#[cfg(test)]
+pub(crate) fn scribble(byte: u8, len: usize) {
+    PAIR.with(|p| {
+        if let Some(pair) = p.borrow_mut().as_mut()
+            && let Ok(buf) = pair.backend.scratch().alloc(len, 1)
+        {
+            buf.fill(byte);
+        }
+    });
+}

@@ -12,11 +12,9 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cachet_policy::banstore::{KvItem, KvWriteError, Precondition};
-use cachet_policy::inforce::InForce;
-use cachet_policy::{Policy, PolicyError};
 
 use crate::host::{BackendSpec, Entry, Fields, Host, OriginRequest, OriginResponse, ShieldPos};
-use crate::{ClientRequest, Payload, Response};
+use crate::{ClientRequest, Payload, Response, scratch};
 
 const TOKEN: &str = "a-test-token-of-32-bytes-length!";
 
@@ -278,12 +276,18 @@ impl Host for Fake {
         let mut origin = self.origin.borrow_mut();
         origin.push((req.method.clone(), req.path.clone()));
         let body = format!("{} #{}", req.path, origin.len()).into_bytes();
+        let mut headers: Fields = vec![
+            ("content-type".into(), b"text/plain".to_vec()),
+            ("content-length".into(), body.len().to_string().into_bytes()),
+        ];
+        if req.path.starts_with("/account") {
+            // A per-user answer: this client's session.
+            let cookie = format!("session=user-{}", origin.len());
+            headers.push(("set-cookie".into(), cookie.into_bytes()));
+        }
         Ok(OriginResponse {
             status: 200,
-            headers: vec![
-                ("content-type".into(), b"text/plain".to_vec()),
-                ("content-length".into(), body.len().to_string().into_bytes()),
-            ],
+            headers,
             body,
         })
     }
@@ -308,10 +312,6 @@ impl Host for Fake {
     fn log(&self, _: &str, line: &str) {
         self.logs.borrow_mut().push(line.to_owned());
     }
-}
-
-fn policy(host: &Fake) -> Result<InForce<Policy>, PolicyError> {
-    crate::load_policy(host, include_str!("../../../edge-app/cachet.toml"))
 }
 
 fn request(
@@ -341,11 +341,11 @@ fn request(
     }
 }
 
-/// Serves one request at the host's current time, as `main` does: serve, send, finish.
+/// Serves one request at the host's current time in a fresh instance: serve, send, finish.
 fn serve(host: &Fake, req: ClientRequest<Vec<u8>>) -> (Response<Vec<u8>>, String) {
-    let p = policy(host);
-    let (resp, pending) = crate::serve(host, p.as_ref(), req);
-    pending.finish(host, p.as_ref(), None);
+    let sandbox = crate::sandbox::Sandbox::start(host, BUILTIN);
+    let (resp, pending) = crate::serve(host, &sandbox, req);
+    pending.finish(host, &sandbox, None);
     let body = match &resp.body {
         Payload::Bytes(b) | Payload::Stream(b) | Payload::Gunzip(b) => {
             String::from_utf8_lossy(b).into_owned()
@@ -703,7 +703,7 @@ fn a_valid_config_store_entry_is_in_force_and_reported_so() {
 #[test]
 fn a_malformed_or_missing_host_is_a_400_before_the_url_is_read() {
     let host = Fake::at(T0);
-    let p = policy(&host);
+    let sandbox = crate::sandbox::Sandbox::start(&host, BUILTIN);
     let fields = |h: Option<&str>| -> Fields {
         h.map(|h| vec![("host".to_owned(), h.as_bytes().to_vec())])
             .unwrap_or_default()
@@ -724,7 +724,7 @@ fn a_malformed_or_missing_host_is_a_400_before_the_url_is_read() {
             panic!("a body")
         };
         assert_eq!(body, b"missing or malformed Host header\n");
-        pending.finish(&host, p.as_ref(), None);
+        pending.finish(&host, &sandbox, None);
         assert_eq!(host.access()["status"], 400);
         assert_eq!(host.access()["cache"], "SYNTH");
     }
@@ -739,4 +739,118 @@ fn a_malformed_or_missing_host_is_a_400_before_the_url_is_read() {
         .is_none()
     );
     assert_eq!(host.origin_hits(), 0);
+}
+
+const BUILTIN: &str = include_str!("../../../edge-app/cachet.toml");
+
+/// Serves one request through `sandbox` as the edge app's loop does: begin, serve, send,
+/// finish. Returns the response, its body text and the access record.
+fn through(
+    host: &Fake,
+    sandbox: &mut crate::sandbox::Sandbox<()>,
+    req: ClientRequest<Vec<u8>>,
+) -> (Response<Vec<u8>>, String, serde_json::Value) {
+    let n = sandbox.begin(host);
+    let (resp, pending) = crate::serve(host, sandbox, req);
+    pending.in_instance(n).finish(host, sandbox, None);
+    let body = match &resp.body {
+        Payload::Bytes(b) | Payload::Stream(b) | Payload::Gunzip(b) => {
+            String::from_utf8_lossy(b).into_owned()
+        }
+        Payload::Empty => String::new(),
+    };
+    (resp, body, host.access())
+}
+
+#[test]
+fn one_instance_builds_its_policy_once_and_again_only_when_the_config_store_changes() {
+    // Issue 29: reusable sandboxes pay the policy once per instance; a change reaches a
+    // running instance within `[edge].config_check_interval` (1 s by default).
+    let host = Fake::at(T0);
+    let mut sandbox = crate::sandbox::Sandbox::start(&host, BUILTIN);
+    for i in 0..5 {
+        host.now.set(T0 + i * 100);
+        let (resp, _, access) =
+            through(&host, &mut sandbox, request("GET", "/robots.txt", &[], ""));
+        assert_eq!(resp.status, 200);
+        assert_eq!(access["instance_request"], i + 1);
+    }
+    assert_eq!(sandbox.builds(), 1, "one policy for five requests");
+    let changed = BUILTIN.replace("Disallow: /account", "Disallow: /changed");
+    *host.config_store.borrow_mut() = Some(changed);
+    host.now.set(T0 + 900);
+    let (_, body, _) = through(&host, &mut sandbox, request("GET", "/robots.txt", &[], ""));
+    assert!(
+        body.contains("/account"),
+        "not read again before the interval"
+    );
+    host.now.set(T0 + 1_400);
+    let (_, body, _) = through(&host, &mut sandbox, request("GET", "/robots.txt", &[], ""));
+    assert!(body.contains("Disallow: /changed"), "{body}");
+    assert_eq!(sandbox.builds(), 2);
+    // The same text read again builds nothing.
+    host.now.set(T0 + 3_000);
+    through(&host, &mut sandbox, request("GET", "/robots.txt", &[], ""));
+    assert_eq!(sandbox.builds(), 2);
+    assert_eq!(
+        sandbox.bounds(),
+        crate::sandbox::Bounds {
+            max_requests: 1000,
+            max_lifetime: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(5),
+            max_memory_mib: 128,
+        }
+    );
+}
+
+#[test]
+fn nothing_of_one_request_is_visible_to_the_next_in_one_instance() {
+    // Issue 29: one instance, many requests: the workspace is back to zero after each,
+    // the access record, the response and its cookies are the request's own.
+    let host = Fake::at(T0);
+    let mut sandbox = crate::sandbox::Sandbox::start(&host, BUILTIN);
+    // 1: a refused admin call (its error in its record).
+    let bad = request(
+        "POST",
+        "/.cachet/ban",
+        &[("authorization", "Bearer wrong")],
+        "x",
+    );
+    let (resp, _, first) = through(&host, &mut sandbox, bad);
+    assert_eq!(resp.status, 403, "a wrong token");
+    assert!(first["error"].is_string(), "{first}");
+    scratch::scribble(0xAB, 4096);
+    // 2: a passed per-user page with its own cookie.
+    let (resp, _, second) = through(&host, &mut sandbox, request("GET", "/account", &[], ""));
+    assert_eq!(header(&resp, "set-cookie"), Some("session=user-1"));
+    assert_eq!(second["instance_request"], 2);
+    assert!(
+        second["error"].is_null(),
+        "the first request's error stays its own"
+    );
+    assert_eq!(second["route"], "account");
+    assert_eq!(
+        scratch::all_zero(),
+        Some(true),
+        "the bytes a request wrote are zeroed before the next"
+    );
+    // 3 and 4: a miss and a hit of a public object: no cookie, no pass reason, no error.
+    let (miss, _, third) = through(&host, &mut sandbox, get_req("/static/app.js"));
+    let (hit, body, fourth) = through(&host, &mut sandbox, get_req("/static/app.js"));
+    for (r, a) in [(&miss, &third), (&hit, &fourth)] {
+        assert_eq!(header(r, "set-cookie"), None);
+        assert!(a["pass_reason"].is_null() && a["error"].is_null(), "{a}");
+        assert_eq!(a["route"], "static");
+    }
+    assert_eq!(
+        (fourth["cache"].as_str(), body.as_str()),
+        (Some("HIT"), "/static/app.js #2")
+    );
+    assert_eq!(fourth["instance_request"], 4);
+    assert_eq!(scratch::all_zero(), Some(true));
+    assert_eq!(sandbox.builds(), 1);
+}
+
+fn get_req(target: &str) -> ClientRequest<Vec<u8>> {
+    request("GET", target, &[], "")
 }

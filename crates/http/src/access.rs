@@ -68,6 +68,10 @@ pub struct Access {
     pub ws_verified: Option<&'static str>,
     /// Fastly shielding tier of this instance: `single`, `edge` or `shield`.
     pub tier: &'static str,
+    /// Which request of its instance this was (Fastly reusable sandboxes: `1` for the
+    /// first request of a fresh instance); absent where instances are not counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_request: Option<u64>,
     /// Error text, when something failed.
     pub error: Option<String>,
 }

@@ -209,6 +209,22 @@ pub struct EdgeConfig {
     /// request fields (RFC 9111 §4.1); further variants are served uncached. Default 16.
     /// Enforced by the Envoy filter; Fastly's core cache keeps variants itself.
     pub max_variants: usize,
+    /// Fastly reusable sandboxes (`fastly::http::serve::Serve`; Fastly only, like the
+    /// four settings after it): most requests one instance serves before it exits (`1`: a
+    /// fresh instance per request). Default 1000.
+    pub sandbox_max_requests: u64,
+    /// Longest life of one instance, however many requests it served. Default 60 s.
+    pub sandbox_max_lifetime: HumanDuration,
+    /// How long an instance waits for its next request before it exits (billed as memory ×
+    /// wall-clock time, never as CPU). Default 5 s.
+    pub sandbox_idle_timeout: HumanDuration,
+    /// Heap above which an instance exits after its request, MiB
+    /// (`heap_memory_snapshot_mib`). Default 128.
+    pub sandbox_max_memory_mib: u32,
+    /// How often a running instance re-reads the config store's `config` entry and builds
+    /// the policy again when it changed: the longest a configuration change takes to reach
+    /// a reused instance. Default 1 s.
+    pub config_check_interval: HumanDuration,
 }
 
 impl Default for EdgeConfig {
@@ -222,6 +238,11 @@ impl Default for EdgeConfig {
             shield: String::new(),
             shield_encrypted: true,
             max_variants: 16,
+            sandbox_max_requests: 1000,
+            sandbox_max_lifetime: HumanDuration::from_secs(60),
+            sandbox_idle_timeout: HumanDuration::from_secs(5),
+            sandbox_max_memory_mib: 128,
+            config_check_interval: HumanDuration::from_secs(1),
         }
     }
 }
@@ -376,6 +397,36 @@ impl Config {
             push(
                 "edge.max_variants".into(),
                 "must be between 1 and 256".into(),
+            );
+        }
+        if self.edge.sandbox_max_requests == 0 {
+            push(
+                "edge.sandbox_max_requests".into(),
+                "must be at least 1 (1: a fresh instance per request)".into(),
+            );
+        }
+        for (name, d) in [
+            (
+                "edge.sandbox_max_lifetime",
+                self.edge.sandbox_max_lifetime.0,
+            ),
+            (
+                "edge.sandbox_idle_timeout",
+                self.edge.sandbox_idle_timeout.0,
+            ),
+            (
+                "edge.config_check_interval",
+                self.edge.config_check_interval.0,
+            ),
+        ] {
+            if d.is_zero() || d > MAX_DURATION {
+                push(name.into(), "must be between 1 ms and one year".into());
+            }
+        }
+        if self.edge.sandbox_max_memory_mib == 0 {
+            push(
+                "edge.sandbox_max_memory_mib".into(),
+                "must be at least 1".into(),
             );
         }
         if self.edge.max_object_bytes == 0 {

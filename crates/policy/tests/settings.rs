@@ -266,3 +266,31 @@ fn a_json_value_that_does_not_fit_is_located_by_line_column_and_text_and_traced_
     let e = Config::from_json("").unwrap_err();
     assert!(matches!(e, PolicyError::Parse { .. }), "{e}");
 }
+
+#[test]
+fn reusable_sandbox_bounds_have_defaults_and_are_checked() {
+    // Issue 29: `[edge].sandbox_*` and `config_check_interval` (Fastly only).
+    let c = Config::from_toml("").unwrap();
+    assert_eq!(c.edge.sandbox_max_requests, 1000);
+    assert_eq!(c.edge.sandbox_max_lifetime.0, Duration::from_secs(60));
+    assert_eq!(c.edge.sandbox_idle_timeout.0, Duration::from_secs(5));
+    assert_eq!(c.edge.sandbox_max_memory_mib, 128);
+    assert_eq!(c.edge.config_check_interval.0, Duration::from_secs(1));
+    let bad = "[edge]\nsandbox_max_requests = 0\nsandbox_max_lifetime = \"0s\"\n\
+               sandbox_idle_timeout = \"0s\"\nsandbox_max_memory_mib = 0\n\
+               config_check_interval = \"0s\"\n";
+    assert_eq!(
+        paths(bad),
+        [
+            "edge.sandbox_max_requests",
+            "edge.sandbox_max_lifetime",
+            "edge.sandbox_idle_timeout",
+            "edge.config_check_interval",
+            "edge.sandbox_max_memory_mib",
+        ]
+    );
+    assert!(
+        issues("[edge]\nsandbox_max_requests = 1\n").is_empty(),
+        "1: no reuse"
+    );
+}

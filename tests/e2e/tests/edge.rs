@@ -408,3 +408,51 @@ fn gzip_storage_shrinks_the_demo_pages() {
         "gzip storage at least halves the demo pages: {ratio:.2}"
     );
 }
+
+#[test]
+fn one_instance_serves_many_requests_and_each_is_its_own() {
+    // Issue 29: Viceroy 0.22 reuses an instance for the next request (reusable sandboxes,
+    // `fastly::http::serve`); the access records count the requests of each instance, and
+    // nothing of one request (its cookie, its error, its pass) reaches the next.
+    let s = Stack::start();
+    let account = s.get(
+        "www.example.com",
+        "/account",
+        &[("user-agent", ua::DESKTOP)],
+    );
+    assert_eq!(account.x_cache(), "PASS");
+    let bad = s.request(
+        "POST",
+        "www.example.com",
+        "/.cachet/ban",
+        &[("authorization", "Bearer wrong")],
+    );
+    assert_eq!(bad.status, 403);
+    for _ in 0..4 {
+        let r = s.get(
+            "blog.example",
+            "/blog/alice/entry/3",
+            &[("user-agent", ua::DESKTOP)],
+        );
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("set-cookie"), None, "no other client's cookie");
+    }
+    let logs = s
+        .edge
+        .wait_for_logs(Duration::from_secs(30), 6, |l| {
+            l["instance_request"].is_u64()
+        })
+        .expect("six access records");
+    let counts: Vec<u64> = logs
+        .iter()
+        .filter_map(|l| l["instance_request"].as_u64())
+        .collect();
+    assert!(
+        counts.iter().any(|n| *n > 1),
+        "some instance served more than one request: {counts:?}"
+    );
+    for l in logs.iter().filter(|l| l["url"] == "/blog/alice/entry/3") {
+        assert!(l["error"].is_null() && l["pass_reason"].is_null(), "{l}");
+        assert_eq!(l["ws_verified"].as_str().unwrap_or("ok"), "ok");
+    }
+}
