@@ -123,7 +123,7 @@ fn decode_failures(b: &[u8]) -> Vec<(u32, u64)> {
 /// the stored copy within `stale-if-error`, else `503` — instead of each asking the
 /// origin in turn (issue 28 items 5 and 8). Records older than `memory_ms` (at least
 /// `[collapse].max_wait_ms`: no waiter is parked longer) are dropped on each write, so
-/// the table holds only recent failures. Best effort: after [`RETRIES`] conflicting
+/// the table holds only recent failures. Best effort: after 64 conflicting
 /// writes the waiters fall back to passing.
 pub fn record_failure(sd: &dyn SharedData, slot: u32, now_ms: u64, memory_ms: u64) {
     for _ in 0..RETRIES {
