@@ -43,7 +43,7 @@ path_prefix = "/t/ahead-xfetch/"
 ttl = "0s"
 keep = "1h"
 vary_device = false
-early_refresh = { policy = "xfetch", beta = 5.0 }
+early_refresh = { policy = "xfetch", beta = 8.0 }
 
 [[routes]]
 name = "suite-xfetch-grace"
@@ -52,7 +52,7 @@ ttl = "0s"
 grace = "30s"
 keep = "1h"
 vary_device = false
-early_refresh = { policy = "xfetch", beta = 5.0 }
+early_refresh = { policy = "xfetch", beta = 8.0 }
 
 [[routes]]
 name = "suite-grace"
@@ -157,6 +157,13 @@ pub struct Step {
     /// only by cases that pin a time window; keep them short.
     #[serde(default)]
     pub sleep_ms: u64,
+    /// Send at this many milliseconds after the case's first request was sent (real clock),
+    /// instead of `sleep_ms` after the previous step: a time window anchored on the first
+    /// fill's request, which is when a stored object's age starts (RFC 9111 §4.2.3), so a
+    /// slow first answer on a loaded machine does not shift the window. At once when that
+    /// time has passed.
+    #[serde(default)]
+    pub at_ms: Option<u64>,
     /// Send this many copies of the step at once (each on its own connection), every one
     /// checked against the expectations: what one client gets, every client gets.
     #[serde(default = "one")]
@@ -479,7 +486,12 @@ fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
         Err(e) => return fail(None, e.to_string()),
     };
     let mut bodies: Vec<String> = Vec::new();
+    let mut first_sent: Option<std::time::Instant> = None;
     for (i, s) in case.steps.iter().enumerate() {
+        if let (Some(at), Some(t0)) = (s.at_ms, first_sent) {
+            let due = t0 + Duration::from_millis(at);
+            std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
+        }
         let mut headers: Vec<(&str, &str)> = s.headers.iter().map(|(k, v)| (&**k, &**v)).collect();
         if let Some(alias) = &s.ua {
             match suite.ua.get(alias) {
@@ -487,6 +499,19 @@ fn run_case(suite: &Suite, case: &Case, t: &Target, out: &mut Vec<Failure>) {
                 None => fail(Some(i), format!("unknown ua alias {alias:?}")),
             }
         }
+        let anchored;
+        let s = if s.at_ms.is_some() {
+            anchored = Step {
+                sleep_ms: 0,
+                ..s.clone()
+            };
+            &anchored
+        } else {
+            s
+        };
+        // The first request goes out after its own `sleep_ms`.
+        first_sent
+            .get_or_insert_with(|| std::time::Instant::now() + Duration::from_millis(s.sleep_ms));
         let replies = send_copies(t, s, &headers);
         let n = replies.len();
         let mut first = None;

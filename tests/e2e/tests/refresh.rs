@@ -444,8 +444,13 @@ fn an_xfetch_refresh_is_logged_ahead_and_every_other_client_gets_hit() {
                early_refresh = { policy = \"xfetch\", beta = 5.0 }\n";
     let s = Arc::new(Stack::start_with(OriginConfig::ephemeral(), Some(cfg)));
     let path = "/t/xfetch-log?cc=max-age%3D4&etag=x9&delay_ms=300";
+    // The copy's age counts from this request (RFC 9111 §4.2.3): the window is anchored
+    // on it, so a slow first fill on a loaded machine does not shift it.
+    let sent = Instant::now();
     assert_eq!(s.get("t.example", path, &[]).x_cache(), "MISS");
-    std::thread::sleep(Duration::from_millis(3300));
+    std::thread::sleep(
+        (sent + Duration::from_millis(3600)).saturating_duration_since(Instant::now()),
+    );
     let t0 = Instant::now();
     let all: Vec<_> = (0..8)
         .map(|_| later(&s, path, Duration::ZERO, &[], t0))
