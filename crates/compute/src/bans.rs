@@ -254,8 +254,49 @@ impl<'h, H: Host> PopCache for Pop<'h, H> {
     }
 }
 
+/// The core-cache key whose obligation serializes this POP's writes of the ban log: a
+/// second writer waits in its lookup (the core cache's request collapsing) until the
+/// first gives the obligation back. Across POPs the KV store's generation precondition
+/// orders writes; within one, this also covers a KV store whose precondition check is not
+/// atomic (Viceroy 0.22 checks and writes under separate locks: two concurrent writers
+/// could both pass and one accepted ban would be lost).
+const WRITER_LOCK_KEY: &[u8] = b"cachet-ban-log-writer";
+
+/// The longest a ban write waits for this POP's other writer; then it goes on with the KV
+/// store's precondition alone.
+const WRITER_WAIT: Duration = Duration::from_secs(5);
+
+/// This POP's ban-log writer lock, held while the value lives (dropping gives the
+/// obligation back).
+struct WriterLock<'h, H: Host> {
+    host: &'h H,
+    tx: Option<H::Tx>,
+}
+
+impl<'h, H: Host> WriterLock<'h, H> {
+    /// Waits for the lock (at most [`WRITER_WAIT`]); holds nothing when the platform
+    /// refuses the lookup or the wait runs out.
+    fn take(host: &'h H) -> Self {
+        let tx = host
+            .tx_lookup(WRITER_LOCK_KEY, &Vec::new(), false, Some(WRITER_WAIT))
+            .ok()
+            .flatten()
+            .filter(|tx| host.tx_obligated(tx));
+        Self { host, tx }
+    }
+}
+
+impl<H: Host> Drop for WriterLock<'_, H> {
+    fn drop(&mut self) {
+        if let Some(tx) = &self.tx {
+            self.host.tx_cancel(tx);
+        }
+    }
+}
+
 /// Adds a ban at `now_ms` (`banstore::add`: compare-and-swap on the KV log, retention
-/// applied, index written) and replaces this POP's copy at once (outside a lookup).
+/// applied, index written; one writer at a time on this POP, [`WRITER_LOCK_KEY`]) and
+/// replaces this POP's copy at once (outside a lookup).
 ///
 /// # Errors
 /// As `banstore::add`: `BadRequest`, `TooManyBans`, `Store`.
@@ -265,7 +306,9 @@ pub(crate) fn add<H: Host>(
     now_ms: u64,
 ) -> Result<AddedBan, AdminError> {
     let cfg = &cx.policy.config().bans;
+    let lock = WriterLock::take(cx.host);
     let (added, bytes) = banstore::add(&open(cx)?, expr, now_ms, cfg.retention.0, cfg.max_bans)?;
+    drop(lock);
     if let Ok(h) = Header::parse(&bytes) {
         let md = CopyMeta::of(&h).to_bytes();
         let _ = cx.host.insert(

@@ -67,6 +67,8 @@ struct Fake {
     others_hold: RefCell<Vec<Vec<u8>>>,
     /// What that other request does once the clock reaches the time (ms).
     at_time: RefCell<Vec<Scheduled>>,
+    /// Keys whose obligation was given back (`tx_cancel`), in order.
+    cancelled: RefCell<Vec<Vec<u8>>>,
 }
 
 /// Something another (simulated) request does at a time (ms).
@@ -176,7 +178,9 @@ impl Host for Fake {
         self.entry(&tx.key, e, &body);
         Ok(())
     }
-    fn tx_cancel(&self, _: &Tx) {}
+    fn tx_cancel(&self, tx: &Tx) {
+        self.cancelled.borrow_mut().push(tx.key.clone());
+    }
     fn lookup(&self, key: &[u8]) -> Option<Stored> {
         let now = self.now();
         self.cache
@@ -398,6 +402,11 @@ fn an_admin_ban_writes_the_kv_log_replaces_the_pop_copy_and_answers_201() {
     );
     let (resp, body) = serve(&host, ban);
     assert_eq!(resp.status, 201, "{body}");
+    assert_eq!(
+        host.cancelled.borrow().as_slice(),
+        [b"cachet-ban-log-writer".to_vec()],
+        "the POP's ban-log writer lock was taken and given back"
+    );
     assert!(
         host.kv
             .borrow()

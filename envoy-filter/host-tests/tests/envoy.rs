@@ -513,7 +513,7 @@ fn a_router_fill_that_stalls_past_the_route_timeout_is_cachets_503_for_leader_an
             t.send("GET", "t.example", path, &[("x-test-fault", "stall")], None)
         })
     };
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let waiter = t.send("GET", "t.example", path, &[], None).expect("waiter");
     let leader = leader.join().expect("thread").expect("leader");
     for (who, r) in [("leader", &leader), ("waiter", &waiter)] {

@@ -364,7 +364,7 @@ fn a_fill_that_stalls_mid_body_releases_its_waiters_with_a_503_and_no_fetch_of_t
     let path = "/t/stall-release?cc=max-age%3D60&delay_ms=100";
     let t0 = Instant::now();
     let leader = later(&s, path, Duration::ZERO, STALL, t0);
-    let waiter = later(&s, path, Duration::from_millis(50), &[], t0);
+    let waiter = later(&s, path, Duration::from_millis(300), &[], t0);
     let (lr, _) = leader.join().unwrap();
     let (wr, _) = waiter.join().unwrap();
     for (who, r) in [("leader", &lr), ("waiter", &wr)] {
@@ -395,7 +395,7 @@ fn a_waiter_stops_waiting_for_a_stalled_fill_after_collapse_max_wait() {
     let path = "/t/stall-wait?cc=max-age%3D60&delay_ms=100";
     let t0 = Instant::now();
     let leader = later(&s, path, Duration::ZERO, STALL, t0);
-    let waiter = later(&s, path, Duration::from_millis(50), &[], t0);
+    let waiter = later(&s, path, Duration::from_millis(300), &[], t0);
     let (passed, pass_at) = waiter.join().unwrap();
     let (failure, fail_at) = leader.join().unwrap();
     assert_eq!(
