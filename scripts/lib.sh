@@ -6,6 +6,7 @@ NEXTEST_VERSION=0.9.100
 CARGO_FUZZ_VERSION=0.13.2
 ENVOY_VERSION=1.40.0
 BINARYEN_VERSION=108
+WIZER_VERSION=10.0.0
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Where cargo puts its output: CARGO_TARGET_DIR when set (relative to $ROOT, where the
@@ -52,6 +53,15 @@ ensure_viceroy() {
   cargo install viceroy --version "$VICEROY_VERSION" --locked
 }
 
+# Wizer (Bytecode Alliance), the build-time pre-initializer of the edge app: runs its
+# `wizer.initialize` export (the built-in configuration's policy) and writes the memory
+# image into the wasm (docs/edge.md, "Reusable sandboxes"). ~8 minutes cold.
+ensure_wizer() {
+  if wizer --version 2>/dev/null | grep -q " $WIZER_VERSION\$"; then return; fi
+  say "installing wizer $WIZER_VERSION (cold build: ~8 minutes)"
+  cargo install wizer --version "$WIZER_VERSION" --locked --features "env_logger structopt" >&2
+}
+
 ensure_nextest() {
   if cargo nextest --version 2>/dev/null | grep -q "cargo-nextest $NEXTEST_VERSION"; then return; fi
   say "installing cargo-nextest $NEXTEST_VERSION (cold build: ~8 minutes)"
@@ -88,11 +98,22 @@ optimize_wasm() {
   echo "$out"
 }
 
-# Builds the edge app for Fastly Compute and prints the (optimized) wasm path.
+# Builds the edge app for Fastly Compute and prints the path of the wasm that ships
+# (scripts/package, `fastly compute build`, the tests): cargo's release build,
+# pre-initialized by Wizer (the built-in configuration's policy built into the memory
+# image; no imports may be called, so none are given) into cachet-edge.init.wasm, then
+# `wasm-opt -O3` into cachet-edge.init.opt.wasm.
 build_edge() {
+  local dir="$TARGET_DIR/wasm32-wasip1/release"
   say "building the edge app (wasm32-wasip1, release)"
   cargo build -p cachet-edge --release --target wasm32-wasip1 >&2
-  optimize_wasm "$TARGET_DIR/wasm32-wasip1/release/cachet-edge.wasm"
+  ensure_wizer
+  if [[ ! -f "$dir/cachet-edge.init.wasm" || "$dir/cachet-edge.wasm" -nt "$dir/cachet-edge.init.wasm" ]]; then
+    say "wizer: pre-initializing cachet-edge.wasm"
+    wizer "$dir/cachet-edge.wasm" -o "$dir/cachet-edge.init.wasm.tmp" >&2
+    mv "$dir/cachet-edge.init.wasm.tmp" "$dir/cachet-edge.init.wasm"
+  fi
+  optimize_wasm "$dir/cachet-edge.init.wasm"
 }
 
 # The Fastly CLI (npm @fastly/cli, pinned) in $ROOT/.tools: `compute build`, `compute pack`,

@@ -1,7 +1,5 @@
 //! The port `cachet_compute::host::Host` on the `fastly` crate: each method one Fastly host call (or a short builder chain), bytes in and out.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::io::{Read, Write};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
@@ -15,6 +13,10 @@ use fastly::cache::core::{self, CacheError, CacheKey, Found, Transaction};
 use fastly::http::{HeaderName, HeaderValue, Method, Url};
 use fastly::kv_store::{InsertMode, KVStore, KVStoreError};
 use fastly::{Body, Request};
+
+/// Most bytes a body read reserves up front from a declared length (larger bodies grow
+/// the buffer as they are read).
+const READ_AHEAD_MAX: usize = 16 << 20;
 
 /// Fastly Compute, as the running wasm instance sees it.
 pub(crate) struct Fastly;
@@ -86,11 +88,16 @@ impl Host for Fastly {
         START.get_or_init(Instant::now).elapsed()
     }
 
-    /// std's `RandomState` is seeded from WASI `random_get`.
+    /// Eight bytes of WASI `random_get` per draw (`getrandom`), never a seed kept in the
+    /// memory image: a pre-initialized wasm (Wizer) would otherwise start every instance
+    /// from the same seed, and correlated draws defeat XFetch's spread. A failed draw
+    /// gives 0 (the draw that always refreshes early and always verifies the workspace).
     fn random_u64(&self) -> u64 {
-        let mut h = RandomState::new().build_hasher();
-        h.write_u8(0);
-        h.finish()
+        let mut b = [0u8; 8];
+        match getrandom::getrandom(&mut b) {
+            Ok(()) => u64::from_le_bytes(b),
+            Err(_) => 0,
+        }
     }
 
     fn sleep(&self, d: Duration) {
@@ -178,12 +185,27 @@ impl Host for Fastly {
         found.is_stale()
     }
 
+    /// Reads into a buffer sized for the whole body up front (the range's length, else the
+    /// entry's known length): two reads of the body handle (the bytes, then end of
+    /// stream) where `Body::into_bytes` made nine for a 1.3 KB object, and a failed read
+    /// is an error, where `into_bytes` panics.
     fn found_body(&self, found: &Found, range: Option<(u64, u64)>) -> Result<Vec<u8>, String> {
-        let body = match range {
-            None => found.to_stream(),
-            Some((from, to)) => found.to_stream_from_range(Some(from), Some(to)),
+        let (body, len) = match range {
+            None => (found.to_stream(), found.known_length()),
+            Some((from, to)) => (
+                found.to_stream_from_range(Some(from), Some(to)),
+                Some(to.saturating_sub(from).saturating_add(1)),
+            ),
         };
-        body.map(Body::into_bytes).map_err(|e| e.to_string())
+        let cap = len
+            .and_then(|n| usize::try_from(n).ok())
+            .map_or(0, |n| n.min(READ_AHEAD_MAX).saturating_add(1));
+        let mut out = Vec::with_capacity(cap);
+        body.map_err(|e| e.to_string())?
+            .into_handle()
+            .read_to_end(&mut out)
+            .map_err(|e| e.to_string())?;
+        Ok(out)
     }
 
     fn purge(&self, key: &str, soft: bool) -> Result<(), String> {
@@ -362,9 +384,29 @@ impl Host for Fastly {
             .flatten()
     }
 
+    /// One host call per line: the endpoint's handle is kept for the instance's later
+    /// requests, and the line goes in one write (each write is one log message; Fastly
+    /// ends it, so no newline is sent).
     fn log(&self, endpoint: &str, line: &str) {
-        if let Ok(mut ep) = fastly::log::Endpoint::try_from_name(endpoint) {
-            let _ = writeln!(ep, "{line}");
+        thread_local! {
+            static ENDPOINTS: std::cell::RefCell<Vec<(String, fastly::log::Endpoint)>> =
+                const { std::cell::RefCell::new(Vec::new()) };
         }
+        ENDPOINTS.with(|eps| {
+            let mut eps = eps.borrow_mut();
+            let at = match eps.iter().position(|(n, _)| n == endpoint) {
+                Some(at) => at,
+                None => match fastly::log::Endpoint::try_from_name(endpoint) {
+                    Ok(ep) => {
+                        eps.push((endpoint.to_owned(), ep));
+                        eps.len() - 1
+                    }
+                    Err(_) => return,
+                },
+            };
+            if let Some((_, ep)) = eps.get_mut(at) {
+                let _ = ep.write_all(line.as_bytes());
+            }
+        });
     }
 }

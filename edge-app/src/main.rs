@@ -22,6 +22,18 @@ use crate::host::Fastly;
 /// (`cachet_compute::load_policy`).
 const DEFAULT_CONFIG: &str = include_str!("../cachet.toml");
 
+/// Build-time pre-initialization (Wizer, `scripts/lib.sh` `build_edge`): builds the
+/// built-in configuration's policy into the memory image, so that instances without a
+/// config-store entry start with it built (`cachet_compute::sandbox::prebuild`). Draws no
+/// randomness and calls no host function: Wizer runs it with no imports at all.
+#[allow(unsafe_code)]
+// SAFETY: `export_name` only names this function for Wizer, which calls it once before
+// the memory snapshot; the name is not a symbol the Rust or WASI runtimes define.
+#[unsafe(export_name = "wizer.initialize")]
+pub extern "C" fn wizer_initialize() {
+    cachet_compute::sandbox::prebuild(DEFAULT_CONFIG);
+}
+
 /// One instance serves requests in a reusable sandbox (`fastly::http::serve::Serve`): the
 /// policy is built once per instance and again only when the config store's entry
 /// changes (`cachet_compute::sandbox`), within the `[edge].sandbox_*` bounds.

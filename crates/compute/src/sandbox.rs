@@ -14,16 +14,23 @@
 //! that long has passed since its last read, and builds the policy again only when the
 //! text changed. Per-request state never lives here: the workspace pair is reset to its
 //! high watermark after every request (`scratch`), every other value is the request's own.
+//!
+//! The policy of the configuration built into the wasm is built once per *wasm*, not per
+//! instance, when the wasm is pre-initialized at build time ([`prebuild`], called from
+//! the edge app's `wizer.initialize` export; `scripts/lib.sh` `build_edge` runs Wizer):
+//! an instance with no config-store entry then starts with its policy already in its
+//! memory image. Without pre-initialization the first instance builds it at start, as
+//! before.
 
 use std::cell::OnceCell;
 use std::time::Duration;
 
-use cachet_policy::inforce::InForce;
+use cachet_policy::inforce::{self, InForce};
 use cachet_policy::{Policy, PolicyError};
 
 use crate::host::Host;
 use crate::origin::Origin;
-use crate::{CONFIG_STORE, load_policy_text};
+use crate::{CONFIG_STORE, CONFIGURED_FROM, load_policy_text};
 
 /// How long an instance serves, from `[edge]` (the defaults when the configuration does
 /// not load): the options of `fastly::http::serve::Serve`.
@@ -46,10 +53,10 @@ pub struct Sandbox<K> {
     builtin: &'static str,
     /// The config store's `config` text the policy was built from (`None`: absent).
     text: Option<String>,
-    policy: Result<InForce<Policy>, PolicyError>,
+    policy: Loaded,
     /// When the config store was last read (the host's monotonic clock).
     read_at: Duration,
-    /// Policies built by this instance (1 + the changes it picked up).
+    /// Policies this instance built itself (the prebuilt built-in one is not counted).
     builds: u64,
     /// Requests begun in this instance.
     served: u64,
@@ -66,18 +73,81 @@ impl<K> std::fmt::Debug for Sandbox<K> {
     }
 }
 
+/// The policy in force in one instance: its own, or the built-in configuration's
+/// [`prebuild`] made once for the wasm.
+enum Loaded {
+    Own(Box<Result<InForce<Policy>, PolicyError>>),
+    Prebuilt(&'static InForce<Policy>),
+}
+
+impl Loaded {
+    /// 1 when the instance built this policy itself, 0 for the prebuilt one.
+    fn built(&self) -> u64 {
+        u64::from(matches!(self, Self::Own(_)))
+    }
+
+    fn get(&self) -> Result<&InForce<Policy>, &PolicyError> {
+        match self {
+            Self::Own(p) => p.as_ref().as_ref(),
+            Self::Prebuilt(p) => Ok(p),
+        }
+    }
+}
+
+thread_local! {
+    /// The built-in configuration's text and its policy, once built ([`prebuild`]).
+    static PREBUILT: OnceCell<(&'static str, &'static InForce<Policy>)> =
+        const { OnceCell::new() };
+}
+
+/// Builds the policy of `builtin` (the configuration built into the wasm) and keeps it
+/// for every instance started from this memory image: called from the edge app's
+/// `wizer.initialize` export, so that a pre-initialized wasm (Wizer) carries the built
+/// policy in its data segments and an instance without a config-store entry builds
+/// nothing. Returns whether it loads; a second call is a no-op. The policy lives as long
+/// as the instance (it is leaked once, never freed).
+pub fn prebuild(builtin: &'static str) -> bool {
+    prebuilt(builtin).is_some()
+}
+
+/// The policy [`prebuild`] made for `builtin` (making it now when it was not), `None`
+/// when `builtin` does not load or another text was prebuilt.
+fn prebuilt(builtin: &'static str) -> Option<&'static InForce<Policy>> {
+    PREBUILT.with(|cell| {
+        if cell.get().is_none() {
+            let chosen = inforce::choose(CONFIGURED_FROM, None, None, || {
+                Policy::from_toml(builtin)
+            })
+            .ok()?;
+            let _ = cell.set((builtin, Box::leak(Box::new(chosen))));
+        }
+        cell.get()
+            .filter(|(text, _)| std::ptr::eq(*text, builtin) || *text == builtin)
+            .map(|(_, p)| *p)
+    })
+}
+
+/// The policy for the config store's `text` (`None`: no entry): the prebuilt built-in
+/// one when there is no entry, else [`load_policy_text`]'s.
+fn load<H: Host>(host: &H, text: Option<&str>, builtin: &'static str) -> Loaded {
+    match text.map_or_else(|| prebuilt(builtin), |_| None) {
+        Some(p) => Loaded::Prebuilt(p),
+        None => Loaded::Own(Box::new(load_policy_text(host, text, builtin))),
+    }
+}
+
 impl<K: Clone> Sandbox<K> {
     /// Starts an instance: reads the config store and builds the policy
     /// ([`crate::load_policy`]'s rules, `builtin` the configuration built into the wasm).
     pub fn start<H: Host<Backend = K>>(host: &H, builtin: &'static str) -> Self {
         let text = host.config(CONFIG_STORE, "config");
-        let policy = load_policy_text(host, text.as_deref(), builtin);
+        let policy = load(host, text.as_deref(), builtin);
         Self {
             builtin,
             text,
+            builds: policy.built(),
             policy,
             read_at: host.monotonic(),
-            builds: 1,
             served: 0,
             origin: OnceCell::new(),
         }
@@ -95,7 +165,7 @@ impl<K: Clone> Sandbox<K> {
     /// read, reads the config store's `config` entry again and, only when its text
     /// changed, builds the policy again. Returns whether it did.
     pub fn refresh<H: Host<Backend = K>>(&mut self, host: &H) -> bool {
-        let interval = self.policy.as_ref().map_or_else(
+        let interval = self.policy.get().map_or_else(
             |_| cachet_policy::EdgeConfig::default().config_check_interval.0,
             |f| f.policy.config().edge.config_check_interval.0,
         );
@@ -108,10 +178,10 @@ impl<K: Clone> Sandbox<K> {
         if text == self.text {
             return false;
         }
-        self.policy = load_policy_text(host, text.as_deref(), self.builtin);
+        self.policy = load(host, text.as_deref(), self.builtin);
         self.text = text;
         self.origin = OnceCell::new();
-        self.builds += 1;
+        self.builds += self.policy.built();
         true
     }
 
@@ -120,7 +190,7 @@ impl<K: Clone> Sandbox<K> {
     /// # Errors
     /// The built-in configuration's issues.
     pub fn policy(&self) -> Result<&InForce<Policy>, &PolicyError> {
-        self.policy.as_ref()
+        self.policy.get()
     }
 
     /// The origin tier of the policy in force (`[edge].shield`, the dynamic backend of
@@ -130,7 +200,8 @@ impl<K: Clone> Sandbox<K> {
         self.origin.get_or_init(|| Origin::new(host, policy))
     }
 
-    /// Policies this instance built so far (1 + the configuration changes it picked up).
+    /// Policies this instance built itself so far: 0 while it serves the prebuilt
+    /// built-in policy ([`prebuild`]), +1 for each config-store text it loaded.
     pub fn builds(&self) -> u64 {
         self.builds
     }
@@ -140,7 +211,7 @@ impl<K: Clone> Sandbox<K> {
         let default = cachet_policy::EdgeConfig::default();
         let edge = self
             .policy
-            .as_ref()
+            .get()
             .map_or(&default, |f| &f.policy.config().edge);
         Bounds {
             max_requests: edge.sandbox_max_requests,

@@ -784,7 +784,11 @@ fn one_instance_builds_its_policy_once_and_again_only_when_the_config_store_chan
         assert_eq!(resp.status, 200);
         assert_eq!(access["instance_request"], i + 1);
     }
-    assert_eq!(sandbox.builds(), 1, "one policy for five requests");
+    assert_eq!(
+        sandbox.builds(),
+        0,
+        "no config-store entry: the prebuilt built-in policy, nothing built"
+    );
     let changed = BUILTIN.replace("Disallow: /account", "Disallow: /changed");
     *host.config_store.borrow_mut() = Some(changed);
     host.now.set(T0 + 900);
@@ -796,11 +800,17 @@ fn one_instance_builds_its_policy_once_and_again_only_when_the_config_store_chan
     host.now.set(T0 + 1_400);
     let (_, body, _) = through(&host, &mut sandbox, request("GET", "/robots.txt", &[], ""));
     assert!(body.contains("Disallow: /changed"), "{body}");
-    assert_eq!(sandbox.builds(), 2);
+    assert_eq!(sandbox.builds(), 1);
     // The same text read again builds nothing.
     host.now.set(T0 + 3_000);
     through(&host, &mut sandbox, request("GET", "/robots.txt", &[], ""));
-    assert_eq!(sandbox.builds(), 2);
+    assert_eq!(sandbox.builds(), 1);
+    // The entry removed: back to the prebuilt policy, still nothing built.
+    *host.config_store.borrow_mut() = None;
+    host.now.set(T0 + 4_500);
+    let (_, body, _) = through(&host, &mut sandbox, request("GET", "/robots.txt", &[], ""));
+    assert!(body.contains("/account"), "{body}");
+    assert_eq!(sandbox.builds(), 1);
     assert_eq!(
         sandbox.bounds(),
         crate::sandbox::Bounds {
@@ -857,7 +867,30 @@ fn nothing_of_one_request_is_visible_to_the_next_in_one_instance() {
     );
     assert_eq!(fourth["instance_request"], 4);
     assert_eq!(scratch::all_zero(), Some(true));
-    assert_eq!(sandbox.builds(), 1);
+    assert_eq!(sandbox.builds(), 0);
+}
+
+#[test]
+fn instances_without_a_config_store_entry_share_the_prebuilt_policy() {
+    // Issue 29: the built-in configuration's policy is built once per wasm (at
+    // pre-initialization on Fastly), never per instance; a config-store entry is built by
+    // the instance that reads it.
+    assert!(crate::sandbox::prebuild(BUILTIN));
+    let host = Fake::at(T0);
+    let first = crate::sandbox::Sandbox::<()>::start(&host, BUILTIN);
+    let second = crate::sandbox::Sandbox::<()>::start(&host, BUILTIN);
+    let (a, b) = (first.policy().unwrap(), second.policy().unwrap());
+    assert!(std::ptr::eq(a, b), "one policy for both instances");
+    assert_eq!(a.status.in_force, cachet_policy::inforce::Source::BuiltIn);
+    assert_eq!((first.builds(), second.builds()), (0, 0));
+    *host.config_store.borrow_mut() = Some(BUILTIN.replace("/account", "/other"));
+    let third = crate::sandbox::Sandbox::<()>::start(&host, BUILTIN);
+    assert!(!std::ptr::eq(third.policy().unwrap(), a));
+    assert_eq!(third.builds(), 1);
+    assert_eq!(
+        third.policy().unwrap().status.in_force,
+        cachet_policy::inforce::Source::Configured
+    );
 }
 
 fn get_req(target: &str) -> ClientRequest<Vec<u8>> {

@@ -1,6 +1,6 @@
 //! The `[device]` configuration table, its rule shape, and its validation.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::de::{self, SeqAccess, Visitor};
@@ -292,7 +292,7 @@ impl DeviceConfig {
         } else {
             MAX_PATTERN_BYTES
         };
-        let mut distinct: HashSet<&str> = HashSet::new();
+        let mut distinct: BTreeSet<&str> = BTreeSet::new();
         for (i, rule) in self.rules.iter().enumerate() {
             if rule.contains.is_empty() {
                 out.push(DeviceError::EmptyContains {

@@ -469,7 +469,9 @@ impl Config {
                 format!("{} routes; at most {MAX_ROUTES}", self.routes.len()),
             );
         }
-        let mut names = std::collections::HashSet::new();
+        // A BTreeSet, as every set built with the policy: no hash seed is drawn, so a policy
+        // built at pre-initialization (Wizer) draws no randomness (edge-app, `sandbox::prebuild`).
+        let mut names = std::collections::BTreeSet::new();
         for (i, r) in self.routes.iter().enumerate() {
             validate_route(i, r, &mut names, &mut push);
         }
@@ -522,7 +524,7 @@ fn admin_token_problem(token: &str) -> Option<String> {
 fn validate_route<'a>(
     i: usize,
     r: &'a RouteConfig,
-    names: &mut std::collections::HashSet<&'a str>,
+    names: &mut std::collections::BTreeSet<&'a str>,
     push: &mut impl FnMut(String, String),
 ) {
     let at = |field: &str| format!("routes[{i}].{field}");
