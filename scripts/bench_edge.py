@@ -9,9 +9,15 @@ server CPU per response = (utime + stime delta) / responses. Rows:
   null-fresh     a do-nothing Compute app, one fresh instance per request (bench/null-app)
   null-reused    the same in a reusable sandbox (fastly::http::serve)
   cachet-hit     the edge app, HIT on cdn.example/css/alice.css for a gzip client
-  cachet-hit-fresh  the same with [edge].sandbox_max_requests = 1 (a fresh instance each)
+  cachet-hit-fresh  the same from a wasm built with [edge].sandbox_max_requests = 1 in its
+                 built-in configuration (pre-initialized: a fresh instance each request)
+  cachet-hit-fresh-store  a fresh instance each request, the configuration (with that
+                 bound) from the config store: each instance builds its policy
   cachet-robots  the edge app's synthesized /robots.txt (no cache)
   cachet-bans    the edge app's admin ban list (GET /.cachet/bans with the token)
+  null-cache     the floor of a core-cache HIT: reads the request, one core-cache
+                 transaction, the stored body, Cachet's 13 header lines and one access-log
+                 line of the same length, in a reusable sandbox; no policy (bench/null-app)
   null-forward   a do-nothing app forwarding each request to the origin (unique URLs)
   cachet-miss    the edge app, every request a new URL (origin fetch, gzip, store)
 
@@ -118,8 +124,10 @@ ROWS = [
     # id, wasm key, host, path, headers, expected X-Cache after warm-up, unique URLs, config
     ("null-fresh", "null_fresh", "cdn.example", "/css/alice.css", {}, None, False, None),
     ("null-reused", "null_reused", "cdn.example", "/css/alice.css", {}, None, False, None),
+    ("null-cache", "null_cache", "cdn.example", "/css/alice.css", {"Accept-Encoding": "gzip"}, None, False, None),
     ("cachet-hit", "edge", "cdn.example", "/css/alice.css", {"Accept-Encoding": "gzip"}, "HIT", False, None),
-    ("cachet-hit-fresh", "edge", "cdn.example", "/css/alice.css", {"Accept-Encoding": "gzip"}, "HIT", False, "fresh"),
+    ("cachet-hit-fresh", "edge_fresh", "cdn.example", "/css/alice.css", {"Accept-Encoding": "gzip"}, "HIT", False, None),
+    ("cachet-hit-fresh-store", "edge", "cdn.example", "/css/alice.css", {"Accept-Encoding": "gzip"}, "HIT", False, "fresh"),
     ("cachet-robots", "edge", "cdn.example", "/robots.txt", {}, "SYNTH", False, None),
     ("cachet-bans", "edge", "cdn.example", "/.cachet/bans", {"Authorization": f"Bearer {TOKEN}"}, "SYNTH", False, None),
     ("null-forward", "null_forward", "cdn.example", "/css/alice.css", {"Accept-Encoding": "gzip"}, None, True, None),
@@ -177,9 +185,11 @@ def main():
     ap.add_argument("--viceroy", required=True)
     ap.add_argument("--origin", required=True)
     ap.add_argument("--edge", required=True)
+    ap.add_argument("--edge-fresh", required=True)
     ap.add_argument("--null-fresh", required=True)
     ap.add_argument("--null-reused", required=True)
     ap.add_argument("--null-forward", required=True)
+    ap.add_argument("--null-cache", required=True)
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--connections", type=int, default=4)
@@ -188,8 +198,8 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    wasm = {"edge": args.edge, "null_fresh": args.null_fresh,
-            "null_reused": args.null_reused, "null_forward": args.null_forward}
+    wasm = {"edge": args.edge, "edge_fresh": args.edge_fresh, "null_fresh": args.null_fresh,
+            "null_reused": args.null_reused, "null_forward": args.null_forward, "null_cache": args.null_cache}
     with open(os.path.join(args.root, "edge-app/cachet.toml")) as f:
         builtin = f.read()
     origin_port = free_port()
@@ -237,9 +247,12 @@ def report(results, args):
         print(f"| {rid} | {r.get('body_bytes', '—')} | {r['rps']:.0f} | {cpu} | {p50} | {p99} |")
     ratios = {
         "HIT / do-nothing (reused)": ratio("cachet-hit", "null-reused"),
+        "HIT / core-cache floor (null-cache)": ratio("cachet-hit", "null-cache"),
+        "core-cache floor / do-nothing (reused)": ratio("null-cache", "null-reused"),
         "robots.txt / do-nothing (reused)": ratio("cachet-robots", "null-reused"),
         "MISS / do-nothing forward": ratio("cachet-miss", "null-forward"),
         "HIT fresh instance / HIT reused": ratio("cachet-hit-fresh", "cachet-hit"),
+        "HIT fresh instance, config-store policy / HIT reused": ratio("cachet-hit-fresh-store", "cachet-hit"),
         "do-nothing fresh / reused": ratio("null-fresh", "null-reused"),
     }
     print("\n| ratio (server CPU per response) | value |")

@@ -17,10 +17,11 @@ use fastly::{Backend, Body, Request, Response};
 
 use crate::host::Fastly;
 
-/// Configuration built into the wasm; a `config` entry in the `cachet` config store
+/// Configuration built into the wasm (`cachet.toml`, or the file `CACHET_EDGE_CONFIG`
+/// names at build time: `build.rs`); a `config` entry in the `cachet` config store
 /// replaces it without a redeploy, and serves again when that entry is rejected
 /// (`cachet_compute::load_policy`).
-const DEFAULT_CONFIG: &str = include_str!("../cachet.toml");
+const DEFAULT_CONFIG: &str = include_str!(concat!(env!("OUT_DIR"), "/builtin.toml"));
 
 /// Build-time pre-initialization (Wizer, `scripts/lib.sh` `build_edge`): builds the
 /// built-in configuration's policy into the memory image, so that instances without a
