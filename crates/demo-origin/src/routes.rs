@@ -474,6 +474,8 @@ struct TestQuery {
     expires: Option<String>,
     /// `Age`.
     age: Option<u64>,
+    /// `Date`, verbatim (else the server's own, the time of the answer).
+    date: Option<String>,
     /// `ETag: "<etag>"`; conditional requests matching it get `304`.
     etag: Option<String>,
     /// `Last-Modified` this many seconds ago.
@@ -636,6 +638,7 @@ fn test_answer(q: TestQuery, req: &Request) -> Response {
         ("surrogate-key", &q.sk),
         ("x-field", &q.xf),
         ("set-cookie", &q.cookie),
+        ("date", &q.date),
     ] {
         if let Some(v) = v {
             put(name, v);

@@ -198,7 +198,13 @@ pub fn deliver<'m, 'c>(
 
 /// Fields a `304` carries from the stored response (RFC 9110 §15.4.5); `Last-Modified`
 /// only when there is no `ETag`.
-const NOT_MODIFIED_FIELDS: &[&str] = &["cache-control", "content-location", "etag", "expires"];
+const NOT_MODIFIED_FIELDS: &[&str] = &[
+    "cache-control",
+    "content-location",
+    "date",
+    "etag",
+    "expires",
+];
 
 impl<'m> Delivery<'m, '_> {
     /// Whether the stored bytes must be inflated before [`Delivery::head`] is asked for
@@ -339,7 +345,8 @@ impl<'m> Delivery<'m, '_> {
     }
 
     /// `Vary`, `Age` (resident time plus the upstream age at storage, RFC 9111 §4.2.3),
-    /// `Date` (now), `X-Cache`.
+    /// `Date` (now) only when the stored response has none (it keeps the origin's, RFC
+    /// 9110 §6.6.1, RFC 9111 §4; objects stored since issue 30 always have one), `X-Cache`.
     fn common(&self, headers: &mut Vec<(Cow<'m, str>, Cow<'m, [u8]>)>) {
         let meta: &'m Meta = self.meta;
         if !meta.vary.is_empty() {
@@ -351,7 +358,9 @@ impl<'m> Delivery<'m, '_> {
             .as_secs()
             .saturating_add(meta.initial_age_s);
         headers.push(("age".into(), computed(age.to_string())));
-        headers.push(("date".into(), computed(crate::date::format(self.now))));
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("date")) {
+            headers.push(("date".into(), computed(crate::date::format(self.now))));
+        }
         headers.push((
             "x-cache".into(),
             Cow::Borrowed(self.status.as_str().as_bytes()),

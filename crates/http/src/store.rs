@@ -63,6 +63,13 @@ pub fn object(
     let content_at_ms = owned(object::CONTENT_AT_FIELD)
         .and_then(|v| v.parse::<u64>().ok())
         .filter(|&ms| ms < sent.as_millis());
+    let mut headers = crate::fields::stored_fields(fields, &store.no_cache_fields);
+    // A stored response keeps the origin's `Date` (hits send it, RFC 9111 §4); one that
+    // came without gets the time it was received (RFC 9110 §6.6.1: a recipient with a
+    // clock records it on what it caches).
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("date")) {
+        headers.push(("date".to_owned(), crate::date::format(now).into_bytes()));
+    }
     let times = EntryTimes::new(sent, store.ttl)
         .with_grace(store.grace)
         .with_keep(store.keep)
@@ -71,7 +78,7 @@ pub fn object(
         v: object::META_VERSION,
         pass: false,
         status: origin.status,
-        headers: crate::fields::stored_fields(fields, &store.no_cache_fields),
+        headers,
         vary: store.vary.clone(),
         encoding,
         stored_len: stored.len() as u64,
@@ -161,7 +168,27 @@ mod tests {
         );
         assert_eq!((meta.host.as_str(), meta.url.as_str()), ("a.example", "/p"));
         let names: Vec<&str> = meta.headers.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["Content-Type", "ETag", "Cache-Control"]);
+        assert_eq!(names, ["Content-Type", "ETag", "Cache-Control", "date"]);
+        assert_eq!(
+            meta.headers.last().map(|(_, v)| v.as_slice()),
+            Some(crate::date::format(now).as_bytes()),
+            "no Date from the origin: the time it was received (RFC 9110 §6.6.1)"
+        );
+        let with_date: Vec<(String, Vec<u8>)> = fields
+            .iter()
+            .cloned()
+            .chain([("Date".to_owned(), b"Tue, 01 Jan 2030 00:00:00 GMT".to_vec())])
+            .collect();
+        let kept = object(&plan, &store, Origin { fields: &with_date, ..origin }, now)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .0;
+        let dates: Vec<&[u8]> = kept
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("date"))
+            .map(|(_, v)| v.as_slice())
+            .collect();
+        assert_eq!(dates, [&b"Tue, 01 Jan 2030 00:00:00 GMT"[..]], "the origin's Date kept");
         assert_eq!(meta.content_at_ms, None, "no shield said otherwise");
         assert_eq!(meta.ban_at(), Timestamp::from_millis(1_000_000 - 40));
         // Issue 27 item 7: a shield's content time, when earlier, is the ban time; a

@@ -51,7 +51,6 @@ const NOT_STORED: &[&str] = &[
     "set-cookie",
     "surrogate-key",
     "surrogate-control",
-    "date",
     // An upstream cache's status (a shield's `X-Cache`): ours is set at delivery.
     "x-cache",
 ];
