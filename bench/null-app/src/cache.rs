@@ -64,7 +64,10 @@ fn handle(req: &Request) -> Response {
     }
     if let Ok(mut log) = fastly::log::Endpoint::try_from_name("cachet_log") {
         let mut line = format!("{{\"headers\":{seen},\"key\":{key:?}}}");
-        line.extend(std::iter::repeat_n(' ', LOG_LINE_BYTES.saturating_sub(line.len())));
+        line.extend(std::iter::repeat_n(
+            ' ',
+            LOG_LINE_BYTES.saturating_sub(line.len()),
+        ));
         let _ = log.write_all(line.as_bytes());
     }
     resp

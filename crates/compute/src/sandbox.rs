@@ -115,10 +115,8 @@ pub fn prebuild(builtin: &'static str) -> bool {
 fn prebuilt(builtin: &'static str) -> Option<&'static InForce<Policy>> {
     PREBUILT.with(|cell| {
         if cell.get().is_none() {
-            let chosen = inforce::choose(CONFIGURED_FROM, None, None, || {
-                Policy::from_toml(builtin)
-            })
-            .ok()?;
+            let chosen =
+                inforce::choose(CONFIGURED_FROM, None, None, || Policy::from_toml(builtin)).ok()?;
             let _ = cell.set((builtin, Box::leak(Box::new(chosen))));
         }
         cell.get()

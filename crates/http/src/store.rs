@@ -119,6 +119,10 @@ mod tests {
     use cachet_policy::{Policy, RequestView, Storability};
 
     #[test]
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one origin answer, every property of the object stored from it"
+    )]
     fn builds_the_stored_object_once_for_both_adapters() {
         let policy = Policy::from_toml("[[routes]]\nname = \"all\"\nkeep = \"1h\"\n")
             .unwrap_or_else(|e| panic!("{e}"));
@@ -179,16 +183,28 @@ mod tests {
             .cloned()
             .chain([("Date".to_owned(), b"Tue, 01 Jan 2030 00:00:00 GMT".to_vec())])
             .collect();
-        let kept = object(&plan, &store, Origin { fields: &with_date, ..origin }, now)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .0;
+        let kept = object(
+            &plan,
+            &store,
+            Origin {
+                fields: &with_date,
+                ..origin
+            },
+            now,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+        .0;
         let dates: Vec<&[u8]> = kept
             .headers
             .iter()
             .filter(|(n, _)| n.eq_ignore_ascii_case("date"))
             .map(|(_, v)| v.as_slice())
             .collect();
-        assert_eq!(dates, [&b"Tue, 01 Jan 2030 00:00:00 GMT"[..]], "the origin's Date kept");
+        assert_eq!(
+            dates,
+            [&b"Tue, 01 Jan 2030 00:00:00 GMT"[..]],
+            "the origin's Date kept"
+        );
         assert_eq!(meta.content_at_ms, None, "no shield said otherwise");
         assert_eq!(meta.ban_at(), Timestamp::from_millis(1_000_000 - 40));
         // Issue 27 item 7: a shield's content time, when earlier, is the ban time; a

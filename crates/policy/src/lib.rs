@@ -22,6 +22,7 @@ pub mod object;
 pub mod plan;
 pub mod response;
 pub mod settings;
+pub mod sfv;
 
 use std::borrow::Cow;
 use std::time::SystemTime;

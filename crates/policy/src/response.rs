@@ -32,9 +32,12 @@ pub struct ResponseView<'a> {
     pub surrogate_key: Option<&'a str>,
     /// `Content-Length` when known, in bytes.
     pub content_length: Option<u64>,
-    /// `CDN-Cache-Control` (RFC 9213), all field lines joined: when present it replaces
-    /// `Cache-Control` for freshness and revalidation (not for `private`/`no-store`, which
-    /// Cachet always honours).
+    /// `CDN-Cache-Control` (RFC 9213), all field lines joined: when present and a valid
+    /// Structured Field Dictionary ([`crate::sfv::is_dictionary`]; an invalid one is
+    /// ignored whole, §2.1) it replaces `Cache-Control` for storing, freshness and
+    /// revalidation: its `no-store` and `private` keep the response out, and a fresh
+    /// `max-age` of its own stores a response whose `Cache-Control` says `no-store`.
+    /// `Cache-Control: private` is still honoured (privacy first, docs/http.md).
     pub cdn_cache_control: Option<&'a str>,
     /// `Expires` (RFC 9111 §5.3).
     pub expires: Option<&'a str>,
@@ -66,11 +69,15 @@ impl ResponseView<'_> {
 /// [`ResponseView::per_user`] on parsed directives.
 fn per_user(d: &Directives, has_set_cookie: bool) -> Option<NoStore> {
     let (cc, sc) = (&d.cc, &d.sc);
-    if cc.unreadable || sc.unreadable || d.target.unreadable {
+    // `d.target` is `CDN-Cache-Control` when it governs (RFC 9213), else `Cache-Control`;
+    // `d.cdn` is any `CDN-Cache-Control` as read leniently, valid or not: what an invalid
+    // one says is ignored for freshness but never makes the response more shareable.
+    let cdn = d.cdn.as_ref();
+    if cc.unreadable || sc.unreadable || d.target.unreadable || cdn.is_some_and(|c| c.unreadable) {
         Some(NoStore::Unreadable)
-    } else if cc.private {
+    } else if cc.private || d.target.private || cdn.is_some_and(|c| c.private) {
         Some(NoStore::Private)
-    } else if cc.no_store || sc.no_store {
+    } else if d.target.no_store || sc.no_store || cdn.is_some_and(|c| c.no_store) {
         Some(NoStore::NoStore)
     } else if has_set_cookie {
         Some(NoStore::SetCookie)
@@ -444,13 +451,16 @@ pub fn rewrite_vary(
 }
 
 /// Parsed freshness inputs of a response: `Cache-Control` (or `CDN-Cache-Control` when
-/// present, RFC 9213 §2.2) and `Surrogate-Control`.
+/// present and valid, RFC 9213 §2.1) and `Surrogate-Control`.
 struct Directives {
-    /// `Cache-Control` as sent (for `private` / `no-store`, always honoured).
+    /// `Cache-Control` as sent (its `private` is always honoured).
     cc: CacheControl,
-    /// The directives that govern freshness: `CDN-Cache-Control` if present, else
-    /// `Cache-Control`.
+    /// The directives that govern storing and freshness: `CDN-Cache-Control` if present
+    /// and a valid Structured Field Dictionary, else `Cache-Control`.
     target: CacheControl,
+    /// `CDN-Cache-Control` read leniently when present, valid or not (for `private`,
+    /// `no-store` and unreadable bytes: fail closed).
+    cdn: Option<CacheControl>,
     /// `Surrogate-Control`.
     sc: CacheControl,
 }
@@ -465,10 +475,17 @@ impl Directives {
             .surrogate_control
             .map(CacheControl::parse)
             .unwrap_or_default();
-        let target = resp
-            .cdn_cache_control
-            .map_or_else(|| cc.clone(), CacheControl::parse);
-        Self { cc, target, sc }
+        let cdn = resp.cdn_cache_control.map(CacheControl::parse);
+        let target = match (&cdn, resp.cdn_cache_control) {
+            (Some(c), Some(v)) if crate::sfv::is_dictionary(v) => c.clone(),
+            _ => cc.clone(),
+        };
+        Self {
+            cc,
+            target,
+            cdn,
+            sc,
+        }
     }
 }
 

@@ -324,3 +324,61 @@ fn an_age_list_counts_by_its_first_member() {
     r.age = Some("100, 7200");
     assert_eq!(stored("/a", &r).ttl, Duration::from_secs(500));
 }
+
+/// RFC 9213 §2.1 (issue 30): a cache that honours `CDN-Cache-Control` uses it instead of
+/// `Cache-Control` for storing and freshness; an invalid Structured Field is ignored
+/// whole, but what it says never makes a response more shareable (fail closed).
+#[test]
+fn cdn_cache_control_governs_storing_and_an_invalid_one_is_ignored() {
+    let with = |cc: &'static str, cdn: &'static str| {
+        let mut r = view(Some(cc));
+        r.cdn_cache_control = Some(cdn);
+        r
+    };
+    // Its own no-store and private keep the response out despite Cache-Control.
+    assert_eq!(
+        store("/x", &with("max-age=300", "no-store")),
+        Storability::DontStore(NoStore::NoStore)
+    );
+    assert_eq!(
+        store("/x", &with("max-age=300", "private")),
+        Storability::DontStore(NoStore::Private)
+    );
+    // A fresh max-age of its own wins over Cache-Control: no-store.
+    assert_eq!(
+        stored("/x", &with("no-store", "max-age=600")).ttl,
+        Duration::from_secs(600)
+    );
+    // Cache-Control: private is still honoured (privacy first, docs/http.md).
+    assert_eq!(
+        store("/x", &with("private", "max-age=600")),
+        Storability::DontStore(NoStore::Private)
+    );
+    // Invalid dictionaries are ignored whole: Cache-Control governs.
+    for invalid in [
+        "Max-Age=600",
+        "max-age = 600",
+        "max-age=600,",
+        "max-age=600;",
+    ] {
+        assert_eq!(
+            stored("/x", &with("max-age=300", invalid)).ttl,
+            Duration::from_secs(300),
+            "{invalid:?}"
+        );
+        assert_eq!(
+            store("/x", &with("no-store", invalid)),
+            Storability::DontStore(NoStore::NoStore),
+            "{invalid:?}"
+        );
+    }
+    // ...but an invalid one that says private or no-store still keeps it out.
+    assert_eq!(
+        store("/x", &with("max-age=300", "Max-Age=600, private")),
+        Storability::DontStore(NoStore::Private)
+    );
+    assert_eq!(
+        store("/x", &with("max-age=300", "no-store,")),
+        Storability::DontStore(NoStore::NoStore)
+    );
+}
