@@ -1,6 +1,8 @@
 //! The port `cachet_compute::host::Host` on the `fastly` crate: each method one Fastly host call (or a short builder chain), bytes in and out.
 
+use std::cell::{Cell, OnceCell};
 use std::io::{Read, Write};
+use std::rc::Rc;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -17,6 +19,16 @@ use fastly::{Body, Request};
 /// Most bytes a body read reserves up front from a declared length (larger bodies grow
 /// the buffer as they are read).
 const READ_AHEAD_MAX: usize = 16 << 20;
+
+/// A core-cache transaction with what its lookup state says, asked of the platform once:
+/// each `Transaction::found` / `must_insert_or_update` is a `get_state` host call, and the
+/// flow asks several times per request (issue 29). The state does not change while the
+/// transaction is held, except that cancelling ends the obligation.
+pub(crate) struct Tx {
+    inner: Transaction,
+    found: OnceCell<Option<Rc<Found>>>,
+    obligated: Cell<Option<bool>>,
+}
 
 /// Fastly Compute, as the running wasm instance sees it.
 pub(crate) struct Fastly;
@@ -73,8 +85,8 @@ macro_rules! insert {
 }
 
 impl Host for Fastly {
-    type Tx = Transaction;
-    type Found = Found;
+    type Tx = Tx;
+    type Found = Rc<Found>;
     type Body = Body;
     type Backend = Backend;
     type Kv = KVStore;
@@ -110,7 +122,7 @@ impl Host for Fastly {
         headers: &Fields,
         ranged: bool,
         wait: Option<Duration>,
-    ) -> Result<Option<Transaction>, String> {
+    ) -> Result<Option<Tx>, String> {
         let mut lookup = Transaction::lookup(CacheKey::copy_from_slice(key));
         for (n, v) in headers {
             if let (Ok(n), Ok(v)) = (
@@ -127,26 +139,37 @@ impl Host for Fastly {
             lookup = lookup.timeout(wait);
         }
         match lookup.execute() {
-            Ok(tx) => Ok(Some(tx)),
+            Ok(inner) => Ok(Some(Tx {
+                inner,
+                found: OnceCell::new(),
+                obligated: Cell::new(None),
+            })),
             Err(CacheError::Timeout) => Ok(None),
             Err(e) => Err(e.to_string()),
         }
     }
 
-    fn tx_found(&self, tx: &Transaction) -> Option<Found> {
-        tx.found()
+    fn tx_found(&self, tx: &Tx) -> Option<Rc<Found>> {
+        tx.found
+            .get_or_init(|| tx.inner.found().map(Rc::new))
+            .clone()
     }
 
-    fn tx_obligated(&self, tx: &Transaction) -> bool {
-        tx.must_insert_or_update()
+    fn tx_obligated(&self, tx: &Tx) -> bool {
+        if let Some(o) = tx.obligated.get() {
+            return o;
+        }
+        let o = tx.inner.must_insert_or_update();
+        tx.obligated.set(Some(o));
+        o
     }
 
-    fn tx_insert(&self, tx: Transaction, entry: &Entry<'_>, body: &[u8]) -> Result<(), String> {
-        insert!(tx.insert(entry.ttl), entry, body)
+    fn tx_insert(&self, tx: Tx, entry: &Entry<'_>, body: &[u8]) -> Result<(), String> {
+        insert!(tx.inner.insert(entry.ttl), entry, body)
     }
 
-    fn tx_update(&self, tx: Transaction, e: &Entry<'_>) -> Result<(), String> {
-        let mut update = tx.update(e.ttl).age(e.age);
+    fn tx_update(&self, tx: Tx, e: &Entry<'_>) -> Result<(), String> {
+        let mut update = tx.inner.update(e.ttl).age(e.age);
         let vary = names(e.vary_by);
         if !vary.is_empty() {
             update = update.vary_by(&vary);
@@ -159,14 +182,16 @@ impl Host for Fastly {
             .map_err(|e| e.to_string())
     }
 
-    fn tx_cancel(&self, tx: &Transaction) {
-        let _ = tx.cancel_insert_or_update();
+    fn tx_cancel(&self, tx: &Tx) {
+        let _ = tx.inner.cancel_insert_or_update();
+        tx.obligated.set(Some(false));
     }
 
-    fn lookup(&self, key: &[u8]) -> Option<Found> {
+    fn lookup(&self, key: &[u8]) -> Option<Rc<Found>> {
         core::lookup(CacheKey::copy_from_slice(key))
             .execute()
             .ok()?
+            .map(Rc::new)
     }
 
     fn insert(&self, key: &[u8], entry: &Entry<'_>, body: &[u8]) -> Result<(), String> {
@@ -177,11 +202,11 @@ impl Host for Fastly {
         )
     }
 
-    fn found_metadata(&self, found: &Found) -> Vec<u8> {
+    fn found_metadata(&self, found: &Rc<Found>) -> Vec<u8> {
         found.user_metadata().to_vec()
     }
 
-    fn found_stale(&self, found: &Found) -> bool {
+    fn found_stale(&self, found: &Rc<Found>) -> bool {
         found.is_stale()
     }
 
@@ -189,7 +214,7 @@ impl Host for Fastly {
     /// entry's known length): two reads of the body handle (the bytes, then end of
     /// stream) where `Body::into_bytes` made nine for a 1.3 KB object, and a failed read
     /// is an error, where `into_bytes` panics.
-    fn found_body(&self, found: &Found, range: Option<(u64, u64)>) -> Result<Vec<u8>, String> {
+    fn found_body(&self, found: &Rc<Found>, range: Option<(u64, u64)>) -> Result<Vec<u8>, String> {
         let (body, len) = match range {
             None => (found.to_stream(), found.known_length()),
             Some((from, to)) => (

@@ -341,9 +341,13 @@ impl Flow<'_, '_> {
         };
         rights.relookup = !last && !meta.tag.is_empty();
         let now = c.now();
+        // Strictly after: a request that began in the same millisecond as the failure was
+        // recorded cannot be told from one that began once it was answered (the next
+        // request of the same client, on a fast path), and that one must not be given
+        // the failure's answer: it asks the origin again (at worst one more fetch).
         let what = if meta
             .origin_failed_at_ms
-            .is_some_and(|at| at >= self.started.as_millis())
+            .is_some_and(|at| at > self.started.as_millis())
         {
             // The fetch this request waited for failed: answer as it was answered.
             c.note(Note::Error(

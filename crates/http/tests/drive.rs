@@ -475,15 +475,25 @@ fn when_the_revalidation_waited_for_fails_every_waiter_gets_stale_if_error_or_a_
             None => assert!(got.unwrap_err().0.starts_with("unreachable"), "{cc}"),
         }
         assert_eq!(c.fetches.len(), 1, "{cc}: never asks the origin itself");
-        // A request that starts after the failure asks the origin again.
-        c.at(201);
+        // One that starts in the very millisecond the failure was recorded (the same
+        // client's next request, on a fast path) is a new request: it asks the origin.
+        let failed_at = c.stored.as_ref().unwrap().meta.origin_failed_at_ms.unwrap();
+        c.now = Timestamp::from_millis(failed_at);
         c.answer(304, &[("cache-control", "max-age=60")], b"");
         assert_eq!(
             run(&mut c, &client(&[])).unwrap().0,
             object(CacheStatus::Miss, b"v1"),
+            "{cc}: same millisecond"
+        );
+        assert_eq!(c.fetches.len(), 2, "{cc}");
+        assert_eq!(c.stored.as_ref().unwrap().meta.origin_failed_at_ms, None);
+        // Revalidated by it: a request a second later is a plain hit.
+        c.at(201);
+        assert_eq!(
+            run(&mut c, &client(&[])).unwrap().0,
+            object(CacheStatus::Hit, b"v1"),
             "{cc}"
         );
-        assert_eq!(c.stored.as_ref().unwrap().meta.origin_failed_at_ms, None);
     }
 }
 

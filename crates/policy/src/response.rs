@@ -396,6 +396,17 @@ pub struct VaryRewrite {
     pub fields: Vec<String>,
 }
 
+/// Whether a `Vary` member is folded into the cache key rather than stored as a variant
+/// field: `User-Agent` and `Sec-CH-UA-Mobile` (the device class's inputs),
+/// `Accept-Encoding` (gzip storage) and the device header itself. No stored object ever
+/// varies on these through its variant fields, so a lookup need not carry them.
+pub fn folded_vary_field(name: &str, device_header: &str) -> bool {
+    name.eq_ignore_ascii_case("user-agent")
+        || name.eq_ignore_ascii_case("sec-ch-ua-mobile")
+        || name.eq_ignore_ascii_case("accept-encoding")
+        || name.eq_ignore_ascii_case(device_header)
+}
+
 /// Rewrites an origin `Vary` (RFC 9111 §4.1). `User-Agent` and `Sec-CH-UA-Mobile` (the
 /// device class's inputs) become the device header when the route varies by device and
 /// are dropped otherwise. `None` when it cannot be stored: `*`, a
@@ -413,13 +424,7 @@ pub fn rewrite_vary(
         .map(str::trim)
         .filter(|n| !n.is_empty())
     {
-        // `Sec-CH-UA-Mobile` is an input of the device class like `User-Agent`: the class
-        // already accounts for it, so it is folded in rather than stored as a variant.
-        if name.eq_ignore_ascii_case("user-agent")
-            || name.eq_ignore_ascii_case("sec-ch-ua-mobile")
-            || name.eq_ignore_ascii_case("accept-encoding")
-            || name.eq_ignore_ascii_case(device_header)
-        {
+        if folded_vary_field(name, device_header) {
             continue;
         }
         let token = name
