@@ -476,6 +476,8 @@ struct TestQuery {
     age: Option<u64>,
     /// `Date`, verbatim (else the server's own, the time of the answer).
     date: Option<String>,
+    /// `Age`, verbatim (`7200, 0`: a list, RFC 9111 §5.1).
+    age_raw: Option<String>,
     /// `ETag: "<etag>"`; conditional requests matching it get `304`.
     etag: Option<String>,
     /// `Last-Modified` this many seconds ago.
@@ -639,6 +641,7 @@ fn test_answer(q: TestQuery, req: &Request) -> Response {
         ("x-field", &q.xf),
         ("set-cookie", &q.cookie),
         ("date", &q.date),
+        ("age", &q.age_raw),
     ] {
         if let Some(v) = v {
             put(name, v);

@@ -5,12 +5,12 @@ use std::time::{Duration, UNIX_EPOCH};
 use cachet_refresh::Timestamp;
 
 /// Parses an HTTP date (IMF-fixdate, and the obsolete RFC 850 and asctime forms a recipient
-/// must accept, RFC 9110 §5.6.7). `None` for anything else, including non-UTF-8 bytes.
+/// must accept, RFC 9110 §5.6.7; names matched case-insensitively, RFC 9111 §4.2:
+/// `cachet_policy::response::parse_http_date`). `None` for anything else, including
+/// non-UTF-8 bytes.
 pub fn parse(v: &[u8]) -> Option<Timestamp> {
     let s = std::str::from_utf8(v).ok()?;
-    httpdate::parse_http_date(s.trim())
-        .ok()
-        .map(Timestamp::from_system_time)
+    cachet_policy::response::parse_http_date(s).map(Timestamp::from_system_time)
 }
 
 /// Formats `t` as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), whole seconds.
@@ -29,6 +29,7 @@ mod tests {
         assert_eq!(parse(b"Sun, 06 Nov 1994 08:49:37 GMT"), Some(t));
         assert_eq!(parse(b"Sunday, 06-Nov-94 08:49:37 GMT"), Some(t));
         assert_eq!(parse(b"Sun Nov  6 08:49:37 1994"), Some(t));
+        assert_eq!(parse(b"sun, 06 NOV 1994 08:49:37 gmt"), Some(t));
         assert_eq!(parse(b"0"), None);
         assert_eq!(parse(b"Sun, 06 Nov 1994 08:49:37 GMT\xff"), None);
     }

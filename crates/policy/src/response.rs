@@ -412,18 +412,43 @@ pub fn folded_vary_field(name: &str, device_header: &str) -> bool {
 /// are dropped otherwise. `None` when it cannot be stored: `*`, a
 /// per-user field (`Cookie`, `Authorization`), a malformed name, or more than
 /// [`MAX_VARY_FIELDS`] other fields.
+///
+/// The client's `Vary` keeps the origin's members it did not rewrite, in its order and
+/// spelling (duplicates dropped, compared case-insensitively); `Accept-Encoding` is in it
+/// when the origin named it or when `encoding_varies` (the stored body is gzip, compressed
+/// by Cachet or by the origin, or another coding: what a client gets depends on what it
+/// accepts), and only then (issue 30).
 pub fn rewrite_vary(
     vary: Option<&str>,
     device_header: &str,
     vary_device: bool,
+    encoding_varies: bool,
 ) -> Option<VaryRewrite> {
     let mut fields: Vec<String> = Vec::new();
+    let mut client = String::new();
+    let push = |client: &mut String, name: &str| {
+        if !client.is_empty() {
+            client.push_str(", ");
+        }
+        client.push_str(name);
+    };
+    if vary_device {
+        push(&mut client, device_header);
+    }
+    let mut named_encoding = false;
     for name in vary
         .unwrap_or("")
         .split(',')
         .map(str::trim)
         .filter(|n| !n.is_empty())
     {
+        if name.eq_ignore_ascii_case("accept-encoding") {
+            if !named_encoding {
+                named_encoding = true;
+                push(&mut client, name);
+            }
+            continue;
+        }
         if folded_vary_field(name, device_header) {
             continue;
         }
@@ -436,22 +461,16 @@ pub fn rewrite_vary(
         }
         if !fields.contains(&lower) {
             fields.push(lower);
+            push(&mut client, name);
         }
     }
     if fields.len() > MAX_VARY_FIELDS {
         return None;
     }
     fields.sort();
-    let mut client = String::new();
-    if vary_device {
-        client.push_str(device_header);
-        client.push_str(", ");
+    if encoding_varies && !named_encoding {
+        push(&mut client, "Accept-Encoding");
     }
-    for f in &fields {
-        client.push_str(f);
-        client.push_str(", ");
-    }
-    client.push_str("Accept-Encoding");
     Some(VaryRewrite { client, fields })
 }
 
@@ -501,7 +520,49 @@ fn http_date_secs(later: SystemTime, earlier: SystemTime) -> u64 {
 
 /// Parses an HTTP date (RFC 9110 §5.6.7).
 fn http_date(v: &str) -> Option<SystemTime> {
-    httpdate::parse_http_date(v.trim()).ok()
+    parse_http_date(v)
+}
+
+/// Parses an HTTP date in any of its three formats (IMF-fixdate, and the obsolete RFC 850
+/// and asctime forms a recipient must accept, RFC 9110 §5.6.7), matching day and month
+/// names and `GMT` case-insensitively as a cache recipient should (RFC 9111 §4.2).
+/// Surrounding whitespace is ignored. `None` for anything else (then the rules that read
+/// it treat the time as already past or absent, as each says).
+pub fn parse_http_date(v: &str) -> Option<SystemTime> {
+    let v = v.trim();
+    if let Ok(t) = httpdate::parse_http_date(v) {
+        return Some(t);
+    }
+    if !v.is_ascii() {
+        return None;
+    }
+    // Respell each word as the grammar does (`Sun`, `Sunday`, `Nov`, `GMT`), then parse.
+    let mut out = String::with_capacity(v.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if word.eq_ignore_ascii_case("gmt") {
+            out.push_str("GMT");
+        } else {
+            for (i, c) in word.chars().enumerate() {
+                out.push(if i == 0 {
+                    c.to_ascii_uppercase()
+                } else {
+                    c.to_ascii_lowercase()
+                });
+            }
+        }
+        word.clear();
+    };
+    for c in v.chars() {
+        if c.is_ascii_alphabetic() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    httpdate::parse_http_date(&out).ok()
 }
 
 /// The freshness lifetime a response declares and whether it is explicit.
@@ -629,10 +690,19 @@ impl crate::Policy {
         {
             return Storability::DontStore(NoStore::TooLarge);
         }
+        let encoded = resp
+            .content_encoding
+            .is_some_and(|e| !e.trim().is_empty() && !e.trim().eq_ignore_ascii_case("identity"));
+        let compress = plan.compress && !encoded && compressible(resp.content_type);
         let Some(VaryRewrite {
             client: vary,
             fields: vary_fields,
-        }) = rewrite_vary(resp.vary, plan.device_header, plan.vary_device)
+        }) = rewrite_vary(
+            resp.vary,
+            plan.device_header,
+            plan.vary_device,
+            compress || encoded,
+        )
         else {
             return Storability::DontStore(NoStore::Vary);
         };
@@ -679,9 +749,6 @@ impl crate::Policy {
         }
         // Every variant of the URL carries its URL key: unsafe methods invalidate by it.
         keys.push(crate::object::url_tag(&plan.host, &plan.target));
-        let encoded = resp
-            .content_encoding
-            .is_some_and(|e| !e.trim().is_empty() && !e.trim().eq_ignore_ascii_case("identity"));
         let mut no_cache_fields = d.target.no_cache_fields.clone();
         for f in &d.cc.no_cache_fields {
             if !no_cache_fields.contains(f) {
@@ -693,7 +760,7 @@ impl crate::Policy {
             grace,
             keep: plan.keep,
             surrogate_keys: keys,
-            compress: plan.compress && !encoded && compressible(resp.content_type),
+            compress,
             gzip_level: plan.gzip_level,
             vary,
             initial_age,
@@ -805,19 +872,21 @@ mod tests {
 
     #[test]
     fn vary_rewrite() {
-        let client =
-            |v: Option<&str>, d: bool| rewrite_vary(v, "X-Cachet-Device", d).map(|r| r.client);
+        let client = |v: Option<&str>, d: bool| {
+            rewrite_vary(v, "X-Cachet-Device", d, true).map(|r| r.client)
+        };
         assert_eq!(
             client(Some("User-Agent"), true).as_deref(),
             Some("X-Cachet-Device, Accept-Encoding")
         );
         assert_eq!(
             client(Some("user-agent, accept-encoding"), false).as_deref(),
-            Some("Accept-Encoding")
+            Some("accept-encoding"),
+            "the origin's spelling"
         );
         assert_eq!(client(None, false).as_deref(), Some("Accept-Encoding"));
         // The client hint is a device-class input: folded like User-Agent, never a variant.
-        let r = rewrite_vary(Some("Sec-CH-UA-Mobile, User-Agent"), "X-D", true);
+        let r = rewrite_vary(Some("Sec-CH-UA-Mobile, User-Agent"), "X-D", true, true);
         assert_eq!(
             r,
             Some(VaryRewrite {
@@ -830,19 +899,74 @@ mod tests {
             Some("Accept-Encoding")
         );
         let r = rewrite_vary(
-            Some("Accept-Language, accept-language,X-Theme"),
+            Some("X-Theme, Accept-Language, accept-language"),
             "X-D",
+            true,
             true,
         );
         assert_eq!(
             r,
             Some(VaryRewrite {
-                client: "X-D, accept-language, x-theme, Accept-Encoding".into(),
+                client: "X-D, X-Theme, Accept-Language, Accept-Encoding".into(),
                 fields: vec!["accept-language".into(), "x-theme".into()],
             })
         );
         for never in ["Cookie", "*", "authorization", "a, b, c, d, e", "bad name"] {
-            assert_eq!(rewrite_vary(Some(never), "X-D", true), None, "{never}");
+            assert_eq!(
+                rewrite_vary(Some(never), "X-D", true, true),
+                None,
+                "{never}"
+            );
+        }
+    }
+
+    #[test]
+    fn accept_encoding_is_in_vary_only_where_the_body_depends_on_it() {
+        // Issue 30: a body stored untransformed does not vary on Accept-Encoding, unless
+        // the origin said it does.
+        let client =
+            |v: Option<&str>, enc: bool| rewrite_vary(v, "X-D", false, enc).map(|r| r.client);
+        assert_eq!(client(None, false).as_deref(), Some(""));
+        assert_eq!(client(Some("Foo"), false).as_deref(), Some("Foo"));
+        assert_eq!(
+            client(Some("Foo"), true).as_deref(),
+            Some("Foo, Accept-Encoding")
+        );
+        assert_eq!(
+            client(Some("Accept-Encoding, Foo"), false).as_deref(),
+            Some("Accept-Encoding, Foo")
+        );
+        assert_eq!(
+            client(Some("ACCEPT-ENCODING"), true).as_deref(),
+            Some("ACCEPT-ENCODING")
+        );
+    }
+
+    #[test]
+    fn http_dates_in_all_three_formats_any_case() {
+        // RFC 9110 §5.6.7 (three formats), RFC 9111 §4.2 (case-insensitive for caches).
+        let want = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").ok();
+        assert!(want.is_some());
+        for v in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "sun, 06 nov 1994 08:49:37 gmt",
+            "SUN, 06 NOV 1994 08:49:37 GMT",
+            " Sun, 06 Nov 1994 08:49:37 GMT ",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "SUNDAY, 06-nov-94 08:49:37 Gmt",
+            "Sun Nov  6 08:49:37 1994",
+            "sun nov  6 08:49:37 1994",
+        ] {
+            assert_eq!(parse_http_date(v), want, "{v:?}");
+        }
+        for bad in [
+            "0",
+            "",
+            "Sun, 06 Nov 1994",
+            "Sun, 06 Nov 1994 08:49:37 GMT\u{e9}",
+            "yesterday",
+        ] {
+            assert_eq!(parse_http_date(bad), None, "{bad:?}");
         }
     }
 
