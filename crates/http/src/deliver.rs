@@ -185,7 +185,11 @@ pub fn deliver<'m, 'c>(
             client.if_none_match.as_deref(),
             client.if_modified_since.as_deref(),
             etag.as_deref(),
-            meta.header_bytes("last-modified"),
+            // Without `Last-Modified`, the stored response's `Date` (RFC 9110 §13.1.3: a
+            // cache may compare against the time it received the response; every
+            // object stored since issue 30 keeps one).
+            meta.header_bytes("last-modified")
+                .or_else(|| meta.header_bytes("date")),
             now,
         );
         if pre == Precondition::NotModified {

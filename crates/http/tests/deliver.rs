@@ -64,6 +64,37 @@ fn if_none_match_from_cache_is_a_304_with_the_required_fields_only() {
 }
 
 #[test]
+fn if_modified_since_without_last_modified_compares_with_the_stored_date() {
+    // Issue 30, RFC 9110 §13.1.3: a stored response without Last-Modified is validated
+    // by its Date.
+    let mut m = meta(Encoding::Identity, false);
+    m.headers.retain(|(n, _)| {
+        !n.eq_ignore_ascii_case("last-modified") && !n.eq_ignore_ascii_case("etag")
+    });
+    m.headers
+        .push(("date".into(), "Tue, 14 Nov 2023 20:00:00 GMT".into()));
+    let at = |m: &Meta, v: &str| {
+        deliver(
+            m,
+            &client("GET", &[("If-Modified-Since", v)]),
+            NOW,
+            CacheStatus::Hit,
+        )
+        .head(1)
+        .status
+    };
+    assert_eq!(at(&m, "Tue, 14 Nov 2023 20:00:00 GMT"), 304);
+    assert_eq!(at(&m, "Tue, 14 Nov 2023 21:00:00 GMT"), 304);
+    assert_eq!(at(&m, "Tue, 14 Nov 2023 19:59:59 GMT"), 200);
+    m.headers.retain(|(n, _)| n != "date");
+    assert_eq!(
+        at(&m, "Tue, 14 Nov 2023 21:00:00 GMT"),
+        200,
+        "no date: sent whole"
+    );
+}
+
+#[test]
 fn if_modified_since_counts_only_without_if_none_match_and_head_is_answered_too() {
     let m = meta(Encoding::Identity, false);
     let ims = ("If-Modified-Since", "Tue, 14 Nov 2023 21:00:00 GMT");
