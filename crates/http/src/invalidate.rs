@@ -1,6 +1,7 @@
 //! Invalidation after unsafe methods (RFC 9111 §4.4).
 //!
-//! A non-error response to `POST`, `PUT`, `DELETE` or `PATCH` invalidates the stored
+//! A non-error response to any method not known to be safe (`POST`, `PUT`, `DELETE`,
+//! `PATCH`, and any extension method such as `M-SEARCH`) invalidates the stored
 //! responses for the target URI and for the `Location` and `Content-Location` URIs when
 //! they share the target's host. Every variant Cachet stores for a URL (each device
 //! class) carries the URL's surrogate key ([`url_key`]), so the adapter purges those keys
@@ -17,10 +18,12 @@ pub fn url_key(host: &str, target: &str) -> String {
     cachet_policy::object::url_tag(host, target)
 }
 
-/// Whether `method` is one whose non-error answer invalidates (RFC 9111 §4.4: unsafe
-/// methods; Cachet lists the standard ones).
+/// Whether `method` is one whose non-error answer invalidates: every method not known to
+/// be safe (RFC 9111 §4.4). The safe methods Cachet knows are `GET`, `HEAD`, `OPTIONS`
+/// and `TRACE` (RFC 9110 §9.2.1); methods are case-sensitive, so `get` is an unknown
+/// method and invalidates (issue 30).
 pub fn invalidates(method: &str) -> bool {
-    matches!(method, "POST" | "PUT" | "DELETE" | "PATCH")
+    !matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
 }
 
 /// The surrogate keys to purge after an origin answered `status` to `method` on `host` /
@@ -85,6 +88,26 @@ fn same_host_target<'a>(uri: &'a str, host: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_method_not_known_to_be_safe_invalidates() {
+        // RFC 9111 §4.4 (issue 30): unknown methods too; methods are case-sensitive.
+        for m in [
+            "POST",
+            "PUT",
+            "DELETE",
+            "PATCH",
+            "M-SEARCH",
+            "PROPPATCH",
+            "get",
+            "CONNECT",
+        ] {
+            assert!(invalidates(m), "{m}");
+        }
+        for m in ["GET", "HEAD", "OPTIONS", "TRACE"] {
+            assert!(!invalidates(m), "{m}");
+        }
+    }
 
     #[test]
     fn same_host_locations_only() {
