@@ -126,9 +126,111 @@ pub fn returned(name: &str, listed: &[String], keep_surrogate: bool) -> bool {
                 || name.eq_ignore_ascii_case("surrogate-control")))
 }
 
+/// The list-valued response fields a host may hand over joined with a bare `,`: Envoy's
+/// header map joins the lines of its inline fields `Cache-Control`, `Vary` and `Via`
+/// with `","` (`DelimiterForInlineHeaders`), so two origin lines `max-age=60` and
+/// `public` arrive as `max-age=60,public` (measured with Envoy 1.40; other fields keep
+/// their lines). RFC 9110 §5.3 combines lines with a comma and optional whitespace;
+/// Cachet sends them as a combining cache does, `max-age=60, public` (issue 30).
+pub const HOST_JOINED_LISTS: &[&str] = &["cache-control", "vary", "via"];
+
+/// `value` with one space after each comma that separates list members and is followed
+/// by neither a space nor a tab (RFC 9110 §5.6.1 list syntax); commas inside a
+/// quoted-string (`no-cache="a,b"`, backslash escapes honoured) are not separators.
+/// `None` when there is nothing to change, so the common case allocates nothing. Bytes,
+/// never assumed UTF-8; never panics.
+pub fn spaced_list(value: &[u8]) -> Option<Vec<u8>> {
+    let mut quoted = false;
+    let mut escaped = false;
+    let mut at = Vec::new();
+    for (i, &b) in value.iter().enumerate() {
+        if quoted {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => quoted = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => quoted = true,
+            b',' if !matches!(value.get(i + 1), Some(b' ' | b'\t') | None) => at.push(i),
+            _ => {}
+        }
+    }
+    if at.is_empty() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(value.len() + at.len());
+    let mut from = 0;
+    for i in at {
+        out.extend_from_slice(&value[from..=i]);
+        out.push(b' ');
+        from = i + 1;
+    }
+    out.extend_from_slice(&value[from..]);
+    Some(out)
+}
+
+/// Applies [`spaced_list`] to the [`HOST_JOINED_LISTS`] fields of `fields` in place and
+/// returns the names it changed (an adapter whose host forwards the map itself writes
+/// those back).
+pub fn respace_joined_lists(fields: &mut [(String, Vec<u8>)]) -> Vec<String> {
+    let mut changed = Vec::new();
+    for (n, v) in fields.iter_mut() {
+        if !HOST_JOINED_LISTS.iter().any(|l| l.eq_ignore_ascii_case(n)) {
+            continue;
+        }
+        if let Some(spaced) = spaced_list(v) {
+            *v = spaced;
+            changed.push(n.clone());
+        }
+    }
+    changed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn joined_list_lines_get_the_space_a_combining_cache_sends() {
+        assert_eq!(
+            spaced_list(b"max-age=60,public").as_deref(),
+            Some(&b"max-age=60, public"[..])
+        );
+        assert_eq!(spaced_list(b"max-age=60, public"), None, "already spaced");
+        assert_eq!(spaced_list(b"a,\tb"), None, "a tab is whitespace too");
+        assert_eq!(spaced_list(b"max-age=60"), None);
+        assert_eq!(spaced_list(b"a,"), None, "a trailing comma stays");
+        assert_eq!(
+            spaced_list(br#"no-cache="a,b",private"#).as_deref(),
+            Some(&br#"no-cache="a,b", private"#[..]),
+            "a comma inside a quoted string is no separator"
+        );
+        assert_eq!(
+            spaced_list(br#"x="a\",b",y,z"#).as_deref(),
+            Some(&br#"x="a\",b", y, z"#[..]),
+            "an escaped quote does not end the string"
+        );
+        assert_eq!(
+            spaced_list(b"caf\xe9,b").as_deref(),
+            Some(&b"caf\xe9, b"[..]),
+            "bytes, not text"
+        );
+        let mut fs = f(&[
+            ("Cache-Control", b"max-age=60,public"),
+            ("vary", b"Foo,Bar"),
+            ("link", b"<a>,<b>"),
+            ("via", b"1.1 a, 1.1 b"),
+        ]);
+        assert_eq!(respace_joined_lists(&mut fs), ["Cache-Control", "vary"]);
+        assert_eq!(fs[0].1, b"max-age=60, public");
+        assert_eq!(fs[1].1, b"Foo, Bar");
+        assert_eq!(fs[2].1, b"<a>,<b>", "not a field any host joins");
+        assert_eq!(fs[3].1, b"1.1 a, 1.1 b");
+    }
 
     #[test]
     fn only_a_shield_answers_the_edge_tier_as_such() {

@@ -244,3 +244,62 @@ fn a_fill_carries_the_clients_bytes_or_the_request_is_passed_uncached() {
     assert_eq!(t.on_request_headers(true), Action::Pause);
     assert_eq!(fake.dispatched.borrow().len(), 1, "a fill, not a hit");
 }
+
+#[test]
+fn cache_control_lines_envoy_joined_with_a_bare_comma_go_out_spaced() {
+    // Issue 30: Envoy's header map joins two `Cache-Control` lines as
+    // `max-age=300,public`; stored and sent as `max-age=300, public`, as are passes.
+    let mut cfg: serde_json::Value = serde_json::from_str(&config()).unwrap();
+    cfg["envoy"]["fill"] = serde_json::json!("router");
+    let (fake, vm) = vm_with(&cfg.to_string());
+    get(&fake, "/t/joined", &[]);
+    let mut s = Http::new(Rc::clone(&vm), 2);
+    assert_eq!(s.on_request_headers(true), Action::Continue);
+    fake.map(
+        MapType::HttpResponseHeaders,
+        &[
+            (":status", b"200"),
+            ("cache-control", b"max-age=300,public"),
+            ("vary", b"Accept-Language,Accept"),
+        ],
+    );
+    assert_eq!(s.on_response_headers(false), Action::Pause, "held");
+    fake.buffer_set(BufferType::HttpResponseBody, b"routed");
+    assert_eq!(s.on_response_body(6, true), Action::Pause);
+    let lines = last_lines(&fake);
+    assert_eq!(values(&lines, "x-cache"), [b"MISS"]);
+    assert_eq!(values(&lines, "cache-control"), [b"max-age=300, public"]);
+    s.finish();
+    get(&fake, "/t/joined", &[]);
+    let mut t = Http::new(Rc::clone(&vm), 3);
+    t.on_request_headers(true);
+    let lines = last_lines(&fake);
+    assert_eq!(values(&lines, "x-cache"), [b"HIT"]);
+    assert_eq!(values(&lines, "cache-control"), [b"max-age=300, public"]);
+    let vary = values(&lines, "vary");
+    assert!(
+        vary.iter()
+            .all(|v| !v.windows(2).any(|w| w[0] == b',' && w[1] != b' ')),
+        "{vary:?}"
+    );
+
+    // A pass Envoy forwards itself: the joined value is written back spaced.
+    fake.map(
+        MapType::HttpRequestHeaders,
+        &[
+            (":method", b"POST"),
+            (":path", b"/t/joined-pass"),
+            (":authority", b"t.example"),
+        ],
+    );
+    let mut u = Http::new(Rc::clone(&vm), 4);
+    assert_eq!(u.on_request_headers(true), Action::Continue, "passed");
+    fake.map(
+        MapType::HttpResponseHeaders,
+        &[(":status", b"200"), ("cache-control", b"no-store,private")],
+    );
+    assert_eq!(u.on_response_headers(true), Action::Continue);
+    let out = fake.headers(MapType::HttpResponseHeaders);
+    assert_eq!(values(&out, "x-cache"), [b"PASS"]);
+    assert_eq!(values(&out, "cache-control"), [b"no-store, private"]);
+}

@@ -171,7 +171,10 @@ impl OriginResponse {
         let headers = if nh == 0 {
             Vec::new()
         } else {
-            host::headers(MapType::HttpCallResponseHeaders)
+            let mut hs = host::headers(MapType::HttpCallResponseHeaders);
+            // Joined by Envoy's header map like a router answer's (issue 30).
+            cachet_http::fields::respace_joined_lists(&mut hs);
+            hs
         };
         let status = status_of(&headers)?;
         // Envoy's async client answers a reset or a connection failure itself (`503`

@@ -75,6 +75,9 @@ pub struct Http {
     unsafe_target: Option<(String, String, String)>,
     /// A router fill's answer headers, held while its body is read.
     fill_head: Option<Vec<(String, Vec<u8>)>>,
+    /// The fields of `fill_head` respaced from Envoy's joined form
+    /// (`cachet_http::fields::respace_joined_lists`), written back if it streams on.
+    fill_respaced: Vec<String>,
     /// Fleet mode: the admin write sent to etcd, answered when etcd answers.
     fleet: Option<admin::FleetWrite>,
 }
@@ -97,6 +100,7 @@ impl Http {
             base: None,
             unsafe_target: None,
             fill_head: None,
+            fill_respaced: Vec::new(),
             fleet: None,
         }
     }
@@ -669,15 +673,9 @@ impl Http {
             return self.router_fill_headers(end_of_stream);
         }
         if self.phase == Phase::Pass || self.passed.get() {
-            let hs = host::headers(MapType::HttpResponseHeaders);
-            // A pass forwarded the client's own Accept-Encoding: nothing to inflate.
-            let u = cachet_http::unstored(hs.as_slice(), &self.client, CacheStatus::Pass, false);
-            for n in &u.remove {
-                host::set_header(MapType::HttpResponseHeaders, n, None);
-            }
-            for (n, v) in &u.set {
-                host::set_header(MapType::HttpResponseHeaders, n, Some(v.as_bytes()));
-            }
+            let mut hs = host::headers(MapType::HttpResponseHeaders);
+            let respaced = cachet_http::fields::respace_joined_lists(&mut hs);
+            edit_passed_headers(&hs, &respaced, &self.client);
             if let (Some((method, h, target)), Some(p)) =
                 (self.unsafe_target.take(), self.vm.policy())
             {
@@ -730,6 +728,30 @@ impl Http {
         }
         if let Some(job) = &self.job {
             self.vm.wake(Some(job.want.slot));
+        }
+    }
+}
+
+/// The edge's edits to an answer Envoy forwards itself (a pass, an oversized router
+/// fill): `cachet_http::unstored`'s removals and settings, and the `respaced` fields of
+/// `hs` ([`cachet_http::fields::respace_joined_lists`]) written back. A pass forwarded the
+/// client's own `Accept-Encoding`: nothing to inflate.
+fn edit_passed_headers(hs: &[(String, Vec<u8>)], respaced: &[String], client: &Client) {
+    let u = cachet_http::unstored(hs, client, CacheStatus::Pass, false);
+    for n in &u.remove {
+        host::set_header(MapType::HttpResponseHeaders, n, None);
+    }
+    for (n, v) in &u.set {
+        host::set_header(MapType::HttpResponseHeaders, n, Some(v.as_bytes()));
+    }
+    for n in respaced {
+        if u.remove.iter().any(|r| r.eq_ignore_ascii_case(n))
+            || u.set.iter().any(|(r, _)| r.eq_ignore_ascii_case(n))
+        {
+            continue;
+        }
+        if let Some((_, v)) = hs.iter().find(|(h, _)| h == n) {
+            host::set_header(MapType::HttpResponseHeaders, n, Some(v));
         }
     }
 }

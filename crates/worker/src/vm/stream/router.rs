@@ -72,7 +72,11 @@ impl Http {
             // answer, never stored; the waiters go on without it.
             return self.router_fill_local_reply();
         }
-        let hs = host::headers(MapType::HttpResponseHeaders);
+        let mut hs = host::headers(MapType::HttpResponseHeaders);
+        // Envoy joined the origin's `Cache-Control` lines with a bare comma: stored and
+        // sent as a combining cache sends them (issue 30).
+        let respaced = cachet_http::fields::respace_joined_lists(&mut hs);
+        self.fill_respaced = respaced;
         let limit = self
             .vm
             .policy()
@@ -187,13 +191,7 @@ impl Http {
             vm.wake(Some(job.want.slot));
         }
         // The fill asked for a coding this client accepts: nothing to inflate.
-        let u = cachet_http::unstored(hs.as_slice(), &self.client, CacheStatus::Pass, false);
-        for n in &u.remove {
-            host::set_header(MapType::HttpResponseHeaders, n, None);
-        }
-        for (n, v) in &u.set {
-            host::set_header(MapType::HttpResponseHeaders, n, Some(v.as_bytes()));
-        }
+        edit_passed_headers(&hs, &std::mem::take(&mut self.fill_respaced), &self.client);
         Metrics::inc(vm.m().passes);
         self.phase = Phase::Local;
         crate::host::Action::Continue
