@@ -270,6 +270,9 @@ pub struct Reply {
     pub raw_headers: Vec<(String, Vec<u8>)>,
     /// Raw body.
     pub body: Vec<u8>,
+    /// Interim (1xx) answers received before this one, in order (filled by [`raw::send`]
+    /// only: the client library skips them).
+    pub interim: Vec<Reply>,
 }
 
 impl Reply {

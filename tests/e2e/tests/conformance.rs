@@ -15,3 +15,19 @@ fn the_edge_app_passes_the_shared_conformance_cases() {
     let report = cachet_conformance::run(&suite, &target);
     assert!(report.failures.is_empty(), "{report}");
 }
+
+#[test]
+fn raw_origin_framing_joined_lines_and_interim_answers() {
+    // Issue 30, the checks Envoy runs too (`cachet_conformance::raw`): chunks with a
+    // Content-Length, two Cache-Control lines, 103 and 102 before a cacheable answer
+    // (Compute never sees a backend's 1xx: docs/http.md).
+    let origin = cachet_conformance::raw::framing_origin().expect("raw origin");
+    let edge = cachet_e2e::Edge::start(origin.addr, None);
+    if let Err(why) = cachet_conformance::raw::framing_and_interim_cases(
+        &format!("http://{}", edge.addr()),
+        &origin,
+        false,
+    ) {
+        panic!("{why}\n{}", edge.output());
+    }
+}
