@@ -324,11 +324,20 @@ fn split_directives(value: &str) -> impl Iterator<Item = &str> {
 }
 
 /// Statuses a shared cache may store with explicit freshness although they are not
-/// heuristically cacheable: final, complete answers below 500 (a `206` is partial, a
-/// `304` is not a representation; 5xx are never stored over good objects). Source:
-/// RFC 9111 §3 (any final status the cache understands, with explicit freshness).
+/// heuristically cacheable: final, complete answers (a `206` is partial, a `304` is not a
+/// representation). Source: RFC 9111 §3 (any final status the cache understands, with
+/// explicit freshness). A `5xx` needs the origin's own freshness ([`origin_error`]) and
+/// never replaces a good stored object (`cachet_refresh::should_store_over`).
 fn status_storable_with_explicit_freshness(status: u16) -> bool {
-    (200..500).contains(&status) && !matches!(status, 206 | 304)
+    (200..600).contains(&status) && !matches!(status, 206 | 304)
+}
+
+/// Whether `status` is a server error (RFC 9110 §15.6). Stored only with the origin's
+/// explicit freshness (a route's `ttl_override` never applies to it) and with no grace of
+/// the route's (only the origin's `stale-while-revalidate`): an operator's TTL is meant
+/// for content, never for an outage (issue 30).
+fn origin_error(status: u16) -> bool {
+    (500..600).contains(&status)
 }
 
 /// Statuses a shared cache may store without explicit freshness (RFC 9110 §15.1).
@@ -574,6 +583,8 @@ pub fn parse_http_date(v: &str) -> Option<SystemTime> {
 /// `Expires` means already expired) → heuristic (§4.2.2: the route's
 /// `heuristic_fraction` of `Date − Last-Modified`, capped at `heuristic_max`; only for
 /// heuristically cacheable statuses) → the route's `ttl`. Capped at one year.
+///
+/// A server error ([`origin_error`]) skips the route's `ttl_override`.
 fn lifetime(
     plan: &Plan<'_>,
     route: Option<&crate::RouteConfig>,
@@ -581,7 +592,7 @@ fn lifetime(
     d: &Directives,
 ) -> (Duration, bool) {
     let cap = |t: Duration| t.min(crate::config::MAX_DURATION);
-    if plan.ttl_override {
+    if plan.ttl_override && !origin_error(resp.status) {
         return (cap(plan.ttl), true);
     }
     if let Some(s) = d.sc.max_age {
@@ -665,8 +676,10 @@ impl crate::Policy {
     ///
     /// Rules, in order: `private` / `no-store` (Surrogate-Control's `no-store` too) and
     /// `Set-Cookie` are never stored (RFC 9111 §3, §5.2.2.5, §5.2.2.7); statuses
-    /// heuristically cacheable (RFC 9110 §15.1) are stored, other final statuses below 500
-    /// (but `206`) only with explicit freshness; `Vary` must be expressible by the key;
+    /// heuristically cacheable (RFC 9110 §15.1) are stored, other final statuses (but
+    /// `206`, `304`) only with explicit freshness, a `5xx`'s from the origin itself (never
+    /// the route's `ttl_override`, and without the route's grace); `Vary` must be
+    /// expressible by the key;
     /// the lifetime follows the precedence of docs/http.md (`lifetime`); the TTL is net of
     /// the response's initial age (§4.2.3); grace is the longer of the route's and
     /// `stale-while-revalidate`, but only the latter when the response forbids stale
@@ -718,7 +731,7 @@ impl crate::Policy {
                 .or(d.target.stale_while_revalidate)
                 .unwrap_or(0),
         );
-        let route_grace = if d.target.forbids_stale() {
+        let route_grace = if d.target.forbids_stale() || origin_error(resp.status) {
             Duration::ZERO
         } else {
             plan.grace

@@ -16,6 +16,14 @@ heuristic_max = "1h"
 gzip_level = 1
 
 [[routes]]
+name = "override"
+path_prefix = "/o/"
+ttl = "1h"
+ttl_override = true
+grace = "1h"
+keep = "1h"
+
+[[routes]]
 name = "other"
 path_prefix = "/"
 ttl = "0s"
@@ -192,15 +200,9 @@ fn statuses_need_explicit_freshness_unless_heuristically_cacheable() {
             "{status}"
         );
     }
-    for status in [206u16, 500, 503] {
-        let mut r = view(Some("max-age=60"));
-        r.status = status;
-        assert_eq!(
-            store("/x", &r),
-            Storability::DontStore(NoStore::Status),
-            "{status}"
-        );
-    }
+    let mut r = view(Some("max-age=60"));
+    r.status = 206;
+    assert_eq!(store("/x", &r), Storability::DontStore(NoStore::Status));
     // 404/410 are heuristically cacheable: the route's grace alone stores them.
     let mut r = view(None);
     r.status = 410;
@@ -381,4 +383,34 @@ fn cdn_cache_control_governs_storing_and_an_invalid_one_is_ignored() {
         store("/x", &with("max-age=300", "no-store,")),
         Storability::DontStore(NoStore::NoStore)
     );
+}
+
+#[test]
+fn a_server_error_is_stored_only_with_the_origins_own_freshness_and_no_route_grace() {
+    // Issue 30 (RFC 9111 §3: any final status with explicit freshness).
+    for status in [500u16, 502, 503, 504] {
+        let mut r = view(Some("max-age=60"));
+        r.status = status;
+        let s = stored("/x", &r);
+        assert_eq!((s.ttl, s.grace), (Duration::from_secs(60), Duration::ZERO), "{status}");
+        // The origin's own stale-while-revalidate still counts.
+        let mut r = view(Some("max-age=60, stale-while-revalidate=30"));
+        r.status = status;
+        assert_eq!(stored("/x", &r).grace, Duration::from_secs(30), "{status}");
+        // Without explicit freshness: never, whatever the route's grace.
+        let mut r = view(None);
+        r.status = status;
+        assert_eq!(store("/x", &r), Storability::DontStore(NoStore::Status), "{status}");
+        // A route's ttl_override is for content, not for an outage: the origin's own
+        // freshness or nothing.
+        let mut r = view(Some("max-age=5"));
+        r.status = status;
+        let s = stored("/o/x", &r);
+        assert_eq!((s.ttl, s.grace), (Duration::from_secs(5), Duration::ZERO), "{status}");
+        let mut r = view(None);
+        r.status = status;
+        assert_eq!(store("/o/x", &r), Storability::DontStore(NoStore::Status), "{status}");
+    }
+    // Content on that route keeps its override.
+    assert_eq!(stored("/o/x", &view(Some("max-age=5"))).ttl, Duration::from_secs(3600));
 }
