@@ -62,12 +62,15 @@ impl ResponseView<'_> {
     /// freshening it.
     pub fn per_user(&self) -> Option<NoStore> {
         let d = Directives::of(self);
-        per_user(&d, self.has_set_cookie)
+        per_user(&d, self.status, self.has_set_cookie)
     }
 }
 
-/// [`ResponseView::per_user`] on parsed directives.
-fn per_user(d: &Directives, has_set_cookie: bool) -> Option<NoStore> {
+/// [`ResponseView::per_user`] on parsed directives of a response with `status`.
+/// `no-store` yields to `must-understand` when Cachet understands the status (RFC 9111
+/// §5.2.2.3, [`understood_status`]); `private`, `Set-Cookie` and `Surrogate-Control:
+/// no-store` never do.
+fn per_user(d: &Directives, status: u16, has_set_cookie: bool) -> Option<NoStore> {
     let (cc, sc) = (&d.cc, &d.sc);
     // `d.target` is `CDN-Cache-Control` when it governs (RFC 9213), else `Cache-Control`;
     // `d.cdn` is any `CDN-Cache-Control` as read leniently, valid or not: what an invalid
@@ -77,7 +80,7 @@ fn per_user(d: &Directives, has_set_cookie: bool) -> Option<NoStore> {
         Some(NoStore::Unreadable)
     } else if cc.private || d.target.private || cdn.is_some_and(|c| c.private) {
         Some(NoStore::Private)
-    } else if d.target.no_store || sc.no_store || cdn.is_some_and(|c| c.no_store) {
+    } else if d.target.refuses(status) || sc.no_store || cdn.is_some_and(|c| c.refuses(status)) {
         Some(NoStore::NoStore)
     } else if has_set_cookie {
         Some(NoStore::SetCookie)
@@ -209,6 +212,9 @@ pub struct CacheControl {
     pub stale_while_revalidate: Option<u64>,
     /// `stale-if-error`, seconds (RFC 5861 §4).
     pub stale_if_error: Option<u64>,
+    /// `must-understand` (RFC 9111 §5.2.2.3): store only if the cache understands the
+    /// status code, and then ignore `no-store`.
+    pub must_understand: bool,
     /// The value does not follow the directive grammar's byte classes, so what it says
     /// cannot be known: outside a quoted-string a byte that is not visible ASCII, SP or
     /// HTAB (directive names and token arguments are ASCII, RFC 9111 §5.2, RFC 9110
@@ -264,9 +270,18 @@ impl CacheControl {
                 cc.stale_while_revalidate = Some(secs());
             } else if is("stale-if-error") {
                 cc.stale_if_error = Some(secs());
+            } else if is("must-understand") {
+                cc.must_understand = true;
             }
         }
         cc
+    }
+
+    /// Whether these directives keep a response with `status` out of the cache on their
+    /// own: `no-store`, unless `must-understand` is present and Cachet understands the
+    /// status (RFC 9111 §5.2.2.3: a cache that understands it ignores `no-store`).
+    pub fn refuses(&self, status: u16) -> bool {
+        self.no_store && !(self.must_understand && understood_status(status))
     }
 
     /// Whether these directives forbid serving the response stale beyond what the origin
@@ -330,6 +345,18 @@ fn split_directives(value: &str) -> impl Iterator<Item = &str> {
 /// never replaces a good stored object (`cachet_refresh::should_store_over`).
 fn status_storable_with_explicit_freshness(status: u16) -> bool {
     (200..600).contains(&status) && !matches!(status, 206 | 304)
+}
+
+/// Whether Cachet understands `status` in the sense of `must-understand` (RFC 9111
+/// §5.2.2.3): a final status defined by RFC 9110 §15 whose caching rules Cachet implements
+/// (RFC 9110 §15.1's heuristically cacheable ones and the other final statuses it stores
+/// with explicit freshness); not `206` (Cachet does not store partial content), not `304`,
+/// not an unregistered code.
+pub fn understood_status(status: u16) -> bool {
+    matches!(
+        status,
+        200..=205 | 300..=303 | 307 | 308 | 400..=417 | 421 | 422 | 426 | 500..=505
+    )
 }
 
 /// Whether `status` is a server error (RFC 9110 §15.6). Stored only with the origin's
@@ -688,8 +715,13 @@ impl crate::Policy {
     /// keeps objects (it is then revalidated before every reuse).
     pub fn storability(&self, plan: &Plan<'_>, resp: &ResponseView<'_>) -> Storability {
         let d = Directives::of(resp);
-        if let Some(why) = per_user(&d, resp.has_set_cookie) {
+        if let Some(why) = per_user(&d, resp.status, resp.has_set_cookie) {
             return Storability::DontStore(why);
+        }
+        // `must-understand` with a status Cachet does not understand: never stored
+        // (RFC 9111 §5.2.2.3).
+        if d.target.must_understand && !understood_status(resp.status) {
+            return Storability::DontStore(NoStore::Status);
         }
         let route = plan.route_index.and_then(|i| self.config().routes.get(i));
         let (lifetime, explicit) = lifetime(plan, route, resp, &d);

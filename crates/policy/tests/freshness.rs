@@ -414,3 +414,43 @@ fn a_server_error_is_stored_only_with_the_origins_own_freshness_and_no_route_gra
     // Content on that route keeps its override.
     assert_eq!(stored("/o/x", &view(Some("max-age=5"))).ttl, Duration::from_secs(3600));
 }
+
+#[test]
+fn must_understand_stores_an_understood_status_despite_no_store() {
+    // RFC 9111 §5.2.2.3 (issue 30).
+    let s = stored("/x", &view(Some("no-store, must-understand, max-age=60")));
+    assert_eq!(s.ttl, Duration::from_secs(60));
+    // In CDN-Cache-Control, which then governs (RFC 9213).
+    let mut r = view(None);
+    r.cdn_cache_control = Some("no-store, must-understand, max-age=30");
+    assert_eq!(stored("/x", &r).ttl, Duration::from_secs(30));
+    // A status Cachet does not understand (partial content, an unregistered code): never,
+    // with or without no-store.
+    for status in [206u16, 299, 599] {
+        for cc in ["no-store, must-understand, max-age=60", "must-understand, max-age=60"] {
+            let mut r = view(Some(cc));
+            r.status = status;
+            assert!(
+                matches!(store("/x", &r), Storability::DontStore(_)),
+                "{status} {cc}"
+            );
+        }
+    }
+    // Never more shareable than the origin said: private, Set-Cookie and
+    // Surrogate-Control's no-store still win.
+    assert_eq!(
+        store("/x", &view(Some("private, no-store, must-understand, max-age=60"))),
+        Storability::DontStore(NoStore::Private)
+    );
+    let mut r = view(Some("no-store, must-understand, max-age=60"));
+    r.has_set_cookie = true;
+    assert_eq!(store("/x", &r), Storability::DontStore(NoStore::SetCookie));
+    let mut r = view(Some("no-store, must-understand, max-age=60"));
+    r.surrogate_control = Some("no-store");
+    assert_eq!(store("/x", &r), Storability::DontStore(NoStore::NoStore));
+    // Without must-understand no-store is no-store.
+    assert_eq!(
+        store("/x", &view(Some("no-store, max-age=60"))),
+        Storability::DontStore(NoStore::NoStore)
+    );
+}
