@@ -4,12 +4,14 @@
 //! most `MAX_VARY_FIELDS`, never a per-user or built-in field; the client `Vary` names
 //! `Accept-Encoding` whenever the stored body depends on it; rewriting the client `Vary`
 //! again gives the same rewrite; normalizing a normalized value changes nothing;
+//! `Accept-Language`'s canonical form is a fixed point, lower-case ASCII;
 //! the variant key is the primary key plus a 16-hex-digit suffix, deterministic.
 #![no_main]
 
 use cachet_fuzz::{fields, text};
 use cachet_http::vary::{
-    MAX_VARY_VALUE_BYTES, VARIANT_SEPARATOR, is_variant_key, normalized, variant_key,
+    MAX_VARY_VALUE_BYTES, VARIANT_SEPARATOR, accept_language, is_variant_key, normalized,
+    variant_key,
 };
 use cachet_policy::response::{MAX_VARY_FIELDS, rewrite_vary};
 use libfuzzer_sys::fuzz_target;
@@ -72,6 +74,13 @@ fuzz_target!(|data: &[u8]| {
                 Some(v.clone()),
                 "normalizing twice"
             );
+        }
+    }
+    // Accept-Language's canonical form is a fixed point, lower-case ASCII.
+    for (_, v) in &headers {
+        if let Some(c) = accept_language(v) {
+            assert_eq!(accept_language(&c), Some(c.clone()), "canonical twice");
+            assert!(c.iter().all(|b| b.is_ascii() && !b.is_ascii_uppercase()));
         }
     }
     let primary = "blog.example/a?b=1|pc";

@@ -392,7 +392,11 @@ fn a_server_error_is_stored_only_with_the_origins_own_freshness_and_no_route_gra
         let mut r = view(Some("max-age=60"));
         r.status = status;
         let s = stored("/x", &r);
-        assert_eq!((s.ttl, s.grace), (Duration::from_secs(60), Duration::ZERO), "{status}");
+        assert_eq!(
+            (s.ttl, s.grace),
+            (Duration::from_secs(60), Duration::ZERO),
+            "{status}"
+        );
         // The origin's own stale-while-revalidate still counts.
         let mut r = view(Some("max-age=60, stale-while-revalidate=30"));
         r.status = status;
@@ -400,19 +404,34 @@ fn a_server_error_is_stored_only_with_the_origins_own_freshness_and_no_route_gra
         // Without explicit freshness: never, whatever the route's grace.
         let mut r = view(None);
         r.status = status;
-        assert_eq!(store("/x", &r), Storability::DontStore(NoStore::Status), "{status}");
+        assert_eq!(
+            store("/x", &r),
+            Storability::DontStore(NoStore::Status),
+            "{status}"
+        );
         // A route's ttl_override is for content, not for an outage: the origin's own
         // freshness or nothing.
         let mut r = view(Some("max-age=5"));
         r.status = status;
         let s = stored("/o/x", &r);
-        assert_eq!((s.ttl, s.grace), (Duration::from_secs(5), Duration::ZERO), "{status}");
+        assert_eq!(
+            (s.ttl, s.grace),
+            (Duration::from_secs(5), Duration::ZERO),
+            "{status}"
+        );
         let mut r = view(None);
         r.status = status;
-        assert_eq!(store("/o/x", &r), Storability::DontStore(NoStore::Status), "{status}");
+        assert_eq!(
+            store("/o/x", &r),
+            Storability::DontStore(NoStore::Status),
+            "{status}"
+        );
     }
     // Content on that route keeps its override.
-    assert_eq!(stored("/o/x", &view(Some("max-age=5"))).ttl, Duration::from_secs(3600));
+    assert_eq!(
+        stored("/o/x", &view(Some("max-age=5"))).ttl,
+        Duration::from_secs(3600)
+    );
 }
 
 #[test]
@@ -427,7 +446,10 @@ fn must_understand_stores_an_understood_status_despite_no_store() {
     // A status Cachet does not understand (partial content, an unregistered code): never,
     // with or without no-store.
     for status in [206u16, 299, 599] {
-        for cc in ["no-store, must-understand, max-age=60", "must-understand, max-age=60"] {
+        for cc in [
+            "no-store, must-understand, max-age=60",
+            "must-understand, max-age=60",
+        ] {
             let mut r = view(Some(cc));
             r.status = status;
             assert!(
@@ -439,7 +461,10 @@ fn must_understand_stores_an_understood_status_despite_no_store() {
     // Never more shareable than the origin said: private, Set-Cookie and
     // Surrogate-Control's no-store still win.
     assert_eq!(
-        store("/x", &view(Some("private, no-store, must-understand, max-age=60"))),
+        store(
+            "/x",
+            &view(Some("private, no-store, must-understand, max-age=60"))
+        ),
         Storability::DontStore(NoStore::Private)
     );
     let mut r = view(Some("no-store, must-understand, max-age=60"));
