@@ -255,7 +255,8 @@ pub fn revalidated(
 /// platform's pseudo-headers): `Host` = the plan's normalized host (or
 /// `[origin].override_host`), `Accept-Encoding: gzip` (the edge stores gzip), the device
 /// header with the plan's class, the client's fields a fill may carry
-/// ([`on_fill`]: those in `[origin].fill_fields` and `stored`'s `Vary` fields; never
+/// ([`on_fill`]: those in `[origin].fill_fields` and `stored`'s `Vary` fields, and
+/// `Authorization` when the plan is keyed by it, `Plan::authorized`; never
 /// preconditions, range, hop-by-hop or reserved fields, nor a client copy of the device
 /// header), `User-Agent` as the class's canonical value from `[device.fill_user_agent]`
 /// (never the client's) when `user-agent` is in `[origin].fill_fields`, and, when `stored` has usable validators, `If-None-Match` /
@@ -296,6 +297,10 @@ pub fn request_fields(
             .iter()
             .flat_map(|m| m.vary_fields.iter().map(String::as_str)),
     );
+    // A request keyed by its credentials (RFC 9111 §3.5): the origin answers for them.
+    if plan.authorized {
+        allow.push("authorization");
+    }
     out.extend(
         client
             .iter()
@@ -632,6 +637,30 @@ keep = "1h"
             "the class's canonical User-Agent, never the client's"
         );
         assert_eq!(out[6].1, b"\"v1\"");
+    }
+
+    #[test]
+    fn a_fill_carries_authorization_only_when_the_key_holds_the_credentials() {
+        // RFC 9111 §3.5 (issue 30): the origin answers for the credentials the key holds.
+        let p = policy();
+        let client = f(&[("Authorization", b"Bearer alice")]);
+        let mut r = req();
+        r.authorization = Some(b"Bearer alice");
+        let keyed = p.plan(&r, SystemTime::UNIX_EPOCH);
+        assert!(keyed.authorized);
+        let out = request_fields(&p, &keyed, &client, None);
+        let auth: Vec<&[u8]> = (out.iter())
+            .filter(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+            .map(|(_, v)| v.as_slice())
+            .collect();
+        assert_eq!(auth, [&b"Bearer alice"[..]]);
+        // An anonymous plan never forwards a client's Authorization onto a shared fill.
+        let anon = p.plan(&req(), SystemTime::UNIX_EPOCH);
+        assert!(
+            request_fields(&p, &anon, &client, None)
+                .iter()
+                .all(|(n, _)| !n.eq_ignore_ascii_case("authorization"))
+        );
     }
 
     #[test]

@@ -21,8 +21,9 @@ pub struct Inputs {
     pub path_and_query: String,
     /// `User-Agent` bytes.
     pub user_agent: Option<Vec<u8>>,
-    /// Whether `Authorization` is present (RFC 9111 §3.5).
-    pub has_authorization: bool,
+    /// `Authorization` (several fields joined with `", "`), bytes (RFC 9111 §3.5: keys the
+    /// request by its credentials, `cachet_policy::plan::credentials_slot`).
+    pub authorization: Option<Vec<u8>>,
     /// `X-Forwarded-Proto` when text (the policy honours it only when trusted).
     pub forwarded_proto: Option<String>,
     /// `X-Forwarded-Host` when text (the policy honours it only when trusted).
@@ -56,7 +57,7 @@ impl Inputs {
             host: text_of(":authority").or_else(|| text_of("host")),
             path_and_query: path_and_query.to_owned(),
             user_agent: headers.value("user-agent"),
-            has_authorization: headers.has("authorization"),
+            authorization: headers.joined("authorization"),
             forwarded_proto: text_of("x-forwarded-proto"),
             forwarded_host: text_of("x-forwarded-host"),
             ch_ua_mobile: headers.value("sec-ch-ua-mobile"),
@@ -77,7 +78,7 @@ impl Inputs {
             host: self.host.as_deref(),
             path_and_query: &self.path_and_query,
             user_agent: self.user_agent.as_deref(),
-            has_authorization: self.has_authorization,
+            authorization: self.authorization.as_deref(),
             forwarded_proto: self.forwarded_proto.as_deref(),
             forwarded_host: self.forwarded_host.as_deref(),
             ch_ua_mobile: self.ch_ua_mobile.as_deref(),
@@ -107,7 +108,7 @@ mod tests {
         assert_eq!(i.host.as_deref(), Some("a.example"));
         assert_eq!(i.user_agent.as_deref(), Some(&b"UA \xff"[..]));
         assert_eq!(i.forwarded_host, None);
-        assert!(i.has_authorization);
+        assert_eq!(i.authorization.as_deref(), Some(&b"Bearer x"[..]));
         assert_eq!(i.ch_ua_mobile.as_deref(), Some(&b"?1"[..]));
         assert_eq!(i.cookie.as_deref(), Some(&b"a=1; X-UA-Device-force=pc"[..]));
         let v = i.view();
@@ -115,7 +116,7 @@ mod tests {
         let only_host: Vec<(String, Vec<u8>)> = vec![("Host".into(), b"b.example".to_vec())];
         let i = Inputs::read("HEAD", "http", "/", only_host.as_slice());
         assert_eq!(i.host.as_deref(), Some("b.example"));
-        assert!(!i.has_authorization);
+        assert_eq!(i.authorization, None);
         assert!(!i.has_body);
     }
 

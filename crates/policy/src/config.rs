@@ -193,6 +193,12 @@ pub struct EdgeConfig {
     /// How long a "this key is private" marker lets requests skip request collapsing and
     /// go straight to the origin (Varnish hit-for-pass). The marker holds no content.
     pub hit_for_pass: HumanDuration,
+    /// Responses to requests carrying `Authorization` may be stored (RFC 9111 §3.5) when
+    /// they say `public`, `s-maxage` or `must-revalidate`, each under a cache key of its
+    /// own credentials (a SHA-256 of the `Authorization` value): an answer is only ever
+    /// reused for the same credentials. `false`: every such request is passed, as before
+    /// issue 30. Default `true`.
+    pub cache_authorized: bool,
     /// Largest body stored, in bytes; larger responses are passed through uncached.
     pub max_object_bytes: u64,
     /// Name of the log endpoint for the JSON access log (Fastly); stdout when absent.
@@ -233,6 +239,7 @@ impl Default for EdgeConfig {
             backend: "origin".to_owned(),
             trust_forwarded: false,
             hit_for_pass: HumanDuration::from_secs(120),
+            cache_authorized: true,
             max_object_bytes: 16 * 1024 * 1024,
             log_endpoint: "cachet_log".to_owned(),
             shield: String::new(),

@@ -207,9 +207,11 @@ impl Policy {
     /// Order: a missing or malformed `Host` is a 400; `/robots.txt` (when enabled) is
     /// synthesized; the device class is computed for every request (override cookie, then
     /// `Sec-CH-UA-Mobile`, then the User-Agent: `Classifier::classify_request`); non-`GET`/`HEAD`,
-    /// `Authorization` (RFC 9111 §3.5), a `GET`/`HEAD` with content, pass routes and unmatched requests pass; a query
+    /// a `GET`/`HEAD` with content, pass routes and unmatched requests pass, and
+    /// `Authorization` when `[edge].cache_authorized` is off (RFC 9111 §3.5); a query
     /// beyond the normalizer's bounds passes as received (fail closed, logged by the
-    /// adapter); otherwise the request is cached under `host + normalized target + device`.
+    /// adapter); otherwise the request is cached under `host + normalized target + device`,
+    /// plus its credentials' slot when it carries `Authorization` ([`Plan::authorized`]).
     pub fn plan<'a>(&'a self, req: &RequestView<'a>, now: SystemTime) -> Plan<'a> {
         let device = self.classifier.classify_request(
             req.user_agent.unwrap_or_default(),
@@ -234,6 +236,7 @@ impl Policy {
             target: Cow::Borrowed(req.path_and_query),
             host: Cow::Borrowed(""),
             cache_key: String::new(),
+            authorized: false,
             ttl: std::time::Duration::ZERO,
             ttl_override: false,
             grace: std::time::Duration::ZERO,
@@ -297,7 +300,7 @@ impl Policy {
         if plan.decision != Decision::Cache {
             return plan;
         }
-        if let Some(why) = plan::request_pass(req) {
+        if let Some(why) = plan::request_pass(req, self.config.edge.cache_authorized) {
             plan.decision = Decision::Pass(why);
             return plan;
         }
@@ -308,8 +311,7 @@ impl Policy {
             .map(|t| plan::fill_key_template(t, &plan.host, path, &r.name))
             .filter(|k| !k.is_empty())
             .collect();
-        plan.cache_key =
-            plan::cache_key(&plan.host, &plan.target, plan.vary_device.then_some(device));
+        plan.set_cache_key(req.authorization);
         plan
     }
 

@@ -25,9 +25,12 @@ pub struct RequestView<'a> {
     pub path_and_query: &'a str,
     /// The `User-Agent` bytes; `None` when absent (classified as an empty UA).
     pub user_agent: Option<&'a [u8]>,
-    /// Whether the request carries `Authorization` (RFC 9111 §3.5: a shared cache must not
-    /// store such responses unless explicitly allowed; Cachet never does).
-    pub has_authorization: bool,
+    /// The `Authorization` value (several fields joined), `None` when absent. RFC 9111
+    /// §3.5: a shared cache stores a response to such a request only when the response
+    /// says `public`, `s-maxage` or `must-revalidate`; Cachet then keys it by these
+    /// credentials ([`Plan::authorized`]), or passes the request when
+    /// `[edge].cache_authorized` is off.
+    pub authorization: Option<&'a [u8]>,
     /// `X-Forwarded-Proto`, honoured only when `[edge].trust_forwarded`.
     pub forwarded_proto: Option<&'a str>,
     /// `X-Forwarded-Host`, honoured only when `[edge].trust_forwarded`.
@@ -57,7 +60,7 @@ pub enum PassReason {
     NoRoute,
     /// Not `GET`/`HEAD`.
     Method,
-    /// The request carries `Authorization`.
+    /// The request carries `Authorization` and `[edge].cache_authorized` is off.
     Authorization,
     /// A `GET`/`HEAD` with content ("fat GET"): content has no defined meaning in these
     /// methods (RFC 9110 §9.3.1, §9.3.2), the cache key does not hold it, and an origin
@@ -111,6 +114,10 @@ pub enum Decision {
 
 /// The policy's verdict for one request. Pure data; the adapter performs all I/O.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of one plan (device in the key, TTL override, compression, credentials in the key)"
+)]
 pub struct Plan<'a> {
     /// Name of the matched route (`"-"` when none matched).
     pub route: &'a str,
@@ -131,9 +138,16 @@ pub struct Plan<'a> {
     /// Lower-cased host without a trailing dot.
     pub host: Cow<'a, str>,
     /// The cache key: `host + target + "|" + device` (`"|*"` when the route does not vary
-    /// by device), unambiguous because the device slot is always last. Empty unless
-    /// `decision` is [`Decision::Cache`].
+    /// by device), unambiguous because the device slot is always last; for a request
+    /// with `Authorization` ([`Plan::authorized`]) followed by `"|auth:"` and 32 hex
+    /// digits of the SHA-256 of its credentials ([`credentials_slot`]), a slot no
+    /// anonymous key ends with. Empty unless `decision` is [`Decision::Cache`].
     pub cache_key: String,
+    /// The request carries `Authorization` and is cached under its credentials' own key
+    /// (RFC 9111 §3.5, issue 30): its answer is stored only when it says `public`,
+    /// `s-maxage` or `must-revalidate` (`Policy::storability`), and its fill carries
+    /// the `Authorization` field (`cachet_http::fill::request_fields`).
+    pub authorized: bool,
     /// TTL to use when the origin gives none (or always, with `ttl_override`).
     pub ttl: Duration,
     /// Whether the route TTL overrides the origin's freshness headers.
@@ -212,12 +226,13 @@ pub(crate) fn fill_key_template(t: &str, host: &str, path: &str, route: &str) ->
 }
 
 /// Why the request itself keeps a cache route's answer out of the cache, if it does:
-/// not `GET`/`HEAD` (RFC 9111 §3, §4.4), `Authorization` (§3.5), or content in a
+/// not `GET`/`HEAD` (RFC 9111 §3, §4.4), `Authorization` (§3.5) when
+/// `[edge].cache_authorized` is off, or content in a
 /// `GET`/`HEAD` ([`PassReason::Body`]), checked in that order.
-pub(crate) fn request_pass(req: &RequestView<'_>) -> Option<PassReason> {
+pub(crate) fn request_pass(req: &RequestView<'_>, cache_authorized: bool) -> Option<PassReason> {
     if !matches!(req.method, "GET" | "HEAD") {
         Some(PassReason::Method)
-    } else if req.has_authorization {
+    } else if req.authorization.is_some() && !cache_authorized {
         Some(PassReason::Authorization)
     } else if req.has_body {
         Some(PassReason::Body)
@@ -305,6 +320,38 @@ pub fn normalize_authority<'a>(host: &'a str, scheme: &str) -> Option<Cow<'a, st
         None if !lower => Some(Cow::Borrowed(name)),
         None => Some(Cow::Owned(name.to_ascii_lowercase())),
         Some(p) => Some(Cow::Owned(format!("{}:{p}", name.to_ascii_lowercase()))),
+    }
+}
+
+/// The slot a request with `Authorization` adds to its cache key ([`Plan::cache_key`]):
+/// `"|auth:"` and the first 16 bytes of the SHA-256 of the value, in hex. A cryptographic
+/// hash, so no one can craft credentials whose key is another's, and the key (which may
+/// reach logs) never holds the credentials.
+pub fn credentials_slot(authorization: &[u8]) -> String {
+    use sha2::Digest as _;
+    use std::fmt::Write as _;
+    let digest = sha2::Sha256::digest(authorization);
+    let mut out = String::with_capacity(6 + 32);
+    out.push_str("|auth:");
+    for b in &digest[..16] {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+impl Plan<'_> {
+    /// Sets [`Plan::cache_key`] for a cacheable plan, with the credentials' slot and
+    /// [`Plan::authorized`] when the request carries `authorization`.
+    pub(crate) fn set_cache_key(&mut self, authorization: Option<&[u8]>) {
+        self.cache_key = cache_key(
+            &self.host,
+            &self.target,
+            self.vary_device.then_some(self.device),
+        );
+        if let Some(credentials) = authorization {
+            self.authorized = true;
+            self.cache_key.push_str(&credentials_slot(credentials));
+        }
     }
 }
 

@@ -112,6 +112,9 @@ pub enum NoStore {
     /// ([`CacheControl::unreadable`]): what it says about sharing is unknown, so the
     /// response is treated as per-user (fail closed, issue 27).
     Unreadable,
+    /// The request carried `Authorization` and the response says none of `public`,
+    /// `s-maxage`, `must-revalidate` (RFC 9111 §3.5): its content may depend on who asked.
+    Authorization,
 }
 
 impl NoStore {
@@ -126,6 +129,7 @@ impl NoStore {
             Self::Vary => "vary",
             Self::TooLarge => "too-large",
             Self::Unreadable => "unreadable",
+            Self::Authorization => "authorization",
         }
     }
 
@@ -134,7 +138,11 @@ impl NoStore {
     pub fn is_private(self) -> bool {
         matches!(
             self,
-            Self::Private | Self::NoStore | Self::SetCookie | Self::Unreadable
+            Self::Private
+                | Self::NoStore
+                | Self::SetCookie
+                | Self::Unreadable
+                | Self::Authorization
         )
     }
 }
@@ -192,6 +200,9 @@ pub enum Storability {
 pub struct CacheControl {
     /// `private` (with or without a field list: Cachet treats both as private).
     pub private: bool,
+    /// `public` (§5.2.2.9): with `s-maxage` and `must-revalidate`, what lets a response to
+    /// a request with `Authorization` be stored (§3.5).
+    pub public: bool,
     /// `no-store`.
     pub no_store: bool,
     /// Unqualified `no-cache`: store, but revalidate before every reuse (zero TTL, no
@@ -245,6 +256,8 @@ impl CacheControl {
             let is = |d: &str| name.eq_ignore_ascii_case(d);
             if is("private") {
                 cc.private = true;
+            } else if is("public") {
+                cc.public = true;
             } else if is("no-store") {
                 cc.no_store = true;
             } else if is("no-cache") {
@@ -702,7 +715,9 @@ impl crate::Policy {
     /// keep, surrogate keys, compression and client-facing `Vary`.
     ///
     /// Rules, in order: `private` / `no-store` (Surrogate-Control's `no-store` too) and
-    /// `Set-Cookie` are never stored (RFC 9111 §3, §5.2.2.5, §5.2.2.7); statuses
+    /// `Set-Cookie` are never stored (RFC 9111 §3, §5.2.2.5, §5.2.2.7); an answer to a
+    /// request with `Authorization` only with `public`, `s-maxage` or `must-revalidate`
+    /// (§3.5; its key holds the credentials); statuses
     /// heuristically cacheable (RFC 9110 §15.1) are stored, other final statuses (but
     /// `206`, `304`) only with explicit freshness, a `5xx`'s from the origin itself (never
     /// the route's `ttl_override`, and without the route's grace); `Vary` must be
@@ -717,6 +732,13 @@ impl crate::Policy {
         let d = Directives::of(resp);
         if let Some(why) = per_user(&d, resp.status, resp.has_set_cookie) {
             return Storability::DontStore(why);
+        }
+        // A request with `Authorization` (keyed by its credentials, `Plan::authorized`):
+        // stored only when the origin says a shared cache may (RFC 9111 §3.5).
+        if plan.authorized
+            && !(d.target.public || d.target.s_maxage.is_some() || d.target.must_revalidate)
+        {
+            return Storability::DontStore(NoStore::Authorization);
         }
         // `must-understand` with a status Cachet does not understand: never stored
         // (RFC 9111 §5.2.2.3).

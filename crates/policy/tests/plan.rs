@@ -90,9 +90,13 @@ fn passes_for_methods_authorization_routes_and_query_limits() {
         Decision::Pass(PassReason::Method)
     );
     v.method = "GET";
-    v.has_authorization = true;
+    v.authorization = Some(b"Bearer alice");
+    // `[edge].cache_authorized` off: passed, as before issue 30.
+    let mut cfg = Config::from_toml(SHIPPED).expect("valid");
+    cfg.edge.cache_authorized = false;
+    let off = Policy::new(cfg).expect("valid");
     assert_eq!(
-        p.plan(&v, now()).decision,
+        off.plan(&v, now()).decision,
         Decision::Pass(PassReason::Authorization)
     );
     let acct = p.plan(&get("blog.example", "/account", None), now());
@@ -562,4 +566,82 @@ fn a_get_with_a_body_is_passed() {
         assert_eq!(plan.decision, Decision::Pass(PassReason::Body), "{method}");
         assert_eq!(PassReason::Body.label(), "request-body");
     }
+}
+
+#[test]
+fn a_request_with_authorization_is_keyed_by_its_credentials() {
+    // RFC 9111 §3.5 (issue 30): one key per credentials, never the anonymous one, and
+    // the key holds a digest, never the credentials.
+    let p = policy();
+    let anon = p.plan(&get("blog.example", "/blog/a/entry/1", None), now());
+    let mut v = get("blog.example", "/blog/a/entry/1", None);
+    v.authorization = Some(b"Bearer alice");
+    let alice = p.plan(&v, now());
+    v.authorization = Some(b"Bearer bob");
+    let bob = p.plan(&v, now());
+    v.authorization = Some(b"Bearer alice");
+    let alice_again = p.plan(&v, now());
+    assert_eq!(alice.decision, Decision::Cache);
+    assert!(alice.authorized && !anon.authorized);
+    assert_eq!(alice.cache_key, alice_again.cache_key);
+    assert_ne!(alice.cache_key, bob.cache_key);
+    assert_ne!(alice.cache_key, anon.cache_key);
+    assert!(
+        alice.cache_key.starts_with(&anon.cache_key),
+        "{}",
+        alice.cache_key
+    );
+    let slot = &alice.cache_key[anon.cache_key.len()..];
+    assert!(slot.starts_with("|auth:") && slot.len() == 6 + 32, "{slot}");
+    assert!(!alice.cache_key.contains("alice"));
+    // Case matters in credentials: another key.
+    v.authorization = Some(b"Bearer ALICE");
+    assert_ne!(p.plan(&v, now()).cache_key, alice.cache_key);
+}
+
+#[test]
+fn an_answer_to_authorization_is_stored_only_when_the_origin_says_a_shared_cache_may() {
+    // RFC 9111 §3.5: `public`, `s-maxage` or `must-revalidate` (in the Cache-Control that
+    // governs: CDN-Cache-Control when present); anything else is per-user.
+    let p = policy();
+    let mut v = get("blog.example", "/blog/a/entry/1", None);
+    v.authorization = Some(b"Bearer alice");
+    let plan = p.plan(&v, now());
+    let with = |cc: &'static str| ResponseView {
+        status: 200,
+        cache_control: Some(cc),
+        ..ResponseView::default()
+    };
+    for ok in [
+        "public, max-age=60",
+        "s-maxage=60",
+        "max-age=60, must-revalidate",
+    ] {
+        assert!(
+            matches!(p.storability(&plan, &with(ok)), Storability::Store(_)),
+            "{ok}"
+        );
+    }
+    for no in [
+        "max-age=60",
+        "max-age=60, proxy-revalidate",
+        "private, public, max-age=60",
+    ] {
+        let Storability::DontStore(why) = p.storability(&plan, &with(no)) else {
+            panic!("{no} stored")
+        };
+        assert!(
+            why.is_private(),
+            "{no}: {why:?} must leave a hit-for-pass marker"
+        );
+    }
+    let mut cdn = with("max-age=60");
+    cdn.cdn_cache_control = Some("public, max-age=60");
+    assert!(matches!(p.storability(&plan, &cdn), Storability::Store(_)));
+    // The same answer to an anonymous request needs none of them.
+    let anon = p.plan(&get("blog.example", "/blog/a/entry/1", None), now());
+    assert!(matches!(
+        p.storability(&anon, &with("max-age=60")),
+        Storability::Store(_)
+    ));
 }

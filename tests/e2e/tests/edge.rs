@@ -138,18 +138,19 @@ fn private_content_is_never_stored_or_a_hit() {
     let b = s.get(BLOG, "/account", &[]);
     assert_eq!((a.x_cache(), b.x_cache()), ("PASS", "PASS"));
     assert_ne!(a.text(), b.text());
-    // A request with Authorization on a cacheable route is passed and not stored.
+    // A request with Authorization on a cacheable route is stored (the entry says
+    // `public`) under its credentials' own key: never served to an anonymous client.
     let auth = s.get(
         BLOG,
         "/blog/alice/entry/9",
         &[("authorization", "Bearer x")],
     );
-    assert_eq!(auth.x_cache(), "PASS");
+    assert_eq!(auth.x_cache(), "MISS");
     let anon = s.get(BLOG, "/blog/alice/entry/9", &[]);
     assert_eq!(
         anon.x_cache(),
         "MISS",
-        "the authorized response was not stored"
+        "the authorized response was not stored under the anonymous key"
     );
     assert_eq!(s.origin_count("/blog/alice/entry/9"), 2);
     // The access log records private passes with their reason.

@@ -374,7 +374,7 @@ impl<'p> Engine<'p> {
             host: Some(host),
             path_and_query: &r.target,
             user_agent: r.user_agent.as_deref(),
-            has_authorization: false,
+            authorization: None,
             forwarded_proto: None,
             forwarded_host: None,
             // Access logs carry neither the client hint nor cookies: the UA decides.
@@ -450,6 +450,7 @@ impl<'p> Engine<'p> {
                     key,
                     tag,
                     now: t,
+                    status: if body_known { r.status } else { 200 },
                     body: body_known.then_some(r.bytes),
                     verdict: &verdict,
                     gzip_ratio: self.settings.gzip_ratio,
@@ -650,6 +651,8 @@ pub(crate) struct Fetch<'a> {
     pub tag: u16,
     /// The log's time, seconds since the epoch.
     pub now: i64,
+    /// The origin answer's status (`200` for a `304` or `HEAD` refresh).
+    pub status: u16,
     /// The body size the log gives (a `GET` answered with anything but `304`); `None` for
     /// a `304` or a `HEAD`, which tell the object exists but not its size.
     pub body: Option<u64>,
@@ -676,10 +679,16 @@ pub(crate) fn serve(cache: &mut ByteLru, fetch: &Fetch<'_>) -> (Lookup, Option<u
 /// Fills `cache` after a stale hit or a miss (`found`) with the origin's answer at
 /// `fetch.now`: stored when `Policy::storability` says `Store` and the size is known (from
 /// the log's body, or the stale copy a `304`/`HEAD` refresh renews); a per-user answer
-/// (`private`, `no-store`) removes any stored copy (a blog turned private); an error or
-/// another unstorable answer leaves a stale copy serving within grace. Returns the bytes
+/// (`private`, `no-store`) removes any stored copy (a blog turned private); an error
+/// (even one with explicit freshness) or another unstorable answer leaves a stale copy
+/// serving within grace. Returns the bytes
 /// stored, `None` when nothing was.
 pub(crate) fn fill(cache: &mut ByteLru, found: Lookup, fetch: &Fetch<'_>) -> Option<u64> {
+    // A 5xx never replaces a good stored copy, whatever its freshness (the engine's rule,
+    // `cachet_refresh::should_store_over`).
+    if found == Lookup::Stale && !cachet_refresh::should_store_over(true, fetch.status) {
+        return None;
+    }
     match (fetch.verdict)() {
         Storability::Store(s) => {
             let size = match fetch.body {
