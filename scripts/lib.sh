@@ -73,13 +73,17 @@ ensure_nextest() {
 # `-Oz` (docs/performance.md, "Size"). Installed with apt-get only when missing.
 ensure_wasm_opt() {
   if wasm-opt --version 2>/dev/null | grep -q "version $BINARYEN_VERSION\b"; then return; fi
-  if command -v apt-get >/dev/null && [[ $(id -u) == 0 ]]; then
-    say "installing binaryen $BINARYEN_VERSION (wasm-opt)"
-    apt-get install -y -q "binaryen=$BINARYEN_VERSION-*" >&2
-  else
-    echo "wasm-opt $BINARYEN_VERSION is required: apt-get install binaryen=$BINARYEN_VERSION-*" >&2
+  local sudo=""
+  [[ "$(id -u)" != 0 ]] && sudo="sudo"
+  if ! command -v apt-get >/dev/null || { [[ -n "$sudo" ]] && ! command -v sudo >/dev/null; }; then
+    echo "wasm-opt $BINARYEN_VERSION is required and could not be installed here (no apt-get," \
+      "or neither root nor sudo): install binaryen $BINARYEN_VERSION, e.g." \
+      "apt-get install binaryen=$BINARYEN_VERSION-*" >&2
     return 1
   fi
+  say "installing binaryen $BINARYEN_VERSION (wasm-opt; Debian package)"
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "binaryen=$BINARYEN_VERSION-*" >&2
 }
 
 # Optimizes a cargo-built wasm into NAME.opt.wasm next to it with wasm-opt LEVEL (default -O3)

@@ -249,7 +249,7 @@ impl Envoy {
             out = out.replace(&format!("port_value: {from}"), &format!("port_value: {to}"));
         }
         let out = out.replacen(
-            "filename: target/wasm32-wasip1/release/cachet_envoy.wasm",
+            "filename: target/wasm32-wasip1/release/cachet_envoy.opt.wasm",
             &format!("filename: {}", wasm.display()),
             1,
         );
