@@ -132,7 +132,18 @@ pub struct RouteConfig {
     pub heuristic_fraction: f64,
     /// Cap on a heuristic lifetime (default one day).
     pub heuristic_max: HumanDuration,
+    /// Partial content storage (RFC 9111 §3.3–3.4, issue 30), in bytes; `0` (the default)
+    /// turns it off. When set, a `GET` whose `Range` is one closed range `bytes=a-b`
+    /// inside one slice `[i·n, (i+1)·n)` (and no `If-Range`) is cached under the slice's own
+    /// key: its fill asks the origin for exactly that slice (`Range`, identity coding) and
+    /// stores the `206`, so later ranges in the slice are hits and memory per object is
+    /// bounded by `n`, whatever the representation's size. Any other request for the URL
+    /// uses the whole object as before. Range `1..=1073741824` (1 GiB).
+    pub slice_bytes: u64,
 }
+
+/// Largest [`RouteConfig::slice_bytes`]: 1 GiB.
+pub const MAX_SLICE_BYTES: u64 = 1 << 30;
 
 /// [`RouteConfig::gzip_level`]'s default: 6, zlib's default level and Varnish's
 /// `gzip_level` default.
@@ -157,6 +168,7 @@ impl Default for RouteConfig {
             gzip_level: DEFAULT_GZIP_LEVEL,
             heuristic_fraction: 0.0,
             heuristic_max: HumanDuration::from_secs(86_400),
+            slice_bytes: 0,
         }
     }
 }
@@ -580,6 +592,12 @@ fn validate_route<'a>(
     }
     if !(0.0..=1.0).contains(&r.heuristic_fraction) {
         push(at("heuristic_fraction"), "must be between 0 and 1".into());
+    }
+    if r.slice_bytes > MAX_SLICE_BYTES {
+        push(
+            at("slice_bytes"),
+            format!("at most {MAX_SLICE_BYTES} (1 GiB), got {}", r.slice_bytes),
+        );
     }
     for (field, d) in [
         ("ttl", r.ttl),

@@ -44,6 +44,12 @@ pub struct RequestView<'a> {
     /// when absent. Read only for the `[device] force_cookie` override, which maps its
     /// value to a device class; the header never enters the cache key.
     pub cookie: Option<&'a [u8]>,
+    /// The `Range` value, `None` when absent: with the route's `slice_bytes`, one closed
+    /// range inside one slice is cached under that slice ([`Plan::slice`]).
+    pub range: Option<&'a [u8]>,
+    /// Whether the request carries `If-Range` (a slice could not answer its "else the
+    /// whole representation", RFC 9110 §13.1.5: such a request uses the whole object).
+    pub has_if_range: bool,
     /// Whether the request has content: a `Transfer-Encoding`, or a `Content-Length`
     /// other than `0` (RFC 9112 §6.3; an unreadable `Content-Length` counts as content).
     /// A `GET`/`HEAD` with content is passed uncached ([`PassReason::Body`]).
@@ -141,8 +147,12 @@ pub struct Plan<'a> {
     /// by device), unambiguous because the device slot is always last; for a request
     /// with `Authorization` ([`Plan::authorized`]) followed by `"|auth:"` and 32 hex
     /// digits of the SHA-256 of its credentials ([`credentials_slot`]), a slot no
-    /// anonymous key ends with. Empty unless `decision` is [`Decision::Cache`].
+    /// anonymous key ends with; for a slice ([`Plan::slice`]) then `"|slice:"` and its
+    /// index. Empty unless `decision` is [`Decision::Cache`].
     pub cache_key: String,
+    /// The slice of the representation this request is cached under (partial content
+    /// storage, the route's `slice_bytes`, issue 30), `None` for the whole object.
+    pub slice: Option<Slice>,
     /// The request carries `Authorization` and is cached under its credentials' own key
     /// (RFC 9111 §3.5, issue 30): its answer is stored only when it says `public`,
     /// `s-maxage` or `must-revalidate` (`Policy::storability`), and its fill carries
@@ -339,6 +349,60 @@ pub fn credentials_slot(authorization: &[u8]) -> String {
     out
 }
 
+/// One slice of a representation, `[first, last]` in bytes (inclusive; `last` may lie
+/// past the representation's end, which the origin's `Content-Range` tells).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slice {
+    /// Its index: `first / slice_bytes`.
+    pub index: u64,
+    /// Its first byte's offset.
+    pub first: u64,
+    /// Its last byte's offset (inclusive): `first + slice_bytes - 1`.
+    pub last: u64,
+}
+
+impl Slice {
+    /// The `Range` value a fill of this slice sends (RFC 9110 §14.1.2).
+    pub fn range_value(&self) -> String {
+        format!("bytes={}-{}", self.first, self.last)
+    }
+}
+
+/// The slice of `slice_bytes` a `Range` value falls in: one closed range `bytes=a-b`
+/// (`a <= b`, decimal, RFC 9110 §14.1.2) with both ends in the same slice. `None` for
+/// anything else (several ranges, open-ended or suffix ranges, a range across slices,
+/// another unit, bytes Cachet cannot read): such a request uses the whole object.
+pub fn slice_of(range: &[u8], slice_bytes: u64) -> Option<Slice> {
+    if slice_bytes == 0 {
+        return None;
+    }
+    let spec = range.trim_ascii();
+    let unit = spec.get(..6)?;
+    if !unit.eq_ignore_ascii_case(b"bytes=") {
+        return None;
+    }
+    let spec = spec[6..].trim_ascii();
+    let dash = spec.iter().position(|&b| b == b'-')?;
+    let number = |v: &[u8]| -> Option<u64> {
+        let v = v.trim_ascii();
+        if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(v).ok()?.parse().ok()
+    };
+    let (a, b) = (number(&spec[..dash])?, number(&spec[dash + 1..])?);
+    let index = a / slice_bytes;
+    if b < a || b / slice_bytes != index {
+        return None;
+    }
+    let first = index.checked_mul(slice_bytes)?;
+    Some(Slice {
+        index,
+        first,
+        last: first.checked_add(slice_bytes - 1)?,
+    })
+}
+
 impl Plan<'_> {
     /// Sets [`Plan::cache_key`] for a cacheable plan, with the credentials' slot and
     /// [`Plan::authorized`] when the request carries `authorization`.
@@ -351,6 +415,10 @@ impl Plan<'_> {
         if let Some(credentials) = authorization {
             self.authorized = true;
             self.cache_key.push_str(&credentials_slot(credentials));
+        }
+        if let Some(s) = self.slice {
+            // After every other slot: `|slice:` never ends an unsliced key.
+            self.cache_key.push_str(&format!("|slice:{}", s.index));
         }
     }
 }
