@@ -519,6 +519,10 @@ struct TestQuery {
     cookie_304: Option<String>,
     /// Milliseconds to wait before answering (a slow origin, for collapsing cases).
     delay_ms: Option<u64>,
+    /// `1`: a `GET` with one closed range `Range: bytes=a-b` gets a `206` with
+    /// `Content-Range` and those bytes of the body (`416` past its end), for the partial
+    /// content storage cases (issue 30).
+    ranges: Option<u8>,
 }
 
 /// The request field that makes one `/t/…` answer fail (chaos cases, issue 28), so a
@@ -618,6 +622,7 @@ async fn test_resource(Query(q): Query<TestQuery>, req: Request) -> Response {
 /// The answer [`test_resource`] sends when no fault is asked for.
 fn test_answer(q: TestQuery, req: &Request) -> Response {
     let now = std::time::SystemTime::now();
+    let ranged = q.ranges == Some(1);
     let mut h = HeaderMap::new();
     let latin1 = q.latin1 == Some(1);
     let mut put = |name: &str, value: &str| put_field(&mut h, latin1, name, value);
@@ -711,14 +716,55 @@ fn test_answer(q: TestQuery, req: &Request) -> Response {
         }
         return (status, h, chunked_body(len)).into_response();
     }
-    let body = match &q.body_from {
-        Some(name) => req.headers().get(name.as_str()).map_or_else(
+    let body = body_of(q.body_from.as_deref(), q.body, req);
+    if let Some(r) = req.headers().get(header::RANGE).filter(|_| ranged) {
+        return ranged_answer(h, body.into_bytes(), r.as_bytes());
+    }
+    (status, h, body).into_response()
+}
+
+/// A `/t/…` body: the request field `body_from` names (`none` when absent), else `body`,
+/// else [`TEST_BODY`].
+fn body_of(body_from: Option<&str>, body: Option<String>, req: &Request) -> String {
+    match body_from {
+        Some(name) => req.headers().get(name).map_or_else(
             || "none".to_owned(),
             |v| String::from_utf8_lossy(v.as_bytes()).into_owned(),
         ),
-        None => q.body.unwrap_or_else(|| TEST_BODY.to_owned()),
+        None => body.unwrap_or_else(|| TEST_BODY.to_owned()),
+    }
+}
+
+/// The `206` (or `416`) for one closed range `bytes=a-b` of `body` (RFC 9110 §14); any
+/// other range value gets the whole `200`.
+fn ranged_answer(mut h: HeaderMap, body: Vec<u8>, range: &[u8]) -> Response {
+    let total = body.len();
+    let spec = std::str::from_utf8(range)
+        .ok()
+        .and_then(|r| r.trim().strip_prefix("bytes="))
+        .and_then(|r| r.split_once('-'))
+        .and_then(|(a, b)| {
+            Some((
+                a.trim().parse::<usize>().ok()?,
+                b.trim().parse::<usize>().ok()?,
+            ))
+        });
+    let Some((first, last)) = spec.filter(|(a, b)| a <= b) else {
+        return (StatusCode::OK, h, body).into_response();
     };
-    (status, h, body).into_response()
+    if first >= total {
+        put_field(&mut h, false, "content-range", &format!("bytes */{total}"));
+        return (StatusCode::RANGE_NOT_SATISFIABLE, h).into_response();
+    }
+    let last = last.min(total - 1);
+    put_field(
+        &mut h,
+        false,
+        "content-range",
+        &format!("bytes {first}-{last}/{total}"),
+    );
+    let part = body[first..=last].to_vec();
+    (StatusCode::PARTIAL_CONTENT, h, part).into_response()
 }
 
 /// `response` with its headers (and full `Content-Length`) but only half its body, then a

@@ -289,9 +289,13 @@ impl<'m> Delivery<'m, '_> {
         if let Some(e) = self.encoding {
             headers.push(("content-encoding".into(), Cow::Borrowed(e.as_bytes())));
         }
-        let ranged = meta.status == 200 && self.client.get;
+        let ranged = (meta.status == 200 || meta.slice.is_some()) && self.client.get;
         if ranged {
             headers.push(("accept-ranges".into(), Cow::Borrowed(b"bytes")));
+        }
+        // A stored slice answers ranges inside it, against the representation's length.
+        if let Some(part) = meta.slice {
+            return self.slice_head(headers, part, body_len);
         }
         let range = match (&self.client.range, ranged) {
             (Some(r), true) => {
@@ -332,6 +336,60 @@ impl<'m> Delivery<'m, '_> {
                 headers.push((
                     "content-range".into(),
                     computed(format!("bytes */{body_len}")),
+                ));
+                (416, 0, Answer::Empty)
+            }
+        };
+        headers.push(("content-length".into(), computed(len.to_string())));
+        Head {
+            status,
+            headers,
+            body: if self.client.head {
+                Answer::Empty
+            } else {
+                body
+            },
+        }
+    }
+
+    /// The head for a stored slice ([`Meta::slice`]) of `body_len` bytes: the client's
+    /// range (the plan chose this slice because the range lies in it) interpreted against
+    /// the representation's `total`, answered `206` with `Content-Range` from the slice's
+    /// bytes; a range the slice does not hold (the representation is shorter than the
+    /// range's start) is `416` with `bytes */total`.
+    fn slice_head(
+        self,
+        mut headers: Vec<(Cow<'m, str>, Cow<'m, [u8]>)>,
+        part: cachet_policy::object::SlicePart,
+        body_len: u64,
+    ) -> Head<'m> {
+        let range = self
+            .client
+            .range
+            .as_deref()
+            .map_or(RangeRequest::Full, |r| range::interpret(r, part.total));
+        let held = |first: u64, last: u64| {
+            first >= part.first && last < part.first.saturating_add(body_len)
+        };
+        self.content_at(&mut headers);
+        self.common(&mut headers);
+        let (status, len, body) = match range {
+            RangeRequest::Partial(r) if held(r.first, r.last) => {
+                headers.push((
+                    "content-range".into(),
+                    computed(r.content_range(part.total)),
+                ));
+                (
+                    206,
+                    r.len(),
+                    Answer::Slice(r.first - part.first, r.last - part.first + 1),
+                )
+            }
+            _ => {
+                headers.retain(|(n, _)| !n.eq_ignore_ascii_case("content-type"));
+                headers.push((
+                    "content-range".into(),
+                    computed(format!("bytes */{}", part.total)),
                 ));
                 (416, 0, Answer::Empty)
             }

@@ -253,7 +253,8 @@ pub fn revalidated(
 
 /// The header fields of a fill's origin request, complete (an adapter adds only its
 /// platform's pseudo-headers): `Host` = the plan's normalized host (or
-/// `[origin].override_host`), `Accept-Encoding: gzip` (the edge stores gzip), the device
+/// `[origin].override_host`), `Accept-Encoding: gzip` (the edge stores gzip; `identity`
+/// and `Range` = the slice for a slice plan, `Plan::slice`), the device
 /// header with the plan's class, the client's fields a fill may carry
 /// ([`on_fill`]: those in `[origin].fill_fields` and `stored`'s `Vary` fields, and
 /// `Authorization` when the plan is keyed by it, `Plan::authorized`; never
@@ -278,9 +279,15 @@ pub fn request_fields(
     } else {
         override_host.as_str()
     };
+    // A slice is stored as the origin's bytes at their offsets: the identity coding.
+    let coding: &[u8] = if plan.slice.is_some() {
+        b"identity"
+    } else {
+        b"gzip"
+    };
     let mut out = vec![
         ("host".to_owned(), host.as_bytes().to_vec()),
-        ("accept-encoding".to_owned(), b"gzip".to_vec()),
+        ("accept-encoding".to_owned(), coding.to_vec()),
         (
             plan.device_header.to_owned(),
             plan.device.as_str().as_bytes().to_vec(),
@@ -317,6 +324,10 @@ pub fn request_fields(
     if allow.iter().any(|a| a.eq_ignore_ascii_case("user-agent")) {
         let ua = policy.config().device.fill_user_agent.of(plan.device);
         out.push(("user-agent".to_owned(), ua.as_bytes().to_vec()));
+    }
+    // A slice plan asks for exactly its slice (RFC 9110 §14.2); never the client's range.
+    if let Some(slice) = plan.slice {
+        out.push(("range".to_owned(), slice.range_value().into_bytes()));
     }
     // Unusable validators (not an entity-tag, control bytes, too long): unconditional.
     let cond = stored
@@ -661,6 +672,33 @@ keep = "1h"
                 .iter()
                 .all(|(n, _)| !n.eq_ignore_ascii_case("authorization"))
         );
+    }
+
+    #[test]
+    fn a_slice_fill_asks_for_exactly_its_slice_in_the_identity_coding() {
+        let p = Policy::from_toml(&CONFIG.replace(
+            "[[routes]]",
+            "[[routes]]\nname = \"sliced\"\npath_prefix = \"/a\"\nslice_bytes = 32\n\n[[routes]]",
+        ))
+        .expect("valid");
+        let mut r = req();
+        r.range = Some(b"bytes=40-50");
+        let plan = p.plan(&r, SystemTime::UNIX_EPOCH);
+        assert!(plan.slice.is_some(), "{plan:?}");
+        let client = f(&[("Range", b"bytes=40-50")]);
+        let out = request_fields(&p, &plan, &client, None);
+        let get = |n: &str| -> Vec<&[u8]> {
+            (out.iter())
+                .filter(|(k, _)| k.eq_ignore_ascii_case(n))
+                .map(|(_, v)| v.as_slice())
+                .collect()
+        };
+        assert_eq!(
+            get("range"),
+            [&b"bytes=32-63"[..]],
+            "the slice, never the client's"
+        );
+        assert_eq!(get("accept-encoding"), [&b"identity"[..]]);
     }
 
     #[test]

@@ -35,6 +35,10 @@ pub struct Inputs {
     /// Whether the request has content (`Transfer-Encoding`, or a `Content-Length` that is
     /// not `0`; an unreadable one counts): a `GET`/`HEAD` with content is passed.
     pub has_body: bool,
+    /// `Range` bytes (a route's `slice_bytes` caches one closed range by its slice).
+    pub range: Option<Vec<u8>>,
+    /// Whether `If-Range` is present.
+    pub has_if_range: bool,
 }
 
 impl Inputs {
@@ -67,6 +71,8 @@ impl Inputs {
                 || headers
                     .joined("content-length")
                     .is_some_and(|v| !v.iter().all(|&b| b == b'0' || b" ,\t".contains(&b))),
+            range: headers.value("range"),
+            has_if_range: headers.has("if-range"),
         }
     }
 
@@ -84,6 +90,8 @@ impl Inputs {
             ch_ua_mobile: self.ch_ua_mobile.as_deref(),
             cookie: self.cookie.as_deref(),
             has_body: self.has_body,
+            range: self.range.as_deref(),
+            has_if_range: self.has_if_range,
         }
     }
 }

@@ -100,6 +100,7 @@ pub fn object(
         variants: Vec::new(),
         content_at_ms,
         origin_failed_at_ms: None,
+        slice: store.slice,
     };
     Ok((meta, stored))
 }

@@ -351,3 +351,52 @@ fn stored_latin1_values_go_out_as_their_bytes() {
     assert_eq!(h.header_bytes("etag"), Some(&b"W/\"v\xe9\""[..]));
     assert_eq!(h.header_bytes("x-field"), None, "not a 304 field");
 }
+
+#[test]
+fn a_stored_slice_answers_ranges_inside_it_against_the_whole_length() {
+    // Partial content storage (issue 30): bytes 16..=31 of a 100-byte representation.
+    let mut m = meta(Encoding::Identity, false);
+    m.status = 206;
+    m.slice = Some(cachet_policy::object::SlicePart {
+        first: 16,
+        total: 100,
+    });
+    let get = |h: &[(&str, &str)]| deliver(&m, &client("GET", h), NOW, CacheStatus::Hit).head(16);
+    let h = get(&[("Range", "bytes=18-20")]);
+    assert_eq!((h.status, h.body), (206, Answer::Slice(2, 5)));
+    assert_eq!(h.header("content-range"), Some("bytes 18-20/100"));
+    assert_eq!(h.header("content-length"), Some("3"));
+    assert_eq!(h.header("accept-ranges"), Some("bytes"));
+    let h = get(&[("Range", "bytes=16-31")]);
+    assert_eq!((h.status, h.body), (206, Answer::Slice(0, 16)));
+    // A range the slice does not hold (never planned onto it): 416, never other bytes.
+    let h = get(&[("Range", "bytes=40-41")]);
+    assert_eq!((h.status, h.body), (416, Answer::Empty));
+    assert_eq!(h.header("content-range"), Some("bytes */100"));
+    // The last slice of a representation shorter than the slice size: clamped.
+    m.slice = Some(cachet_policy::object::SlicePart {
+        first: 16,
+        total: 20,
+    });
+    let h = deliver(
+        &m,
+        &client("GET", &[("Range", "bytes=17-31")]),
+        NOW,
+        CacheStatus::Hit,
+    )
+    .head(4);
+    assert_eq!((h.status, h.body), (206, Answer::Slice(1, 4)));
+    assert_eq!(h.header("content-range"), Some("bytes 17-19/20"));
+    // A conditional that matches still wins.
+    let h = deliver(
+        &m,
+        &client(
+            "GET",
+            &[("Range", "bytes=17-18"), ("If-None-Match", "\"v1\"")],
+        ),
+        NOW,
+        CacheStatus::Hit,
+    )
+    .head(4);
+    assert_eq!(h.status, 304);
+}

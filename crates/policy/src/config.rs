@@ -418,6 +418,7 @@ impl Config {
                 "must be between 1 and 256".into(),
             );
         }
+
         if self.edge.sandbox_max_requests == 0 {
             push(
                 "edge.sandbox_max_requests".into(),
@@ -492,7 +493,7 @@ impl Config {
         // built at pre-initialization (Wizer) draws no randomness (edge-app, `sandbox::prebuild`).
         let mut names = std::collections::BTreeSet::new();
         for (i, r) in self.routes.iter().enumerate() {
-            validate_route(i, r, &mut names, &mut push);
+            validate_route(i, r, self.edge.max_object_bytes, &mut names, &mut push);
         }
         issues
     }
@@ -543,6 +544,7 @@ fn admin_token_problem(token: &str) -> Option<String> {
 fn validate_route<'a>(
     i: usize,
     r: &'a RouteConfig,
+    max_object_bytes: u64,
     names: &mut std::collections::BTreeSet<&'a str>,
     push: &mut impl FnMut(String, String),
 ) {
@@ -597,6 +599,14 @@ fn validate_route<'a>(
         push(
             at("slice_bytes"),
             format!("at most {MAX_SLICE_BYTES} (1 GiB), got {}", r.slice_bytes),
+        );
+    } else if r.slice_bytes > max_object_bytes {
+        push(
+            at("slice_bytes"),
+            format!(
+                "{} is over edge.max_object_bytes ({max_object_bytes}): no slice could be stored",
+                r.slice_bytes
+            ),
         );
     }
     for (field, d) in [

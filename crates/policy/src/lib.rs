@@ -312,14 +312,7 @@ impl Policy {
             .map(|t| plan::fill_key_template(t, &plan.host, path, &r.name))
             .filter(|k| !k.is_empty())
             .collect();
-        if req.method == "GET" && !req.has_if_range && r.slice_bytes > 0 {
-            plan.slice = req.range.and_then(|v| plan::slice_of(v, r.slice_bytes));
-            if plan.slice.is_some() {
-                // Byte offsets are the origin's: a slice is stored as the identity coding.
-                plan.compress = false;
-            }
-        }
-        plan.set_cache_key(req.authorization);
+        plan.set_cache_key(req, r.slice_bytes);
         plan
     }
 

@@ -53,6 +53,8 @@ const NOT_STORED: &[&str] = &[
     "surrogate-control",
     // An upstream cache's status (a shield's `X-Cache`): ours is set at delivery.
     "x-cache",
+    // A stored slice's range is `Meta::slice`; delivery computes the one it sends.
+    "content-range",
 ];
 
 /// How the stored body is encoded.
@@ -147,6 +149,20 @@ pub struct Meta {
     /// after another (issue 28 items 5 and 8; RFC 5861 §4). `None`: no failure recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin_failed_at_ms: Option<u64>,
+    /// A stored slice (partial content, `RouteConfig::slice_bytes`): this object's body is
+    /// bytes `first ..= first + len - 1` of a representation of `total` bytes, from the
+    /// origin's `206` (RFC 9111 §3.3). `None`: the whole representation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<SlicePart>,
+}
+
+/// Where a stored slice sits in its representation ([`Meta::slice`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlicePart {
+    /// Offset of the body's first byte in the representation.
+    pub first: u64,
+    /// The representation's complete length (`Content-Range: bytes a-b/total`).
+    pub total: u64,
 }
 
 /// The reserved response field a Cachet shield adds when it answers its edge tier from a
@@ -183,6 +199,7 @@ impl Meta {
             variants: Vec::new(),
             content_at_ms: None,
             origin_failed_at_ms: None,
+            slice: None,
         }
     }
 

@@ -404,9 +404,20 @@ pub fn slice_of(range: &[u8], slice_bytes: u64) -> Option<Slice> {
 }
 
 impl Plan<'_> {
-    /// Sets [`Plan::cache_key`] for a cacheable plan, with the credentials' slot and
-    /// [`Plan::authorized`] when the request carries `authorization`.
-    pub(crate) fn set_cache_key(&mut self, authorization: Option<&[u8]>) {
+    /// Sets [`Plan::cache_key`] for a cacheable plan of `req`: with the credentials' slot
+    /// and [`Plan::authorized`] when it carries `Authorization`, and with [`Plan::slice`]
+    /// and its slot when the route slices (`slice_bytes` > 0) and `req` is a `GET` whose
+    /// `Range` lies in one slice, without `If-Range`.
+    pub(crate) fn set_cache_key(&mut self, req: &RequestView<'_>, slice_bytes: u64) {
+        use std::fmt::Write as _;
+        let authorization = req.authorization;
+        if req.method == "GET" && !req.has_if_range {
+            self.slice = req.range.and_then(|v| slice_of(v, slice_bytes));
+            if self.slice.is_some() {
+                // Byte offsets are the origin's: a slice is stored as the identity coding.
+                self.compress = false;
+            }
+        }
         self.cache_key = cache_key(
             &self.host,
             &self.target,
@@ -418,7 +429,7 @@ impl Plan<'_> {
         }
         if let Some(s) = self.slice {
             // After every other slot: `|slice:` never ends an unsliced key.
-            self.cache_key.push_str(&format!("|slice:{}", s.index));
+            let _ = write!(self.cache_key, "|slice:{}", s.index);
         }
     }
 }

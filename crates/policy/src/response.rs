@@ -28,6 +28,8 @@ pub struct ResponseView<'a> {
     pub content_encoding: Option<&'a str>,
     /// `Content-Type`.
     pub content_type: Option<&'a str>,
+    /// `Content-Range` (RFC 9110 §14.4): where a `206` sits in its representation.
+    pub content_range: Option<&'a str>,
     /// `Surrogate-Key`.
     pub surrogate_key: Option<&'a str>,
     /// `Content-Length` when known, in bytes.
@@ -179,10 +181,16 @@ pub struct Store {
     /// The request fields the object varies on besides the device class and the encoding
     /// ([`VaryRewrite::fields`]): it is stored as one variant, keyed by their values.
     pub vary_fields: Vec<String>,
+    /// A slice's place in its representation (partial content, [`Plan::slice`]).
+    pub slice: Option<crate::object::SlicePart>,
 }
 
 /// The verdict on an origin response.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made once per origin answer and matched at once; a Box would add an allocation to every fill"
+)]
 pub enum Storability {
     /// Store it.
     Store(Store),
@@ -370,6 +378,62 @@ pub fn understood_status(status: u16) -> bool {
         status,
         200..=205 | 300..=303 | 307 | 308 | 400..=417 | 421 | 422 | 426 | 500..=505
     )
+}
+
+/// The surrogate keys an object stored for `plan` from `resp` carries: the origin's
+/// (`Surrogate-Key`), then the route's, each once, then the URL's own key (every variant
+/// and slice of the URL carries it: unsafe methods invalidate by it, RFC 9111 §4.4).
+fn object_keys(plan: &Plan<'_>, resp: &ResponseView<'_>) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    for k in resp
+        .surrogate_key
+        .map(surrogate_keys)
+        .into_iter()
+        .flatten()
+        .chain(plan.surrogate_keys.iter().map(String::as_str))
+    {
+        if !keys.iter().any(|x| x == k) {
+            keys.push(k.to_owned());
+        }
+    }
+    keys.push(crate::object::url_tag(&plan.host, &plan.target));
+    keys
+}
+
+/// The origin's `206` to a slice fill, when it is exactly the slice `s` asked for:
+/// `Content-Range: bytes first-last/total` (RFC 9110 §14.4) with `first` the slice's,
+/// `last` its end or the representation's last byte, a known `total`, a body of that
+/// length when its length is known, and the identity coding (offsets are the origin's
+/// bytes). Anything else is `None` (not stored; a `200` to a slice fill is the whole
+/// representation the client is answered from, unstored).
+fn slice_answer(
+    s: crate::plan::Slice,
+    resp: &ResponseView<'_>,
+) -> Option<crate::object::SlicePart> {
+    if resp.status != 206
+        || resp
+            .content_encoding
+            .is_some_and(|e| !e.trim().is_empty() && !e.trim().eq_ignore_ascii_case("identity"))
+    {
+        return None;
+    }
+    let cr = resp.content_range?.trim();
+    cr.get(..6).filter(|u| u.eq_ignore_ascii_case("bytes "))?;
+    let (span, total) = cr[6..].trim().split_once('/')?;
+    let (first, last) = span.split_once('-')?;
+    let num = |v: &str| -> Option<u64> {
+        let v = v.trim();
+        (!v.is_empty() && v.len() <= 19 && v.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| v.parse().ok())
+            .flatten()
+    };
+    let (first, last, total) = (num(first)?, num(last)?, num(total)?);
+    let expected_last = s.last.min(total.checked_sub(1)?);
+    let length_ok = resp
+        .content_length
+        .is_none_or(|n| Some(n) == last.checked_sub(first).map(|d| d + 1));
+    (first == s.first && last == expected_last && length_ok)
+        .then_some(crate::object::SlicePart { first, total })
 }
 
 /// Whether `status` is a server error (RFC 9110 §15.6). Stored only with the origin's
@@ -747,7 +811,17 @@ impl crate::Policy {
         }
         let route = plan.route_index.and_then(|i| self.config().routes.get(i));
         let (lifetime, explicit) = lifetime(plan, route, resp, &d);
-        let heuristic_status = status_cacheable(resp.status);
+        // A slice plan stores only the origin's `206` for exactly that slice (RFC 9111
+        // §3.3; `206` is heuristically cacheable, RFC 9110 §15.1); nothing else under its
+        // key. Any other plan never stores a `206`.
+        let slice = match plan.slice {
+            Some(s) => match slice_answer(s, resp) {
+                Some(part) => Some(part),
+                None => return Storability::DontStore(NoStore::Status),
+            },
+            None => None,
+        };
+        let heuristic_status = status_cacheable(resp.status) || slice.is_some();
         if !(heuristic_status || explicit && status_storable_with_explicit_freshness(resp.status)) {
             return Storability::DontStore(NoStore::Status);
         }
@@ -802,20 +876,7 @@ impl crate::Policy {
         if ttl.is_zero() && grace.is_zero() && !revalidatable {
             return Storability::DontStore(NoStore::ZeroTtl);
         }
-        let mut keys: Vec<String> = Vec::new();
-        for k in resp
-            .surrogate_key
-            .map(surrogate_keys)
-            .into_iter()
-            .flatten()
-            .chain(plan.surrogate_keys.iter().map(String::as_str))
-        {
-            if !keys.iter().any(|x| x == k) {
-                keys.push(k.to_owned());
-            }
-        }
-        // Every variant of the URL carries its URL key: unsafe methods invalidate by it.
-        keys.push(crate::object::url_tag(&plan.host, &plan.target));
+        let keys = object_keys(plan, resp);
         let mut no_cache_fields = d.target.no_cache_fields.clone();
         for f in &d.cc.no_cache_fields {
             if !no_cache_fields.contains(f) {
@@ -834,6 +895,7 @@ impl crate::Policy {
             stale_if_error,
             no_cache_fields,
             vary_fields,
+            slice,
         })
     }
 }

@@ -645,3 +645,158 @@ fn an_answer_to_authorization_is_stored_only_when_the_origin_says_a_shared_cache
         Storability::Store(_)
     ));
 }
+
+#[test]
+fn a_range_inside_one_slice_is_planned_as_that_slice() {
+    // Partial content storage (issue 30): `slice_bytes` on the route.
+    use cachet_policy::plan::{Slice, slice_of};
+    assert_eq!(
+        slice_of(b"bytes=2-5", 16),
+        Some(Slice {
+            index: 0,
+            first: 0,
+            last: 15
+        })
+    );
+    assert_eq!(
+        slice_of(b" Bytes = 20-31 ".trim_ascii(), 16).map(|s| s.index),
+        None,
+        "the unit is `bytes=` exactly (case-insensitive), no spaces inside"
+    );
+    assert_eq!(
+        slice_of(b"BYTES=20-31", 16).map(|s| (s.index, s.first)),
+        Some((1, 16))
+    );
+    assert_eq!(slice_of(b"bytes=16-16", 16).map(|s| s.index), Some(1));
+    for whole in [
+        &b"bytes=14-17"[..], // across two slices
+        b"bytes=5-",         // open-ended
+        b"bytes=-5",         // suffix
+        b"bytes=0-1,4-5",    // several
+        b"bytes=5-2",        // inverted
+        b"items=0-1",
+        b"bytes=a-b",
+        b"bytes=99999999999999999999-1",
+        b"",
+    ] {
+        assert_eq!(
+            slice_of(whole, 16),
+            None,
+            "{:?}",
+            String::from_utf8_lossy(whole)
+        );
+    }
+    assert_eq!(slice_of(b"bytes=0-1", 0), None, "off");
+
+    let cfg = SHIPPED.replacen(
+        "[[routes]]",
+        "[[routes]]\nname = \"video\"\npath_prefix = \"/v/\"\nslice_bytes = 1048576\n\n[[routes]]",
+        1,
+    );
+    let p = Policy::from_toml(&cfg).expect("valid");
+    let mut v = get("cdn.example", "/v/a.mp4", None);
+    let whole = p.plan(&v, now());
+    assert_eq!(whole.slice, None);
+    v.range = Some(b"bytes=1048576-1048600");
+    let s = p.plan(&v, now());
+    assert_eq!(
+        s.slice.map(|s| (s.index, s.first, s.last)),
+        Some((1, 1_048_576, 2_097_151))
+    );
+    assert_eq!(s.cache_key, format!("{}|slice:1", whole.cache_key));
+    assert!(
+        !s.compress,
+        "a slice is stored as the origin's identity bytes"
+    );
+    // If-Range, HEAD: the whole object.
+    v.has_if_range = true;
+    assert_eq!(p.plan(&v, now()).slice, None);
+    v.has_if_range = false;
+    v.method = "HEAD";
+    assert_eq!(p.plan(&v, now()).slice, None);
+    // A route without slice_bytes ignores Range in its plan.
+    let mut article = get("blog.example", "/blog/a/entry/1", None);
+    article.range = Some(b"bytes=0-1");
+    assert_eq!(p.plan(&article, now()).slice, None);
+    // Validation.
+    let bad = SHIPPED.replacen(
+        "[[routes]]",
+        "[[routes]]\nname = \"huge\"\npath_prefix = \"/h/\"\nslice_bytes = 2147483648\n\n[[routes]]",
+        1,
+    );
+    let err = Policy::from_toml(&bad).expect_err("over 1 GiB");
+    assert!(err.to_string().contains("slice_bytes"), "{err}");
+    // Over edge.max_object_bytes (16 MiB by default): no slice could ever be stored.
+    let unstorable = SHIPPED.replacen(
+        "[[routes]]",
+        "[[routes]]\nname = \"big\"\npath_prefix = \"/b/\"\nslice_bytes = 33554432\n\n[[routes]]",
+        1,
+    );
+    let err = Policy::from_toml(&unstorable).expect_err("over max_object_bytes");
+    assert!(err.to_string().contains("max_object_bytes"), "{err}");
+}
+
+#[test]
+fn a_slice_stores_only_the_origins_206_for_exactly_that_slice() {
+    let cfg = SHIPPED.replacen(
+        "[[routes]]",
+        "[[routes]]\nname = \"video\"\npath_prefix = \"/v/\"\nslice_bytes = 16\n\n[[routes]]",
+        1,
+    );
+    let p = Policy::from_toml(&cfg).expect("valid");
+    let mut v = get("cdn.example", "/v/a", None);
+    v.range = Some(b"bytes=18-20");
+    let plan = p.plan(&v, now());
+    let answer = |status: u16, cr: Option<&'static str>, len: Option<u64>| ResponseView {
+        status,
+        cache_control: Some("max-age=60"),
+        content_range: cr,
+        content_length: len,
+        ..ResponseView::default()
+    };
+    let Storability::Store(s) =
+        p.storability(&plan, &answer(206, Some("bytes 16-31/100"), Some(16)))
+    else {
+        panic!("the slice")
+    };
+    assert_eq!(
+        s.slice,
+        Some(cachet_policy::object::SlicePart {
+            first: 16,
+            total: 100
+        })
+    );
+    // The last slice ends with the representation.
+    let Storability::Store(s) = p.storability(&plan, &answer(206, Some("bytes 16-19/20"), Some(4)))
+    else {
+        panic!("the last slice")
+    };
+    assert_eq!(s.slice.map(|p| p.total), Some(20));
+    for (status, cr, len) in [
+        (200, None, Some(100)),                   // the origin ignored Range
+        (206, Some("bytes 16-30/100"), Some(15)), // short of the slice
+        (206, Some("bytes 0-15/100"), Some(16)),  // another slice
+        (206, Some("bytes 16-31/*"), Some(16)),   // unknown length
+        (206, Some("bytes 16-31/100"), Some(10)), // body and range disagree
+        (206, None, Some(16)),
+        (206, Some("items 16-31/100"), Some(16)),
+    ] {
+        assert_eq!(
+            p.storability(&plan, &answer(status, cr, len)),
+            Storability::DontStore(NoStore::Status),
+            "{status} {cr:?}"
+        );
+    }
+    let mut gz = answer(206, Some("bytes 16-31/100"), Some(16));
+    gz.content_encoding = Some("gzip");
+    assert_eq!(
+        p.storability(&plan, &gz),
+        Storability::DontStore(NoStore::Status)
+    );
+    // A whole-object plan never stores a 206.
+    let whole = p.plan(&get("cdn.example", "/v/a", None), now());
+    assert_eq!(
+        p.storability(&whole, &answer(206, Some("bytes 16-31/100"), Some(16))),
+        Storability::DontStore(NoStore::Status)
+    );
+}

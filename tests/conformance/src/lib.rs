@@ -55,6 +55,14 @@ vary_device = false
 early_refresh = { policy = "xfetch", beta = 8.0 }
 
 [[routes]]
+name = "suite-sliced"
+path_prefix = "/t/sliced/"
+ttl = "0s"
+keep = "1h"
+vary_device = false
+slice_bytes = 16
+
+[[routes]]
 name = "suite-grace"
 path_prefix = "/t/grace/"
 ttl = "0s"

@@ -382,6 +382,9 @@ impl<'p> Engine<'p> {
             cookie: None,
             // Nor request bodies: a logged GET is replayed as one without content.
             has_body: false,
+            // Nor ranges: every request is replayed against the whole object.
+            range: None,
+            has_if_range: false,
         };
         let policy = self.policy;
         let plan = policy.plan(&view, now);
