@@ -29,8 +29,12 @@ pub fn split(line: &str) -> Option<&str> {
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(default)]
 pub struct Access {
+    /// When the request arrived (RFC 3339; absent in lines of edges before issue 31).
+    pub time: Option<String>,
     /// Request method.
     pub method: Option<String>,
+    /// The client's `User-Agent` (U+FFFD for bytes that were not UTF-8).
+    pub user_agent: Option<String>,
     /// Normalized target (path + query).
     pub url: Option<String>,
     /// Matched route (`admin` for the admin API, `-` for none).
@@ -41,6 +45,10 @@ pub struct Access {
     pub status: Option<u16>,
     /// Milliseconds waited for the origin in the foreground (present when it was asked).
     pub origin_ms: Option<u64>,
+    /// Body bytes sent to the client.
+    pub body_bytes: Option<u64>,
+    /// Milliseconds from arrival to the end of the response.
+    pub total_ms: Option<u64>,
     /// What the request's revalidation or background refresh did, read with the edge's
     /// own spelling (`cachet_http::access::RefreshOutcome`); `Err` holds a value this
     /// build does not know (a newer edge's), so the line still reads.
@@ -119,7 +127,11 @@ mod tests {
         use cachet_http::CacheStatus;
         use cachet_http::access::{Access as Written, RefreshCause, Refreshed};
         let w = Written {
+            time: Some("2025-03-01T09:00:00.123Z".into()),
             method: "GET".into(),
+            user_agent: Some("UA".into()),
+            body_bytes: Some(5),
+            total_ms: Some(30),
             url: "/a?b=1".into(),
             route: "blog".into(),
             cache: CacheStatus::Stale,
@@ -143,7 +155,11 @@ mod tests {
         assert_eq!(
             r,
             Access {
+                time: Some("2025-03-01T09:00:00.123Z".into()),
                 method: Some("GET".into()),
+                user_agent: Some("UA".into()),
+                body_bytes: Some(5),
+                total_ms: Some(30),
                 url: Some("/a?b=1".into()),
                 route: Some("blog".into()),
                 cache: Some("STALE".into()),
