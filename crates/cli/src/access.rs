@@ -15,13 +15,22 @@ const ENDPOINT_SEPARATOR: &str = " :: ";
 /// whitespace), or what follows the first `<endpoint> :: ` when that starts with `{`;
 /// `None` otherwise. Trailing whitespace (`\r`) is removed.
 pub fn split(line: &str) -> Option<&str> {
-    let t = line.trim();
-    if t.starts_with('{') {
+    let json = split_bytes(line.as_bytes())?;
+    // `split_bytes` cuts only at ASCII bytes, so the cut is a char boundary.
+    let start = json.as_ptr() as usize - line.as_ptr() as usize;
+    line.get(start..start + json.len())
+}
+
+/// [`split`] on bytes (`cachet simulate` reads lines that need not be UTF-8): the same rule.
+pub fn split_bytes(line: &[u8]) -> Option<&[u8]> {
+    let t = line.trim_ascii();
+    if t.starts_with(b"{") {
         return Some(t);
     }
-    let (_, rest) = t.split_once(ENDPOINT_SEPARATOR)?;
-    let rest = rest.trim_start();
-    rest.starts_with('{').then_some(rest)
+    let sep = ENDPOINT_SEPARATOR.as_bytes();
+    let at = t.windows(sep.len()).position(|w| w == sep)?;
+    let rest = t[at + sep.len()..].trim_ascii_start();
+    rest.starts_with(b"{").then_some(rest)
 }
 
 /// The fields `cachet stat` counts, from one access-log line. Unknown fields are ignored
@@ -102,6 +111,9 @@ mod tests {
         );
         assert_eq!(split("cachet_log :: not json"), None);
         assert_eq!(split(""), None);
+        assert_eq!(split("é :: {\"é\":1} "), Some("{\"é\":1}"));
+        assert_eq!(split_bytes(b"ep :: {\xff}"), Some(&b"{\xff}"[..]));
+        assert_eq!(split_bytes(b"\xff"), None);
     }
 
     #[test]

@@ -77,7 +77,7 @@ fn log_formats_ncsa_and_custom_lines() {
     let out = cachet(&["log", "--ncsa", "-q", "status == 5xx", f], "");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let re = regex::Regex::new(
-        r#"^cdn\.example - - \[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d \+0000\] "GET /css/alice\.css" 503 -\n$"#,
+        r#"^cdn\.example - - \[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d \+0000\] "GET /css/alice\.css" 503 - "-" "-"\n$"#,
     )
     .unwrap();
     assert!(re.is_match(&text(&out.stdout)), "{}", text(&out.stdout));
@@ -224,7 +224,7 @@ fn stat_and_log_read_the_edges_own_lines() {
         text(&out.stdout)
     );
     assert!(
-        text(&out.stdout).ends_with("] \"POST -\" 201 -\n"),
+        text(&out.stdout).ends_with("] \"POST -\" 201 - \"-\" \"-\"\n"),
         "{}",
         text(&out.stdout)
     );

@@ -364,6 +364,10 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
 
     let config_name = config_path.display().to_string();
     let lines = outcome.summary.inputs.iter().map(|i| i.lines).sum::<u64>();
+    if let Some(why) = nothing_read(&outcome.summary) {
+        eprintln!("cachet: simulate: {why}; nothing replayed, no report");
+        return ExitCode::from(1);
+    }
     let report = Report::build(&engine, &config_name, outcome.summary, args.top);
     let mut code = if outcome.read_failed {
         ExitCode::from(1)
@@ -404,6 +408,39 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
 }
 
 /// Prints the report (table or JSON) and writes the HTML file; `false` when a write failed.
+/// Why a replay read no request at all (`None` when it read one): the inputs were empty,
+/// held only Cachet admin calls and events, or every line was bad (the first reason).
+fn nothing_read(summary: &InputsSummary) -> Option<String> {
+    let sum = |f: fn(&InputReport) -> u64| summary.inputs.iter().map(f).sum::<u64>();
+    if sum(|i| i.records) > 0 {
+        return None;
+    }
+    let (lines, bad, not_traffic) = (
+        sum(|i| i.lines),
+        sum(|i| i.bad_lines),
+        sum(|i| i.not_traffic),
+    );
+    Some(match summary.bad_line_examples.first() {
+        _ if lines == 0 => "no request read: the input is empty".to_owned(),
+        Some(first) => format!(
+            "no request read: {} of {} lines bad, the first ({}:{}) {}",
+            report::thousands(bad),
+            report::thousands(lines),
+            first.file,
+            first.line,
+            first.reason
+        ),
+        None if not_traffic > 0 => format!(
+            "no request read: {} lines, only Cachet admin calls and events",
+            report::thousands(lines)
+        ),
+        None => format!(
+            "no request read: {} lines, all blank or unreadable",
+            report::thousands(lines)
+        ),
+    })
+}
+
 fn write_outputs(args: &SimulateArgs, report: &Report, html_file: Option<(PathBuf, File)>) -> bool {
     let mut ok = true;
     let text = if args.json {
@@ -499,6 +536,7 @@ fn replay_all(args: &SimulateArgs, engine: &mut Engine<'_>, progress: &ProgressB
             lines: 0,
             records: 0,
             bad_lines: 0,
+            not_traffic: 0,
             error: None,
         };
         let mut inp = match Input::open(path, Rc::clone(&count)) {
@@ -525,13 +563,22 @@ fn replay_all(args: &SimulateArgs, engine: &mut Engine<'_>, progress: &ProgressB
                     if buf.trim_ascii().is_empty() {
                         continue;
                     }
-                    let format = *report.format.get_or_insert_with(|| Format::detect(&buf));
+                    // The first line that reads as either format decides the file's
+                    // (Viceroy prints messages before the log lines).
+                    let format = match report.format {
+                        Some(f) => f,
+                        None => match Format::detect_line(&buf) {
+                            Some(f) => *report.format.insert(f),
+                            None => Format::Combined,
+                        },
+                    };
                     match logfmt::parse_line(format, &buf) {
                         Ok(rec) => {
                             no_host += u64::from(rec.host.is_none());
                             engine.record(&rec);
                             report.records += 1;
                         }
+                        Err(logfmt::NOT_TRAFFIC) => report.not_traffic += 1,
                         Err(why) => {
                             note_bad(&mut report, &mut summary.bad_line_examples, progress, why);
                         }

@@ -26,6 +26,9 @@ pub struct InputReport {
     pub records: u64,
     /// Lines that could not be read as a request.
     pub bad_lines: u64,
+    /// Cachet's own lines that are not traffic: admin calls (`"route":"admin"`) and
+    /// events (`"event":…`); neither bad nor replayed.
+    pub not_traffic: u64,
     /// A read error that stopped this input early (corrupt gzip, I/O).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -657,9 +660,15 @@ fn table(header: &[&str], wide: bool) -> comfy_table::Table {
 /// cache settings.
 fn header(o: &mut String, r: &Report, single: bool) {
     let names: Vec<&str> = r.inputs.iter().map(|i| i.name.as_str()).collect();
+    let not_traffic: u64 = r.inputs.iter().map(|i| i.not_traffic).sum();
+    let not_traffic = if not_traffic > 0 {
+        format!(", {} admin calls and events", thousands(not_traffic))
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         o,
-        "cachet simulate: {} requests from {} ({} lines, {} bad)\nconfig {}",
+        "cachet simulate: {} requests from {} ({} lines, {} bad{not_traffic})\nconfig {}",
         thousands(r.records),
         names.join(", "),
         thousands(r.lines),
