@@ -75,6 +75,9 @@ pub struct Access {
     pub tier: Option<String>,
     /// Error text.
     pub error: Option<String>,
+    /// On an `ERROR` line, what failed (`origin`, `config`, `cache`, `body`, `admin`);
+    /// absent in lines of edges before issue 31.
+    pub failure: Option<String>,
     /// Id of the ban or purge an admin call created (admin lines only).
     pub ban_added: Option<u64>,
 }
@@ -160,6 +163,7 @@ mod tests {
             ws_verified: Some("ok"),
             tier: "shield",
             error: Some("boom".into()),
+            failure: Some("origin"),
             ..Written::default()
         };
         let line = format!("cachet_log :: {}", serde_json::to_string(&w).unwrap());
@@ -187,6 +191,7 @@ mod tests {
                 ws_verified: Some("ok".into()),
                 tier: Some("shield".into()),
                 error: Some("boom".into()),
+                failure: Some("origin".into()),
                 ban_added: Some(9),
             }
         );

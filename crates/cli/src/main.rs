@@ -5,6 +5,7 @@ mod ban;
 mod fastly;
 mod fleet;
 mod follow;
+mod hit_ratio;
 mod log;
 mod purge;
 mod simulate;

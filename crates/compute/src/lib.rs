@@ -75,6 +75,20 @@ pub enum EdgeError {
     Admin(#[from] AdminError),
 }
 
+impl EdgeError {
+    /// The access record's `failure` for this error (`cachet_http::access::Access::failure`):
+    /// `config`, `origin`, `cache`, `body` or `admin`.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Self::Config(_) => "config",
+            Self::Origin { .. } => "origin",
+            Self::Cache(_) => "cache",
+            Self::Body(_) => "body",
+            Self::Admin(_) => "admin",
+        }
+    }
+}
+
 /// The client's request as the platform received it (`Request::from_client`).
 #[derive(Debug)]
 pub struct ClientRequest<B> {
@@ -333,6 +347,7 @@ pub fn serve<H: Host>(
     };
     let Outcome { resp, after } = outcome.unwrap_or_else(|e| {
         access.error = Some(e.to_string());
+        access.failure = Some(e.kind());
         access.cache = CacheStatus::Error;
         error_response(&e).into()
     });

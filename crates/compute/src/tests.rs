@@ -609,6 +609,19 @@ fn the_access_record_has_the_arrival_time_user_agent_total_time_and_bytes_of_eve
     // A HEAD: no body bytes.
     serve(&host, request("HEAD", "/static/app.js", &[], ""));
     assert_eq!(host.access()["body_bytes"], 0);
+    assert!(host.access().get("failure").is_none());
+    // A refused admin call is an ERROR line whose failure is the admin call's, not the
+    // origin's (`cachet stat` counts only `origin` as an origin error).
+    serve(&host, request("GET", "/.cachet/config", &[], ""));
+    let a = host.access();
+    assert_eq!(
+        (
+            a["cache"].as_str(),
+            a["route"].as_str(),
+            a["failure"].as_str()
+        ),
+        (Some("ERROR"), Some("admin"), Some("admin"))
+    );
 }
 
 #[test]

@@ -86,6 +86,11 @@ pub struct Access {
     pub instance_request: Option<u64>,
     /// Error text, when something failed.
     pub error: Option<String>,
+    /// On an `ERROR` line, what failed: `origin` (unreachable, no stale copy), `config`
+    /// (the configuration does not load), `cache`, `body` or `admin` (a refused admin
+    /// call). `cachet stat` counts only `origin` as an origin error. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<&'static str>,
 }
 
 impl Access {

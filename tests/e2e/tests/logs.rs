@@ -111,6 +111,19 @@ fn simulate_and_log_ncsa_read_a_demo_runs_own_output() {
     );
     // The replay sees what the edge did: one miss then one hit on the entry, the pass.
     assert_eq!(c["hits"], 1, "{c}");
+    // One hit-ratio definition: (HIT + STALE) / (HIT + STALE + MISS + PASS), the synthetic
+    // robots.txt and the admin call left out, in `simulate` and in `stat` alike.
+    assert_eq!(c["hit_ratio"], 0.333_333, "{c}");
+    let out = run(
+        &bin,
+        &["stat", "--once", "--json", "--file", log, "--no-follow"],
+        b"",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stat JSON");
+    let ratio = st["hit_ratio"].as_f64().expect("a hit ratio");
+    assert!((ratio - 1.0 / 3.0).abs() < 1e-9, "{st}");
+    assert_eq!(st["totals"]["origin_errors"], 0, "{st}");
 
     // log --ncsa: combined lines with the request's time, bytes and User-Agent.
     let out = run(&bin, &["log", "--ncsa", log], b"");
@@ -145,14 +158,19 @@ fn simulate_and_log_ncsa_read_a_demo_runs_own_output() {
             pass.body.len()
         )
     );
-    // And simulate reads that back (the host is the first field: --host says it).
+    ncsa_reads_back(&bin, config, log);
+}
+
+/// `cachet log --ncsa` of the demo run, admin calls left out, replayed by `cachet
+/// simulate` (the host is the first field: `--host` says it): the same four requests.
+fn ncsa_reads_back(bin: &Path, config: &str, log: &str) {
     let out = run(
-        &bin,
+        bin,
         &["log", "--ncsa", "-q", "not route == admin", log],
         b"",
     );
     let out = run(
-        &bin,
+        bin,
         &[
             "simulate", "--config", config, "--json", "-q", "--host", BLOG, "-",
         ],
@@ -166,4 +184,42 @@ fn simulate_and_log_ncsa_read_a_demo_runs_own_output() {
         "{r}"
     );
     assert_eq!(r["config"]["hits"], 1);
+}
+
+#[test]
+fn stat_counts_only_the_origins_failures_as_origin_errors() {
+    let bin = cachet_bin();
+    let mut s = Stack::start();
+    s.stop_origin();
+    let down = s.get(BLOG, "/blog/alice/entry/3", &[]);
+    assert_eq!((down.status, down.x_cache()), (503, "ERROR"));
+    let refused = s.send(
+        "GET",
+        BLOG,
+        "/.cachet/config",
+        &[("authorization", "Bearer wrong")],
+        Vec::new(),
+    );
+    assert_eq!(refused.status, 403);
+    let records = s
+        .edge
+        .wait_for_logs(LOG_WAIT, 2, |l| l["cache"] == "ERROR")
+        .expect("two ERROR records");
+    let failures: Vec<&str> = records
+        .iter()
+        .filter_map(|r| r["failure"].as_str())
+        .collect();
+    assert_eq!(failures, ["origin", "admin"]);
+    let lines: String = s.edge.output() + "\n";
+    let out = run(&bin, &["stat", "--once", "--json"], lines.as_bytes());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stat JSON");
+    assert_eq!(
+        (
+            st["totals"]["errors"].as_u64(),
+            st["totals"]["origin_errors"].as_u64()
+        ),
+        (Some(2), Some(1)),
+        "{st}"
+    );
 }

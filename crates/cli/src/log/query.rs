@@ -51,6 +51,7 @@ pub const FIELDS: &[&str] = &[
     "tier",
     "instance_request",
     "error",
+    "failure",
     "ban_added",
 ];
 
@@ -427,6 +428,7 @@ mod tests {
             ban_added: Some(1),
             bans_unknown: true,
             instance_request: Some(1),
+            failure: Some("origin"),
             ..cachet_http::access::Access::default()
         };
         let Value::Object(o) = serde_json::to_value(&written).unwrap() else {
