@@ -299,9 +299,22 @@ fn check(file: &Path) -> ExitCode {
     }
 }
 
-/// Reads stdin line by line as bytes (UAs need not be UTF-8), calling `f` per line.
-fn each_line(mut f: impl FnMut(&[u8], &mut dyn Write) -> Result<()>) -> Result<()> {
+/// Reads stdin line by line as bytes (UAs need not be UTF-8), calling `f` per line. When
+/// stdin is a terminal, one line on stderr first says that `command` reads `what` from it
+/// and how to end (otherwise a bare `cachet device classify` just waits, silently).
+fn each_line(
+    command: &str,
+    what: &str,
+    mut f: impl FnMut(&[u8], &mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    use std::io::IsTerminal as _;
     let stdin = std::io::stdin();
+    let interactive = stdin.is_terminal();
+    if interactive {
+        eprintln!(
+            "cachet: {command}: reading {what} from standard input, one per line; end with Ctrl-D"
+        );
+    }
     let mut input = stdin.lock();
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -326,8 +339,10 @@ fn each_line(mut f: impl FnMut(&[u8], &mut dyn Write) -> Result<()>) -> Result<(
             buf.pop();
         }
         f(&buf, &mut out)?;
-        // Streaming: flush when no more input is buffered, so a pipe sees answers promptly.
-        if input.fill_buf().map_or(true, <[u8]>::is_empty) {
+        // Streaming: flush when no more input is buffered, so a pipe sees answers promptly;
+        // on a terminal after every line (asking whether more is buffered would wait for
+        // the next line to be typed).
+        if interactive || input.fill_buf().map_or(true, <[u8]>::is_empty) {
             out.flush().context("writing stdout")?;
         }
     }
@@ -353,7 +368,12 @@ fn classify(
         device.rules.clear();
     }
     let classifier = Classifier::new(&device).context("device configuration")?;
-    each_line(|line, out| {
+    let what = if hints {
+        "User-Agent<TAB>Sec-CH-UA-Mobile[<TAB>Cookie] lines"
+    } else {
+        "User-Agent values"
+    };
+    each_line("device classify", what, |line, out| {
         let (ua, hint, cookie) = if hints {
             split_hints_line(line)
         } else {
@@ -426,7 +446,7 @@ fn normalize(config: Option<&Path>) -> Result<ExitCode> {
     let normalizer = Normalizer::new(&query).context("query configuration")?;
     let mut failed = 0u64;
     let mut line_no = 0u64;
-    each_line(|line, out| {
+    each_line("query normalize", "URLs or query strings", |line, out| {
         line_no += 1;
         let Ok(text) = std::str::from_utf8(line) else {
             failed += 1;

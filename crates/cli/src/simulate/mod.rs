@@ -645,13 +645,15 @@ fn run_generate(args: &SimulateArgs, lines: u64) -> ExitCode {
         format: args.format,
         cache_control: !args.no_cache_control,
     };
+    let progress = generate_progress(args, lines);
     let result = if let Some(path) = &args.out {
-        write_generated(path, &opts)
+        write_generated(path, &opts, &progress)
     } else {
         let stdout = io::stdout();
-        let mut w = BufWriter::with_capacity(256 * 1024, stdout.lock());
-        generate::generate(&opts, &mut w)
+        let w = BufWriter::with_capacity(256 * 1024, stdout.lock());
+        generate::generate(&opts, &mut LineProgress::new(w, &progress))
     };
+    progress.finish_and_clear();
     match result {
         Ok(summary) => {
             if !args.quiet {
@@ -707,22 +709,90 @@ fn generated_line(s: &generate::Summary, out: Option<&Path>) -> String {
     )
 }
 
-fn write_generated(path: &Path, opts: &generate::Options) -> io::Result<generate::Summary> {
+fn write_generated(
+    path: &Path,
+    opts: &generate::Options,
+    progress: &ProgressBar,
+) -> io::Result<generate::Summary> {
     let file = BufWriter::with_capacity(256 * 1024, File::create(path)?);
     if path.extension().is_some_and(|e| e == "gz") {
-        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
-        let summary = generate::generate(opts, &mut gz)?;
-        gz.finish()?.flush()?;
+        let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+        let mut out = LineProgress::new(gz, progress);
+        let summary = generate::generate(opts, &mut out)?;
+        out.inner.finish()?.flush()?;
         Ok(summary)
     } else {
-        let mut file = file;
-        generate::generate(opts, &mut file)
+        generate::generate(opts, &mut LineProgress::new(file, progress))
+    }
+}
+
+/// The `--generate` progress bar: lines written out of `lines`, on stderr when it is a
+/// terminal and `-q` is not given (hidden otherwise: nothing is drawn in pipes and files).
+fn generate_progress(args: &SimulateArgs, lines: u64) -> ProgressBar {
+    if args.quiet || !io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(lines);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} lines (eta {eta})",
+    ) {
+        pb.set_style(style);
+    }
+    pb
+}
+
+/// A writer that counts the lines written through it and moves a progress bar every
+/// [`PROGRESS_EVERY`] lines.
+struct LineProgress<'p, W> {
+    inner: W,
+    progress: &'p ProgressBar,
+    lines: u64,
+    shown: u64,
+}
+
+impl<'p, W: Write> LineProgress<'p, W> {
+    fn new(inner: W, progress: &'p ProgressBar) -> Self {
+        Self {
+            inner,
+            progress,
+            lines: 0,
+            shown: 0,
+        }
+    }
+}
+
+impl<W: Write> Write for LineProgress<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
+        if self.lines - self.shown >= PROGRESS_EVERY {
+            self.shown = self.lines;
+            self.progress.set_position(self.lines);
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generate_progress_moves_every_progress_every_lines() {
+        let pb = ProgressBar::hidden();
+        let mut w = LineProgress::new(Vec::new(), &pb);
+        for _ in 0..PROGRESS_EVERY - 1 {
+            w.write_all(b"a line\n").unwrap();
+        }
+        assert_eq!((w.lines, pb.position()), (PROGRESS_EVERY - 1, 0));
+        w.write_all(b"last\nand a half").unwrap();
+        assert_eq!(pb.position(), PROGRESS_EVERY);
+        assert_eq!(w.inner.len() as u64, 7 * (PROGRESS_EVERY - 1) + 15);
+    }
 
     #[test]
     fn sizes() {
