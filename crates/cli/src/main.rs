@@ -242,21 +242,25 @@ fn main() -> ExitCode {
     }
 }
 
-/// Loads and validates a config file, TOML unless it ends in `.json`.
+/// Loads and validates a config file, TOML unless it ends in `.json`. A TOML file's
+/// problems are all reported, each with its line, in line order
+/// (`cachet_policy::check::check_toml`); a JSON file's first schema error, or every
+/// validation issue.
 fn load(path: &Path) -> Result<Config, LoadError> {
     let text = std::fs::read_to_string(path).map_err(|e| LoadError::Io(path.to_owned(), e))?;
-    let parsed = if path.extension().is_some_and(|e| e == "json") {
-        Config::from_json_traced(&text)
+    if path.extension().is_some_and(|e| e == "json") {
+        Config::from_json_traced(&text).map_err(|e| LoadError::Policy(path.to_owned(), e))
     } else {
-        Config::from_toml(&text)
-    };
-    parsed.map_err(|e| LoadError::Policy(path.to_owned(), e))
+        cachet_policy::check::check_toml(&text).map_err(|e| LoadError::Toml(path.to_owned(), e))
+    }
 }
 
 #[derive(Debug)]
 enum LoadError {
     Io(PathBuf, std::io::Error),
     Policy(PathBuf, PolicyError),
+    /// Every problem of a TOML file, in line order.
+    Toml(PathBuf, Vec<cachet_policy::check::LocatedIssue>),
 }
 
 impl std::fmt::Display for LoadError {
@@ -266,6 +270,21 @@ impl std::fmt::Display for LoadError {
             Self::Policy(p, e) => {
                 for issue in e.issues() {
                     writeln!(f, "{}: {issue}", p.display())?;
+                }
+                Ok(())
+            }
+            // `FILE:LINE: path: message`, as compilers write it (editors jump to it).
+            Self::Toml(p, issues) => {
+                for i in issues {
+                    write!(f, "{}", p.display())?;
+                    if let Some(line) = i.line {
+                        write!(f, ":{line}")?;
+                    }
+                    if i.issue.path.is_empty() {
+                        writeln!(f, ": {}", i.issue.message)?;
+                    } else {
+                        writeln!(f, ": {}", i.issue)?;
+                    }
                 }
                 Ok(())
             }

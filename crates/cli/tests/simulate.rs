@@ -561,7 +561,7 @@ fn usage_and_input_errors_exit_2() {
     let (code, _, err) = cachet(&["simulate", "--config", bad.to_str().unwrap(), &log], b"");
     assert_eq!(code, 2);
     assert!(
-        err.contains(&format!("{}: routes[0].ttl", bad.display())),
+        err.contains(&format!("{}:3: routes[0].ttl", bad.display())),
         "{err}"
     );
     let config = demo_config();

@@ -629,7 +629,7 @@ fn json_location(text: &str, e: &serde_json::Error) -> String {
     format!("line {line} column {column}, near `{near}`")
 }
 
-fn check_size(text: &str) -> Result<(), PolicyError> {
+pub(crate) fn check_size(text: &str) -> Result<(), PolicyError> {
     if text.len() > MAX_CONFIG_BYTES {
         return Err(PolicyError::TooLarge {
             len: text.len(),
