@@ -273,3 +273,36 @@ fn log_follow_prints_lines_appended_to_the_file() {
     child.kill().expect("kill");
     let _ = child.wait();
 }
+
+/// Three lines Envoy wrote with `envoy-filter/envoy.yaml`'s `access_log` (a real-Envoy run
+/// of `envoy_writes_the_access_record_with_time_user_agent_and_total_time`).
+const ENVOY: &str = include_str!("fixtures/envoy/access.log");
+
+#[test]
+fn log_ncsa_and_simulate_read_envoys_access_log() {
+    let out = cachet(&["log", "--ncsa"], ENVOY);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "blog.example - - [28/Nov/2026:03:03:37 +0000] \"GET /blog/alice/entry/1\" 200 4316 \"-\" \"Mozilla/5.0 (iPhone) issue31\"\n\
+         blog.example - - [28/Nov/2026:03:03:37 +0000] \"GET /blog/alice/entry/1\" 200 4316 \"-\" \"Mozilla/5.0 (iPhone) issue31\"\n\
+         blog.example - - [28/Nov/2026:03:03:37 +0000] \"GET /robots.txt\" 200 91 \"-\" \"bot issue31\"\n"
+    );
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../../edge-app/cachet.toml");
+    let out = cachet(
+        &["simulate", "--config", config, "--json", "-q", "-"],
+        ENVOY,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        (r["records"].as_u64(), r["bad_lines"].as_u64()),
+        (Some(3), Some(0)),
+        "{r}"
+    );
+    assert_eq!(r["config"]["hits"], 1);
+    assert_eq!(r["config"]["synth"], 1);
+    let out = cachet(&["stat", "--once", "--json"], ENVOY);
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(st["hit_ratio"], 0.5, "{st}");
+}
