@@ -1043,8 +1043,14 @@ fn a_replay_that_reads_no_request_fails_with_the_reason() {
         "{err}"
     );
     assert!(err.contains("nothing replayed, no report"), "{err}");
-    let (code, out, err) = cachet(&["simulate", "--config", config, "-"], b"");
+    let html = tmp().join("nothing.html");
+    let html = html.to_str().unwrap();
+    let (code, out, err) = cachet(&["simulate", "--config", config, "--html", html, "-"], b"");
     assert_eq!((code, out.is_empty()), (1, true), "{err}");
+    assert!(
+        !std::path::Path::new(html).exists(),
+        "no empty report left behind"
+    );
     assert!(err.contains("no request read: the input is empty"), "{err}");
     // Only admin calls (and a Viceroy message): not traffic, and nothing to replay.
     let admin = "INFO Listening on http://127.0.0.1:7676\n\

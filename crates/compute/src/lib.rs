@@ -292,9 +292,9 @@ pub fn refuse_authority<H: Host>(
 
 /// The body bytes `resp` sends for a `method` request, as far as they are known before it
 /// is sent: the length of in-memory bytes, `0` for none (and for any answer to `HEAD`, any
-/// `204` or `304`), a
-/// streamed body's single valid `Content-Length` (`None` without one). A
-/// [`Payload::Gunzip`] body is counted as it is sent ([`Pending::finish`]).
+/// `204` or `304`), a streamed body's single valid `Content-Length` (`None` without one or
+/// with several). A [`Payload::Gunzip`] body is counted as it is sent
+/// ([`Pending::finish`]).
 fn sent_bytes<B>(method: &str, resp: &Response<B>) -> Option<u64> {
     // RFC 9110 §6.4.1: no content in an answer to HEAD, nor in a 204 or 304.
     if method.eq_ignore_ascii_case("HEAD") || matches!(resp.status, 204 | 304) {

@@ -366,6 +366,11 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
     let lines = outcome.summary.inputs.iter().map(|i| i.lines).sum::<u64>();
     if let Some(why) = nothing_read(&outcome.summary) {
         eprintln!("cachet: simulate: {why}; nothing replayed, no report");
+        if let Some((path, file)) = html_file {
+            // Created empty before the replay: not left behind as a report.
+            drop(file);
+            let _ = std::fs::remove_file(path);
+        }
         return ExitCode::from(1);
     }
     let report = Report::build(&engine, &config_name, outcome.summary, args.top);
