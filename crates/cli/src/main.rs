@@ -242,25 +242,24 @@ fn main() -> ExitCode {
     }
 }
 
-/// Loads and validates a config file, TOML unless it ends in `.json`. A TOML file's
-/// problems are all reported, each with its line, in line order
-/// (`cachet_policy::check::check_toml`); a JSON file's first schema error, or every
-/// validation issue.
+/// Loads and validates a config file, TOML unless it ends in `.json`. Every problem is
+/// reported, each with its line, in line order (`cachet_policy::check`).
 fn load(path: &Path) -> Result<Config, LoadError> {
     let text = std::fs::read_to_string(path).map_err(|e| LoadError::Io(path.to_owned(), e))?;
-    if path.extension().is_some_and(|e| e == "json") {
-        Config::from_json_traced(&text).map_err(|e| LoadError::Policy(path.to_owned(), e))
+    let checked = if path.extension().is_some_and(|e| e == "json") {
+        cachet_policy::check::check_json(&text)
     } else {
-        cachet_policy::check::check_toml(&text).map_err(|e| LoadError::Toml(path.to_owned(), e))
-    }
+        cachet_policy::check::check_toml(&text)
+    };
+    checked.map_err(|e| LoadError::Issues(path.to_owned(), e))
 }
 
 #[derive(Debug)]
 enum LoadError {
     Io(PathBuf, std::io::Error),
     Policy(PathBuf, PolicyError),
-    /// Every problem of a TOML file, in line order.
-    Toml(PathBuf, Vec<cachet_policy::check::LocatedIssue>),
+    /// Every problem of a config file, in line order.
+    Issues(PathBuf, Vec<cachet_policy::check::LocatedIssue>),
 }
 
 impl std::fmt::Display for LoadError {
@@ -274,7 +273,7 @@ impl std::fmt::Display for LoadError {
                 Ok(())
             }
             // `FILE:LINE: path: message`, as compilers write it (editors jump to it).
-            Self::Toml(p, issues) => {
+            Self::Issues(p, issues) => {
                 for i in issues {
                     write!(f, "{}", p.display())?;
                     if let Some(line) = i.line {

@@ -49,3 +49,32 @@ fn check_accepts_the_built_in_configuration() {
     assert_eq!(code, 0, "{err}");
     assert!(String::from_utf8_lossy(&out).contains(": ok ("));
 }
+
+#[test]
+fn check_reports_every_error_of_a_json_config_in_line_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("envoy-plugin.json");
+    std::fs::write(
+        &file,
+        "{\n  \"edge\": {\n    \"backend\": \"\",\n    \"hit_for_pass\": \"5 parsecs\"\n  },\n  \
+         \"device\": {\"profile\": \"bogus\"}\n}\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let (code, _, err) = cachet(&["config", "check", f], b"");
+    assert_eq!(code, 1, "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert_eq!(
+        lines[0],
+        format!("{f}:3: edge.backend: must name the origin backend")
+    );
+    assert!(
+        lines[1].starts_with(&format!("{f}:4: edge.hit_for_pass: ")),
+        "{err}"
+    );
+    assert!(
+        lines[2].starts_with(&format!("{f}:6: device.profile: unknown variant")),
+        "{err}"
+    );
+}

@@ -9,7 +9,9 @@
 //! (defaults where values were taken out) is validated ([`Config::validate`]); its issues
 //! under a value that was taken out are dropped (they would be about the default, not the
 //! text). Each issue gets the 1-based line of its span, or of the value its path names.
-//! A TOML syntax error stops everything: it is the one issue.
+//! A TOML syntax error stops everything: it is the one issue. [`check_json`] does the same
+//! for JSON (the Envoy plugin's configuration), on a `serde_json::Value` with the lines of
+//! its values found by a small scanner.
 
 use std::ops::Range;
 
@@ -133,6 +135,283 @@ pub fn check_toml(text: &str) -> Result<Config, Vec<LocatedIssue>> {
     }
     issues.sort_by_key(|i| i.line.unwrap_or(usize::MAX));
     Err(issues)
+}
+
+/// [`check_toml`] for a JSON configuration (the Envoy plugin's form): every schema error
+/// (each value set aside in turn, as for TOML) and validation issue, with the line of the
+/// value its path names, in line order.
+///
+/// # Errors
+/// As [`check_toml`]: one issue for a text over the size limit or a JSON syntax error,
+/// else every schema and validation issue.
+pub fn check_json(text: &str) -> Result<Config, Vec<LocatedIssue>> {
+    if let Err(e) = crate::config::check_size(text) {
+        return Err(vec![LocatedIssue {
+            line: None,
+            issue: ConfigIssue {
+                path: String::new(),
+                message: e.to_string(),
+            },
+        }]);
+    }
+    let mut working: serde_json::Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            return Err(vec![LocatedIssue {
+                line: Some(e.line()),
+                issue: ConfigIssue {
+                    path: String::new(),
+                    message: format!("JSON syntax: {e}"),
+                },
+            }]);
+        }
+    };
+    let lines = json_lines(text);
+    let line_of = |path: &str| {
+        // The value's own line, else its nearest ancestor's (a missing field).
+        let mut p = path;
+        loop {
+            if let Some((_, l)) = lines.iter().find(|(q, _)| q == p) {
+                return Some(*l);
+            }
+            let cut = p.rfind(['.', '['])?;
+            p = &p[..cut];
+        }
+    };
+    // Array items taken out, by the array's path in the text and the item's index there.
+    let mut gone: Vec<(String, usize)> = Vec::new();
+    let mut issues = Vec::new();
+    let mut removed: Vec<String> = Vec::new();
+    let mut loaded = None;
+    for _ in 0..MAX_ISSUES {
+        match serde_path_to_error::deserialize::<_, Config>(&working) {
+            Ok(c) => {
+                loaded = Some(c);
+                break;
+            }
+            Err(e) => {
+                let now: Vec<Step> = e
+                    .path()
+                    .iter()
+                    .filter_map(|s| match s {
+                        serde_path_to_error::Segment::Seq { index } => Some(Step::Index(*index)),
+                        serde_path_to_error::Segment::Map { key } => Some(Step::Key(key.clone())),
+                        _ => None,
+                    })
+                    .collect();
+                let original = to_original(&now, &gone);
+                let path = display(&original);
+                issues.push(LocatedIssue {
+                    line: line_of(&path),
+                    issue: ConfigIssue {
+                        path: path.clone(),
+                        message: e.into_inner().to_string(),
+                    },
+                });
+                if now.is_empty() || !remove_json(&mut working, &now) {
+                    break;
+                }
+                if let Some((Step::Index(i), parent)) = original.split_last() {
+                    gone.push((display(parent), *i));
+                }
+                removed.push(path);
+            }
+        }
+    }
+    if let Some(config) = &loaded {
+        for mut issue in config.validate() {
+            issue.path = display(&to_original(&parse_path(&issue.path), &gone));
+            if removed.iter().any(|r| under(&issue.path, r)) {
+                continue;
+            }
+            issues.push(LocatedIssue {
+                line: line_of(&issue.path),
+                issue,
+            });
+        }
+    }
+    if issues.is_empty() {
+        return loaded.ok_or_else(Vec::new);
+    }
+    issues.sort_by_key(|i| i.line.unwrap_or(usize::MAX));
+    Err(issues)
+}
+
+/// A path in the working value (items taken out) as a path in the text: each array index
+/// moved past the items of that array taken out before it.
+fn to_original(now: &[Step], gone: &[(String, usize)]) -> Vec<Step> {
+    let mut out: Vec<Step> = Vec::with_capacity(now.len());
+    for step in now {
+        match step {
+            Step::Index(i) => {
+                let array = display(&out);
+                let mut taken: Vec<usize> = gone
+                    .iter()
+                    .filter(|(a, _)| *a == array)
+                    .map(|(_, j)| *j)
+                    .collect();
+                taken.sort_unstable();
+                let mut orig = *i;
+                for j in taken {
+                    if j <= orig {
+                        orig += 1;
+                    }
+                }
+                out.push(Step::Index(orig));
+            }
+            Step::Key(k) => out.push(Step::Key(k.clone())),
+        }
+    }
+    out
+}
+
+/// `routes[3].ttl` → its steps.
+fn parse_path(path: &str) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (key, rest) = part.split_at(part.find('[').unwrap_or(part.len()));
+        if !key.is_empty() {
+            steps.push(Step::Key(key.to_owned()));
+        }
+        steps.extend(
+            rest.split(['[', ']'])
+                .filter_map(|i| i.parse().ok())
+                .map(Step::Index),
+        );
+    }
+    steps
+}
+
+/// Removes the member or item at `steps` from `v`; `false` when there is none.
+fn remove_json(v: &mut serde_json::Value, steps: &[Step]) -> bool {
+    match (v, steps) {
+        (serde_json::Value::Object(o), [Step::Key(k)]) => o.remove(k).is_some(),
+        (serde_json::Value::Array(a), [Step::Index(i)]) if *i < a.len() => {
+            a.remove(*i);
+            true
+        }
+        (serde_json::Value::Object(o), [Step::Key(k), rest @ ..]) => {
+            o.get_mut(k).is_some_and(|v| remove_json(v, rest))
+        }
+        (serde_json::Value::Array(a), [Step::Index(i), rest @ ..]) => {
+            a.get_mut(*i).is_some_and(|v| remove_json(v, rest))
+        }
+        _ => false,
+    }
+}
+
+/// The scanner of [`json_lines`].
+struct Scan<'t> {
+    b: &'t [u8],
+    at: usize,
+    line: usize,
+    out: Vec<(String, usize)>,
+}
+impl Scan<'_> {
+    fn skip_ws(&mut self) {
+        while let Some(&c) = self.b.get(self.at) {
+            match c {
+                b'\n' => self.line += 1,
+                b' ' | b'\t' | b'\r' => {}
+                _ => return,
+            }
+            self.at += 1;
+        }
+    }
+    fn string(&mut self) -> String {
+        let start = self.at + 1;
+        self.at += 1;
+        while let Some(&c) = self.b.get(self.at) {
+            self.at += 1;
+            match c {
+                b'\\' => self.at += 1,
+                b'"' => break,
+                _ => {}
+            }
+        }
+        let raw = self
+            .b
+            .get(start..self.at.saturating_sub(1))
+            .unwrap_or_default();
+        serde_json::from_slice::<String>(&[b"\"", raw, b"\""].concat())
+            .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned())
+    }
+    fn value(&mut self, path: &str, depth: usize) {
+        self.skip_ws();
+        self.out.push((path.to_owned(), self.line));
+        match self.b.get(self.at) {
+            Some(b'{') if depth < 64 => {
+                self.at += 1;
+                loop {
+                    self.skip_ws();
+                    match self.b.get(self.at) {
+                        Some(b'"') => {
+                            let key = self.string();
+                            self.skip_ws();
+                            self.at += 1; // ':'
+                            let p = if path.is_empty() {
+                                key
+                            } else {
+                                format!("{path}.{key}")
+                            };
+                            self.value(&p, depth + 1);
+                        }
+                        Some(b',') => self.at += 1,
+                        Some(b'}') => {
+                            self.at += 1;
+                            return;
+                        }
+                        _ => return,
+                    }
+                }
+            }
+            Some(b'[') if depth < 64 => {
+                self.at += 1;
+                let mut i = 0;
+                loop {
+                    self.skip_ws();
+                    match self.b.get(self.at) {
+                        Some(b']') => {
+                            self.at += 1;
+                            return;
+                        }
+                        Some(b',') => self.at += 1,
+                        Some(_) => {
+                            self.value(&format!("{path}[{i}]"), depth + 1);
+                            i += 1;
+                        }
+                        None => return,
+                    }
+                }
+            }
+            Some(b'"') => {
+                self.string();
+            }
+            Some(_) => {
+                while let Some(&c) = self.b.get(self.at) {
+                    if matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\r' | b'\n') {
+                        break;
+                    }
+                    self.at += 1;
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+/// Every value of a JSON text (known to parse) with its path and the 1-based line it
+/// starts on: a small scanner over strings, objects and arrays (serde_json keeps no
+/// positions).
+fn json_lines(text: &str) -> Vec<(String, usize)> {
+    let mut s = Scan {
+        b: text.as_bytes(),
+        at: 0,
+        line: 1,
+        out: Vec::new(),
+    };
+    s.value("", 0);
+    s.out
 }
 
 /// 1-based line of byte offset `at` in `text`.
@@ -376,6 +655,50 @@ ttl = \"1 fortnight\"
         let got = issues("[edge\nbackend = 1\n");
         assert_eq!(got.len(), 1, "{got:#?}");
         assert!(got[0].starts_with("line 1: TOML syntax: "), "{got:#?}");
+    }
+
+    #[test]
+    fn json_reports_every_issue_in_line_order_with_indexes_as_written() {
+        let text = r#"{
+  "edge": {
+    "backend": "",
+    "hit_for_pass": "5 parsecs"
+  },
+  "routes": [
+    {"name": "a", "path_prefix": "/a/", "ttl": "forever"},
+    {"path_prefix": "/b/"},
+    {"name": "c", "path_prefix": "/c/", "ttl": "1 fortnight"}
+  ],
+  "device": {"profile": "bogus"}
+}"#;
+        let got = check_json(text).map_or_else(
+            |v| v.iter().map(ToString::to_string).collect(),
+            |_| Vec::new(),
+        );
+        assert_eq!(got.len(), 6, "{got:#?}");
+        assert_eq!(got[0], "line 3: edge.backend: must name the origin backend");
+        assert!(
+            got[1].starts_with("line 4: edge.hit_for_pass: "),
+            "{got:#?}"
+        );
+        assert!(got[2].starts_with("line 7: routes[0].ttl: "), "{got:#?}");
+        assert_eq!(got[3], "line 8: routes[1].name: required");
+        assert!(got[4].starts_with("line 9: routes[2].ttl: "), "{got:#?}");
+        assert!(
+            got[5].starts_with("line 11: device.profile: unknown variant"),
+            "{got:#?}"
+        );
+        let got = check_json("{\n  \"edge\": [\n");
+        assert!(got.is_err_and(|v| v.len() == 1 && v[0].line == Some(3)));
+    }
+
+    #[test]
+    fn the_json_scanner_never_panics_and_finds_nested_paths() {
+        let lines = json_lines("{\"a\": {\"b\": [1,\n {\"c\\\"\": \"x\\\"]\"}]}}");
+        assert!(lines.contains(&("a.b[1].c\"".to_owned(), 2)), "{lines:?}");
+        for text in ["", "{", "[[[", "{\"a\"", "\"\\", "{\"a\":}"] {
+            let _ = json_lines(text);
+        }
     }
 
     #[test]
