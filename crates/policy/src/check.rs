@@ -377,7 +377,12 @@ impl Scan<'_> {
                         }
                         Some(b',') => self.at += 1,
                         Some(_) => {
+                            let before = self.at;
                             self.value(&format!("{path}[{i}]"), depth + 1);
+                            if self.at == before {
+                                // Not a value (the text does not parse): stop, never spin.
+                                return;
+                            }
                             i += 1;
                         }
                         None => return,
@@ -696,8 +701,35 @@ ttl = \"1 fortnight\"
     fn the_json_scanner_never_panics_and_finds_nested_paths() {
         let lines = json_lines("{\"a\": {\"b\": [1,\n {\"c\\\"\": \"x\\\"]\"}]}}");
         assert!(lines.contains(&("a.b[1].c\"".to_owned(), 2)), "{lines:?}");
-        for text in ["", "{", "[[[", "{\"a\"", "\"\\", "{\"a\":}"] {
+        for text in ["", "{", "[[[", "[}", "[:]", "{\"a\"", "\"\\", "{\"a\":}"] {
             let _ = json_lines(text);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn checks_never_panic(text in "[ -~\n\\[\\]{}\"=,:]{0,200}") {
+            let _ = check_toml(&text);
+            let _ = check_json(&text);
+            let _ = json_lines(&text);
+        }
+    }
+
+    #[test]
+    fn one_bad_value_is_reported_on_its_own_line_wherever_it_is() {
+        let rows = [
+            "[edge]",
+            "hit_for_pass = \"2m\"",
+            "sandbox_idle_timeout = \"5s\"",
+            "config_check_interval = \"1s\"",
+        ];
+        for bad in 1..rows.len() {
+            let mut text: Vec<String> = rows.iter().map(|r| (*r).to_owned()).collect();
+            // `hit_for_pass = "x2m"`: not a duration.
+            text[bad] = text[bad].replace(" = \"", " = \"x");
+            let got = check_toml(&text.join("\n")).unwrap_err();
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert_eq!(got[0].line, Some(bad + 1), "{got:?}");
         }
     }
 
