@@ -58,7 +58,7 @@ fn handle(mut req: Request, sandbox: &mut Sandbox<Backend>) {
     // parse (`Host: blog.example:99999`): the authority is checked first, by the core's
     // rule and then by the SDK's own parser, and `get_url` is reached only when both
     // accept it.
-    let refused = cachet_compute::refuse_authority(req.get_method_str(), &headers, |a| {
+    let refused = cachet_compute::refuse_authority(&Fastly, req.get_method_str(), &headers, |a| {
         Url::parse(&format!("http://{a}/")).is_ok()
     });
     let (resp, pending): (_, Pending<Fastly>) = match refused {

@@ -86,7 +86,7 @@ pub use scenario::{
     BanOutcome, LookupOutcome, Scenario, ScenarioBan, ScenarioLookup, ScenarioObject,
     ScenarioReport, ScenarioRequest, evaluate, evaluate_scenario,
 };
-pub use target::{BanRequest, BanTarget, Object, Request, SURROGATE_KEY_HEADER};
+pub use target::{BanRequest, BanTarget, Object, Request, SURROGATE_KEY_HEADER, derived_header};
 
 /// Longest ban expression accepted, bytes (8 KiB). Varnish's own bound is the CLI line
 /// limit (`cli_limit`, 48 KiB by default); real bans are far shorter.

@@ -8,6 +8,23 @@ use std::collections::BTreeMap;
 /// keys apart from the stored headers.
 pub const SURROGATE_KEY_HEADER: &str = "surrogate-key";
 
+/// The value of `obj.http.<name>` for an object that stored no header of that name, when
+/// the name is one the edge derives: `x-url` is the URL the object was stored under and
+/// `x-host` its host (`None` for any other name, or for `x-host` without a host). This is
+/// Varnish's ban-lurker idiom (`set beresp.http.x-url = bereq.url;`, Varnish Users Guide,
+/// "Bans") made implicit, so `obj.http.x-url ~ …` works without the origin or a scenario
+/// spelling the header out; a stored header of that name wins. One rule for the edge's
+/// stored objects (`cachet_policy::object::BanView`) and [`Object`] (scenarios, CLI).
+pub fn derived_header<'a>(name: &str, url: &'a str, host: Option<&'a str>) -> Option<&'a str> {
+    if name.eq_ignore_ascii_case("x-url") {
+        Some(url)
+    } else if name.eq_ignore_ascii_case("x-host") {
+        host
+    } else {
+        None
+    }
+}
+
 /// The object side of a ban test: the metadata an adapter keeps about a cached object.
 ///
 /// Varnish tests bans against `obj.*` (the stored object) and `req.*` (the request doing
@@ -177,8 +194,16 @@ impl BanTarget for Object {
     fn url(&self) -> &str {
         &self.url
     }
+    /// A stored header, else [`derived_header`] (`x-url`: the URL; `x-host`: the `host`
+    /// header).
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(String::as_str)
+        self.headers.get(name).map(String::as_str).or_else(|| {
+            derived_header(
+                name,
+                &self.url,
+                self.headers.get("host").map(String::as_str),
+            )
+        })
     }
     fn status(&self) -> u16 {
         self.status

@@ -15,13 +15,22 @@ const ENDPOINT_SEPARATOR: &str = " :: ";
 /// whitespace), or what follows the first `<endpoint> :: ` when that starts with `{`;
 /// `None` otherwise. Trailing whitespace (`\r`) is removed.
 pub fn split(line: &str) -> Option<&str> {
-    let t = line.trim();
-    if t.starts_with('{') {
+    let json = split_bytes(line.as_bytes())?;
+    // `split_bytes` cuts only at ASCII bytes, so the cut is a char boundary.
+    let start = json.as_ptr() as usize - line.as_ptr() as usize;
+    line.get(start..start + json.len())
+}
+
+/// [`split`] on bytes (`cachet simulate` reads lines that need not be UTF-8): the same rule.
+pub fn split_bytes(line: &[u8]) -> Option<&[u8]> {
+    let t = line.trim_ascii();
+    if t.starts_with(b"{") {
         return Some(t);
     }
-    let (_, rest) = t.split_once(ENDPOINT_SEPARATOR)?;
-    let rest = rest.trim_start();
-    rest.starts_with('{').then_some(rest)
+    let sep = ENDPOINT_SEPARATOR.as_bytes();
+    let at = t.windows(sep.len()).position(|w| w == sep)?;
+    let rest = t[at + sep.len()..].trim_ascii_start();
+    rest.starts_with(b"{").then_some(rest)
 }
 
 /// The fields `cachet stat` counts, from one access-log line. Unknown fields are ignored
@@ -29,8 +38,12 @@ pub fn split(line: &str) -> Option<&str> {
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(default)]
 pub struct Access {
+    /// When the request arrived (RFC 3339; absent in lines of edges before issue 31).
+    pub time: Option<String>,
     /// Request method.
     pub method: Option<String>,
+    /// The client's `User-Agent` (U+FFFD for bytes that were not UTF-8).
+    pub user_agent: Option<String>,
     /// Normalized target (path + query).
     pub url: Option<String>,
     /// Matched route (`admin` for the admin API, `-` for none).
@@ -41,6 +54,10 @@ pub struct Access {
     pub status: Option<u16>,
     /// Milliseconds waited for the origin in the foreground (present when it was asked).
     pub origin_ms: Option<u64>,
+    /// Body bytes sent to the client.
+    pub body_bytes: Option<u64>,
+    /// Milliseconds from arrival to the end of the response.
+    pub total_ms: Option<u64>,
     /// What the request's revalidation or background refresh did, read with the edge's
     /// own spelling (`cachet_http::access::RefreshOutcome`); `Err` holds a value this
     /// build does not know (a newer edge's), so the line still reads.
@@ -58,6 +75,9 @@ pub struct Access {
     pub tier: Option<String>,
     /// Error text.
     pub error: Option<String>,
+    /// On an `ERROR` line, what failed (`origin`, `config`, `cache`, `body`, `admin`);
+    /// absent in lines of edges before issue 31.
+    pub failure: Option<String>,
     /// Id of the ban or purge an admin call created (admin lines only).
     pub ban_added: Option<u64>,
 }
@@ -94,6 +114,9 @@ mod tests {
         );
         assert_eq!(split("cachet_log :: not json"), None);
         assert_eq!(split(""), None);
+        assert_eq!(split("é :: {\"é\":1} "), Some("{\"é\":1}"));
+        assert_eq!(split_bytes(b"ep :: {\xff}"), Some(&b"{\xff}"[..]));
+        assert_eq!(split_bytes(b"\xff"), None);
     }
 
     #[test]
@@ -119,7 +142,11 @@ mod tests {
         use cachet_http::CacheStatus;
         use cachet_http::access::{Access as Written, RefreshCause, Refreshed};
         let w = Written {
+            time: Some("2025-03-01T09:00:00.123Z".into()),
             method: "GET".into(),
+            user_agent: Some("UA".into()),
+            body_bytes: Some(5),
+            total_ms: Some(30),
             url: "/a?b=1".into(),
             route: "blog".into(),
             cache: CacheStatus::Stale,
@@ -136,6 +163,7 @@ mod tests {
             ws_verified: Some("ok"),
             tier: "shield",
             error: Some("boom".into()),
+            failure: Some("origin"),
             ..Written::default()
         };
         let line = format!("cachet_log :: {}", serde_json::to_string(&w).unwrap());
@@ -143,7 +171,11 @@ mod tests {
         assert_eq!(
             r,
             Access {
+                time: Some("2025-03-01T09:00:00.123Z".into()),
                 method: Some("GET".into()),
+                user_agent: Some("UA".into()),
+                body_bytes: Some(5),
+                total_ms: Some(30),
                 url: Some("/a?b=1".into()),
                 route: Some("blog".into()),
                 cache: Some("STALE".into()),
@@ -159,6 +191,7 @@ mod tests {
                 ws_verified: Some("ok".into()),
                 tier: Some("shield".into()),
                 error: Some("boom".into()),
+                failure: Some("origin".into()),
                 ban_added: Some(9),
             }
         );

@@ -5,6 +5,7 @@ mod ban;
 mod fastly;
 mod fleet;
 mod follow;
+mod hit_ratio;
 mod log;
 mod purge;
 mod simulate;
@@ -241,21 +242,24 @@ fn main() -> ExitCode {
     }
 }
 
-/// Loads and validates a config file, TOML unless it ends in `.json`.
+/// Loads and validates a config file, TOML unless it ends in `.json`. Every problem is
+/// reported, each with its line, in line order (`cachet_policy::check`).
 fn load(path: &Path) -> Result<Config, LoadError> {
     let text = std::fs::read_to_string(path).map_err(|e| LoadError::Io(path.to_owned(), e))?;
-    let parsed = if path.extension().is_some_and(|e| e == "json") {
-        Config::from_json_traced(&text)
+    let checked = if path.extension().is_some_and(|e| e == "json") {
+        cachet_policy::check::check_json(&text)
     } else {
-        Config::from_toml(&text)
+        cachet_policy::check::check_toml(&text)
     };
-    parsed.map_err(|e| LoadError::Policy(path.to_owned(), e))
+    checked.map_err(|e| LoadError::Issues(path.to_owned(), e))
 }
 
 #[derive(Debug)]
 enum LoadError {
     Io(PathBuf, std::io::Error),
     Policy(PathBuf, PolicyError),
+    /// Every problem of a config file, in line order.
+    Issues(PathBuf, Vec<cachet_policy::check::LocatedIssue>),
 }
 
 impl std::fmt::Display for LoadError {
@@ -265,6 +269,21 @@ impl std::fmt::Display for LoadError {
             Self::Policy(p, e) => {
                 for issue in e.issues() {
                     writeln!(f, "{}: {issue}", p.display())?;
+                }
+                Ok(())
+            }
+            // `FILE:LINE: path: message`, as compilers write it (editors jump to it).
+            Self::Issues(p, issues) => {
+                for i in issues {
+                    write!(f, "{}", p.display())?;
+                    if let Some(line) = i.line {
+                        write!(f, ":{line}")?;
+                    }
+                    if i.issue.path.is_empty() {
+                        writeln!(f, ": {}", i.issue.message)?;
+                    } else {
+                        writeln!(f, ": {}", i.issue)?;
+                    }
                 }
                 Ok(())
             }
@@ -298,9 +317,22 @@ fn check(file: &Path) -> ExitCode {
     }
 }
 
-/// Reads stdin line by line as bytes (UAs need not be UTF-8), calling `f` per line.
-fn each_line(mut f: impl FnMut(&[u8], &mut dyn Write) -> Result<()>) -> Result<()> {
+/// Reads stdin line by line as bytes (UAs need not be UTF-8), calling `f` per line. When
+/// stdin is a terminal, one line on stderr first says that `command` reads `what` from it
+/// and how to end (otherwise a bare `cachet device classify` just waits, silently).
+fn each_line(
+    command: &str,
+    what: &str,
+    mut f: impl FnMut(&[u8], &mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    use std::io::IsTerminal as _;
     let stdin = std::io::stdin();
+    let interactive = stdin.is_terminal();
+    if interactive {
+        eprintln!(
+            "cachet: {command}: reading {what} from standard input, one per line; end with Ctrl-D"
+        );
+    }
     let mut input = stdin.lock();
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -325,8 +357,10 @@ fn each_line(mut f: impl FnMut(&[u8], &mut dyn Write) -> Result<()>) -> Result<(
             buf.pop();
         }
         f(&buf, &mut out)?;
-        // Streaming: flush when no more input is buffered, so a pipe sees answers promptly.
-        if input.fill_buf().map_or(true, <[u8]>::is_empty) {
+        // Streaming: flush when no more input is buffered, so a pipe sees answers promptly;
+        // on a terminal after every line (asking whether more is buffered would wait for
+        // the next line to be typed).
+        if interactive || input.fill_buf().map_or(true, <[u8]>::is_empty) {
             out.flush().context("writing stdout")?;
         }
     }
@@ -352,7 +386,12 @@ fn classify(
         device.rules.clear();
     }
     let classifier = Classifier::new(&device).context("device configuration")?;
-    each_line(|line, out| {
+    let what = if hints {
+        "User-Agent<TAB>Sec-CH-UA-Mobile[<TAB>Cookie] lines"
+    } else {
+        "User-Agent values"
+    };
+    each_line("device classify", what, |line, out| {
         let (ua, hint, cookie) = if hints {
             split_hints_line(line)
         } else {
@@ -425,7 +464,7 @@ fn normalize(config: Option<&Path>) -> Result<ExitCode> {
     let normalizer = Normalizer::new(&query).context("query configuration")?;
     let mut failed = 0u64;
     let mut line_no = 0u64;
-    each_line(|line, out| {
+    each_line("query normalize", "URLs or query strings", |line, out| {
         line_no += 1;
         let Ok(text) = std::str::from_utf8(line) else {
             failed += 1;

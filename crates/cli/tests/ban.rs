@@ -175,3 +175,35 @@ fn parse_errors_give_the_column() {
         "{err}"
     );
 }
+
+#[test]
+fn check_derives_x_url_and_x_host_from_the_object_as_the_edge_does() {
+    // No `x-url` header spelled out: the object's `url` (and `host`) are what the edge
+    // bans on (`cachet_ban::derived_header`); a header given explicitly wins.
+    let scenario = json!({
+        "objects": [
+            {"id": "a", "inserted_at": 1, "url": "/blog/alice/1", "host": "blog.example"},
+            {"id": "b", "inserted_at": 1, "url": "/blog/bob/1", "host": "cdn.example"},
+            {"id": "c", "inserted_at": 1, "url": "/blog/alice/2",
+             "headers": {"X-Url": "/elsewhere"}}
+        ],
+        "bans": [
+            {"at": 2, "expr": "obj.http.x-url ~ ^/blog/alice/"},
+            {"at": 2, "expr": "obj.http.x-host == cdn.example"}
+        ],
+        "lookups": [
+            {"object": "a", "at": 3}, {"object": "b", "at": 3}, {"object": "c", "at": 3}
+        ]
+    });
+    let (code, out, err) = cachet(&["ban", "check", "--scenario", "-"], &scenario.to_string());
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        report["lookups"],
+        json!([
+            {"object": "a", "verdict": "banned"},
+            {"object": "b", "verdict": "banned"},
+            {"object": "c", "verdict": "kept"}
+        ])
+    );
+}

@@ -90,3 +90,79 @@ fn explain_without_hints_reads_whole_lines_as_uas() {
     let (_, out, _) = cachet(&["device", "classify", "--explain"], input.as_bytes());
     assert_eq!(lines(&out), ["pc\tdefault"]);
 }
+
+/// Ends a tmux server on every way out of a test.
+struct Server<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
+
+impl Drop for Server<'_> {
+    fn drop(&mut self) {
+        (self.0)(&["kill-server"]);
+    }
+}
+
+/// Run on a terminal (a detached tmux session, as `stat_tmux.rs` does; tmux is required),
+/// `device classify` says first that it reads standard input, then answers each line; a
+/// pipe gets no such line (`plain_lines_classify_by_user_agent`: stderr stays empty).
+#[test]
+fn on_a_terminal_classify_says_it_reads_standard_input() {
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+    let socket = format!("cachet-device-{}", std::process::id());
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&socket)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("tmux could not run ({e}): install it (scripts/lib.sh ensure_tmux; apt-get install tmux)")
+            })
+    };
+    let _server = Server(&tmux);
+    let bin = env!("CARGO_BIN_EXE_cachet");
+    let started = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "dev",
+        "-x",
+        "200",
+        "-y",
+        "20",
+        bin,
+        "device",
+        "classify",
+    ]);
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    let wait_for = |want: &str| {
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            let screen = tmux(&["capture-pane", "-p", "-t", "dev"]);
+            let screen = String::from_utf8_lossy(&screen.stdout).into_owned();
+            if screen.contains(want) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < end,
+                "the screen never showed {want:?}:\n{screen}"
+            );
+            // Poll interval of the screen, not a wait for an outcome.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_for(
+        "cachet: device classify: reading User-Agent values from standard input, one per line; end with Ctrl-D",
+    );
+    tmux(&["send-keys", "-t", "dev", IPHONE, "Enter"]);
+    wait_for("smartphone");
+}
+
+#[test]
+fn from_a_pipe_classify_prints_no_hint() {
+    let (code, _, err) = cachet(&["device", "classify"], format!("{IPHONE}\n").as_bytes());
+    assert_eq!((code, err.as_str()), (0, ""));
+}

@@ -312,7 +312,7 @@ fn a_bad_prefix_or_config_is_refused_before_anything_is_sent() {
     .unwrap();
     run(
         &["--config", bad.to_str().unwrap()],
-        "bad.toml: envoy.etcd_prefix: must start with '/'",
+        "bad.toml:3: envoy.etcd_prefix: must start with '/'",
     );
     run(
         &["--config", "/nonexistent/fleet.toml"],

@@ -77,7 +77,7 @@ fn log_formats_ncsa_and_custom_lines() {
     let out = cachet(&["log", "--ncsa", "-q", "status == 5xx", f], "");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let re = regex::Regex::new(
-        r#"^cdn\.example - - \[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d \+0000\] "GET /css/alice\.css" 503 -\n$"#,
+        r#"^cdn\.example - - \[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d \+0000\] "GET /css/alice\.css" 503 - "-" "-"\n$"#,
     )
     .unwrap();
     assert!(re.is_match(&text(&out.stdout)), "{}", text(&out.stdout));
@@ -224,7 +224,7 @@ fn stat_and_log_read_the_edges_own_lines() {
         text(&out.stdout)
     );
     assert!(
-        text(&out.stdout).ends_with("] \"POST -\" 201 -\n"),
+        text(&out.stdout).ends_with("] \"POST -\" 201 - \"-\" \"-\"\n"),
         "{}",
         text(&out.stdout)
     );
@@ -272,4 +272,37 @@ fn log_follow_prints_lines_appended_to_the_file() {
     assert_eq!(next(), "PASS /blog/alice/entry/2");
     child.kill().expect("kill");
     let _ = child.wait();
+}
+
+/// Three lines Envoy wrote with `envoy-filter/envoy.yaml`'s `access_log` (a real-Envoy run
+/// of `envoy_writes_the_access_record_with_time_user_agent_and_total_time`).
+const ENVOY: &str = include_str!("fixtures/envoy/access.log");
+
+#[test]
+fn log_ncsa_and_simulate_read_envoys_access_log() {
+    let out = cachet(&["log", "--ncsa"], ENVOY);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "blog.example - - [28/Nov/2026:03:03:37 +0000] \"GET /blog/alice/entry/1\" 200 4316 \"-\" \"Mozilla/5.0 (iPhone) issue31\"\n\
+         blog.example - - [28/Nov/2026:03:03:37 +0000] \"GET /blog/alice/entry/1\" 200 4316 \"-\" \"Mozilla/5.0 (iPhone) issue31\"\n\
+         blog.example - - [28/Nov/2026:03:03:37 +0000] \"GET /robots.txt\" 200 91 \"-\" \"bot issue31\"\n"
+    );
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../../edge-app/cachet.toml");
+    let out = cachet(
+        &["simulate", "--config", config, "--json", "-q", "-"],
+        ENVOY,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        (r["records"].as_u64(), r["bad_lines"].as_u64()),
+        (Some(3), Some(0)),
+        "{r}"
+    );
+    assert_eq!(r["config"]["hits"], 1);
+    assert_eq!(r["config"]["synth"], 1);
+    let out = cachet(&["stat", "--once", "--json"], ENVOY);
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(st["hit_ratio"], 0.5, "{st}");
 }

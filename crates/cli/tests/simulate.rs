@@ -561,7 +561,7 @@ fn usage_and_input_errors_exit_2() {
     let (code, _, err) = cachet(&["simulate", "--config", bad.to_str().unwrap(), &log], b"");
     assert_eq!(code, 2);
     assert!(
-        err.contains(&format!("{}: routes[0].ttl", bad.display())),
+        err.contains(&format!("{}:3: routes[0].ttl", bad.display())),
         "{err}"
     );
     let config = demo_config();
@@ -1023,4 +1023,42 @@ fn html_report_renders_in_chromium_with_the_json_numbers() {
     assert!(dom.contains(">hit ratio</text>"));
     // ≈ is explained.
     assert!(dom.contains("≈ = estimated: past 4,096 distinct keys"));
+}
+
+#[test]
+fn a_replay_that_reads_no_request_fails_with_the_reason() {
+    let config = demo_config();
+    let config = config.to_str().unwrap();
+    // Lines of an edge from before the access record had a time: every line is bad.
+    let old = include_str!("fixtures/stat/viceroy.log");
+    let (code, out, err) = cachet(&["simulate", "--config", config, "-"], old.as_bytes());
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        out.is_empty(),
+        "no 0.0% report: {}",
+        String::from_utf8_lossy(&out)
+    );
+    assert!(
+        err.contains("no request read: ") && err.contains("missing \"time\""),
+        "{err}"
+    );
+    assert!(err.contains("nothing replayed, no report"), "{err}");
+    let html = tmp().join("nothing.html");
+    let html = html.to_str().unwrap();
+    let (code, out, err) = cachet(&["simulate", "--config", config, "--html", html, "-"], b"");
+    assert_eq!((code, out.is_empty()), (1, true), "{err}");
+    assert!(
+        !std::path::Path::new(html).exists(),
+        "no empty report left behind"
+    );
+    assert!(err.contains("no request read: the input is empty"), "{err}");
+    // Only admin calls (and a Viceroy message): not traffic, and nothing to replay.
+    let admin = "INFO Listening on http://127.0.0.1:7676\n\
+        cachet_log :: {\"time\":\"2025-03-01T00:00:00.000Z\",\"method\":\"POST\",\"route\":\"admin\",\"url\":\"\",\"status\":201}\n";
+    let (code, _, err) = cachet(&["simulate", "--config", config, "-"], admin.as_bytes());
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("no request read: 1 of 2 lines bad, the first ((stdin):1)"),
+        "{err}"
+    );
 }

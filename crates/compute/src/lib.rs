@@ -28,7 +28,7 @@ mod scratch;
 #[cfg(test)]
 mod tests;
 
-use cachet_http::access::Access;
+use cachet_http::access::{Access, millis};
 use cachet_http::{CacheStatus, Failure, Inputs, Reply};
 use cachet_policy::admin::AdminError;
 use cachet_policy::inforce::{self, ConfigStatus, InForce};
@@ -73,6 +73,20 @@ pub enum EdgeError {
     /// An admin API call was refused (its status, `cachet_policy::admin`).
     #[error("admin: {0}")]
     Admin(#[from] AdminError),
+}
+
+impl EdgeError {
+    /// The access record's `failure` for this error (`cachet_http::access::Access::failure`):
+    /// `config`, `origin`, `cache`, `body` or `admin`.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Self::Config(_) => "config",
+            Self::Origin { .. } => "origin",
+            Self::Cache(_) => "cache",
+            Self::Body(_) => "body",
+            Self::Admin(_) => "admin",
+        }
+    }
 }
 
 /// The client's request as the platform received it (`Request::from_client`).
@@ -180,6 +194,8 @@ impl<H: Host> From<Response<H::Body>> for Outcome<H> {
 pub struct Pending<H: Host> {
     access: Access,
     after: Option<Box<Job<H>>>,
+    /// When the request arrived ([`Host::monotonic`]), for `total_ms`.
+    arrived: std::time::Duration,
 }
 
 /// The request's context: the host, the policy, how it came to be in force and this
@@ -249,27 +265,57 @@ pub(crate) fn load_policy_text<H: Host>(
 /// authority it refuses gets the same `400`. `Some`: send that response, then call
 /// [`Pending::finish`]; `None`: the authority is usable: read the URL and [`serve`].
 pub fn refuse_authority<H: Host>(
+    host: &H,
     method: &str,
     headers: &Fields,
     parses: impl FnOnce(&str) -> bool,
 ) -> Option<(Response<H::Body>, Pending<H>)> {
+    let arrived = host.monotonic();
     let refused = match cachet_http::authority::authority(headers.as_slice()) {
         Ok(a) if parses(&a) => return None,
         Ok(_) => cachet_http::authority::refused(),
         Err(reply) => reply,
     };
-    let access = Access {
-        method: method.to_owned(),
-        cache: CacheStatus::Synth,
-        status: refused.status,
-        error: Some(cachet_http::authority::MALFORMED.to_owned()),
-        ..Access::default()
-    };
+    let mut access = Access::arrived(method, host.now(), headers);
+    access.cache = CacheStatus::Synth;
+    access.status = refused.status;
+    access.error = Some(cachet_http::authority::MALFORMED.to_owned());
+    let resp: Response<H::Body> = refused.into();
+    access.body_bytes = sent_bytes(method, &resp);
     let pending = Pending {
         access,
         after: None,
+        arrived,
     };
-    Some((refused.into(), pending))
+    Some((resp, pending))
+}
+
+/// The body bytes `resp` sends for a `method` request, as far as they are known before it
+/// is sent: the length of in-memory bytes, `0` for none (and for any answer to `HEAD`, any
+/// `204` or `304`), a streamed body's single valid `Content-Length` (`None` without one or
+/// with several). A [`Payload::Gunzip`] body is counted as it is sent
+/// ([`Pending::finish`]).
+fn sent_bytes<B>(method: &str, resp: &Response<B>) -> Option<u64> {
+    // RFC 9110 §6.4.1: no content in an answer to HEAD, nor in a 204 or 304.
+    if method.eq_ignore_ascii_case("HEAD") || matches!(resp.status, 204 | 304) {
+        return Some(0);
+    }
+    match &resp.body {
+        Payload::Bytes(b) => Some(b.len() as u64),
+        Payload::Empty => Some(0),
+        Payload::Gunzip(_) => None,
+        Payload::Stream(_) => {
+            let mut lengths = resp
+                .headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("content-length"));
+            let one = lengths.next()?;
+            if lengths.next().is_some() {
+                return None;
+            }
+            std::str::from_utf8(&one.1).ok()?.trim().parse().ok()
+        }
+    }
 }
 
 /// Serves one client request of the instance `sandbox` (its policy and origin tier):
@@ -281,13 +327,10 @@ pub fn serve<H: Host>(
     sandbox: &Sandbox<H::Backend>,
     mut req: ClientRequest<H::Body>,
 ) -> (Response<H::Body>, Pending<H>) {
+    let arrived = host.monotonic();
     req.headers
         .retain(|(n, _)| !cachet_http::fields::reserved(n));
-    let mut access = Access {
-        method: req.method.clone(),
-        cache: CacheStatus::Error,
-        ..Access::default()
-    };
+    let mut access = Access::arrived(&req.method, host.now(), &req.headers);
     let policy = sandbox.policy();
     scratch::begin(policy.ok().map(|f| &f.policy));
     let outcome = match policy {
@@ -304,12 +347,23 @@ pub fn serve<H: Host>(
     };
     let Outcome { resp, after } = outcome.unwrap_or_else(|e| {
         access.error = Some(e.to_string());
+        access.failure = Some(e.kind());
         access.cache = CacheStatus::Error;
         error_response(&e).into()
     });
     // `X-Cache` and `Age` are the engine's (every `cachet_http` answer carries both).
     access.status = resp.status;
-    (resp, Pending { access, after })
+    if access.body_bytes.is_none() {
+        access.body_bytes = sent_bytes(&access.method, &resp);
+    }
+    (
+        resp,
+        Pending {
+            access,
+            after,
+            arrived,
+        },
+    )
 }
 
 impl<H: Host> Pending<H> {
@@ -330,7 +384,11 @@ impl<H: Host> Pending<H> {
         sandbox: &Sandbox<H::Backend>,
         sent: Option<Result<u64, String>>,
     ) {
-        let Self { mut access, after } = self;
+        let Self {
+            mut access,
+            after,
+            arrived,
+        } = self;
         match sent {
             Some(Ok(n)) => access.body_bytes = Some(n),
             Some(Err(e)) => {
@@ -340,6 +398,7 @@ impl<H: Host> Pending<H> {
             }
             None => {}
         }
+        access.total_ms = Some(millis(host.monotonic().saturating_sub(arrived)));
         let policy = sandbox.policy();
         if let (Some(job), Ok(f)) = (after, policy) {
             let cx = Ctx {

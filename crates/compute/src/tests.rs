@@ -572,6 +572,59 @@ fn header_values_that_are_not_utf8_are_carried_as_bytes() {
 }
 
 #[test]
+fn the_access_record_has_the_arrival_time_user_agent_total_time_and_bytes_of_every_answer() {
+    let host = Fake::at(T0);
+    let sandbox = crate::sandbox::Sandbox::start(&host, BUILTIN);
+    // A pass (a POST): the body is streamed; its bytes are its Content-Length.
+    let mut req = request("POST", "/blog/post", &[], "comment=hi");
+    req.headers.push(("user-agent".into(), b"UA \xff".to_vec()));
+    let (resp, pending) = crate::serve(&host, &sandbox, req);
+    assert!(matches!(resp.body, Payload::Stream(_)));
+    host.advance(T0 + 250);
+    pending.finish(&host, &sandbox, None);
+    let a = host.access();
+    assert_eq!(a["cache"], "PASS");
+    assert_eq!(
+        a["time"], "2023-11-14T22:13:20.000Z",
+        "T0, when the request arrived"
+    );
+    assert_eq!(a["user_agent"], "UA \u{fffd}");
+    assert_eq!(a["total_ms"], 250);
+    assert_eq!(a["body_bytes"], "/blog/post #1".len());
+    // A synthetic answer: its bytes; no User-Agent, no field.
+    let (resp, pending) =
+        crate::refuse_authority(&host, "GET", &Vec::new(), |_| true).expect("no Host: a 400");
+    pending.finish(&host, &sandbox, None);
+    let a = host.access();
+    let Payload::Bytes(body) = &resp.body else {
+        panic!("a synthetic body")
+    };
+    assert_eq!(
+        (a["cache"].as_str(), a["status"].as_u64()),
+        (Some("SYNTH"), Some(400))
+    );
+    assert_eq!(a["body_bytes"], body.len());
+    assert_eq!(a["total_ms"], 0);
+    assert!(a.get("user_agent").is_none(), "{a}");
+    // A HEAD: no body bytes.
+    serve(&host, request("HEAD", "/static/app.js", &[], ""));
+    assert_eq!(host.access()["body_bytes"], 0);
+    assert!(host.access().get("failure").is_none());
+    // A refused admin call is an ERROR line whose failure is the admin call's, not the
+    // origin's (`cachet stat` counts only `origin` as an origin error).
+    serve(&host, request("GET", "/.cachet/config", &[], ""));
+    let a = host.access();
+    assert_eq!(
+        (
+            a["cache"].as_str(),
+            a["route"].as_str(),
+            a["failure"].as_str()
+        ),
+        (Some("ERROR"), Some("admin"), Some("admin"))
+    );
+}
+
+#[test]
 fn an_admin_purge_purges_each_key_soft_when_asked() {
     let host = Fake::at(T0);
     let auth = format!("Bearer {TOKEN}");
@@ -725,7 +778,7 @@ fn a_malformed_or_missing_host_is_a_400_before_the_url_is_read() {
         Some("bad host"),
         Some("[::1"),
     ] {
-        let (resp, pending) = crate::refuse_authority::<Fake>("GET", &fields(bad), never)
+        let (resp, pending) = crate::refuse_authority(&host, "GET", &fields(bad), never)
             .unwrap_or_else(|| panic!("{bad:?} is refused"));
         assert_eq!(resp.status, 400, "{bad:?}");
         assert_eq!(header(&resp, "x-cache"), Some("SYNTH"));
@@ -738,12 +791,12 @@ fn a_malformed_or_missing_host_is_a_400_before_the_url_is_read() {
         assert_eq!(host.access()["cache"], "SYNTH");
     }
     // A host the core accepts but the platform's URL parser would not: the same 400.
-    let (resp, _) = crate::refuse_authority::<Fake>("GET", &fields(Some("blog.123")), |_| false)
+    let (resp, _) = crate::refuse_authority(&host, "GET", &fields(Some("blog.123")), |_| false)
         .expect("refused");
     assert_eq!(resp.status, 400);
     // A usable one goes on to `serve`, and its plan is unchanged.
     assert!(
-        crate::refuse_authority::<Fake>("GET", &fields(Some("blog.example:8080")), |a| a
+        crate::refuse_authority(&host, "GET", &fields(Some("blog.example:8080")), |a| a
             == "blog.example:8080")
         .is_none()
     );

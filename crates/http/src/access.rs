@@ -14,8 +14,16 @@ use cachet_policy::Plan;
 /// One access-log record, written as a JSON line per request.
 #[derive(serde::Serialize, Default, Debug)]
 pub struct Access {
+    /// When the request arrived: RFC 3339, UTC, milliseconds (`2026-03-01T09:00:00.123Z`,
+    /// [`Access::arrived`]); `cachet simulate` and `cachet log` read it.
+    pub time: Option<String>,
     /// Request method.
     pub method: String,
+    /// The client's `User-Agent` ([`Access::arrived`]): its bytes as UTF-8, an invalid
+    /// sequence as U+FFFD, several lines joined with `, ` (RFC 9110 §5.3); absent when the
+    /// request had none. `cachet simulate` classifies devices from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_agent: Option<String>,
     /// URL surrogate keys purged because an unsafe method succeeded (RFC 9111 §4.4).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub invalidated: Vec<String>,
@@ -38,8 +46,12 @@ pub struct Access {
     pub pass_reason: Option<&'static str>,
     /// Milliseconds spent waiting for the origin (foreground).
     pub origin_ms: Option<u64>,
-    /// Body bytes sent to the client.
+    /// Body bytes sent to the client (a streamed body: its `Content-Length`, `None` when
+    /// it has none).
     pub body_bytes: Option<u64>,
+    /// Milliseconds from the request's arrival to the end of its response (body sent),
+    /// origin waits included, the background refresh after it excluded (`refresh_ms`).
+    pub total_ms: Option<u64>,
     /// Stored (possibly gzip) body bytes of the object served or stored.
     pub stored_bytes: Option<u64>,
     /// Origin body bytes of that object.
@@ -74,9 +86,33 @@ pub struct Access {
     pub instance_request: Option<u64>,
     /// Error text, when something failed.
     pub error: Option<String>,
+    /// On an `ERROR` line, what failed: `origin` (unreachable, no stale copy), `config`
+    /// (the configuration does not load), `cache`, `body` or `admin` (a refused admin
+    /// call). `cachet stat` counts only `origin` as an origin error. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<&'static str>,
 }
 
 impl Access {
+    /// A record for a request with this `method` that arrived at `at` (wall clock) with
+    /// these header lines (names lowercase or not; values bytes): sets [`Self::time`] and
+    /// [`Self::user_agent`]. The cache status starts as `ERROR` until a note says
+    /// otherwise.
+    pub fn arrived(method: &str, at: std::time::SystemTime, headers: &[(String, Vec<u8>)]) -> Self {
+        let agents: Vec<String> = headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("user-agent"))
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+            .collect();
+        Self {
+            time: Some(humantime::format_rfc3339_millis(at).to_string()),
+            method: method.to_owned(),
+            user_agent: (!agents.is_empty()).then(|| agents.join(", ")),
+            cache: crate::CacheStatus::Error,
+            ..Self::default()
+        }
+    }
+
     /// Records what the plan decided: normalized host and target, route, device, key.
     pub fn planned(&mut self, plan: &Plan<'_>) {
         self.host = plan.host.to_string();
@@ -267,6 +303,28 @@ impl<'de> serde::Deserialize<'de> for RefreshOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arrived_records_the_time_and_the_user_agent_bytes() {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_740_819_600_123);
+        let a = Access::arrived("GET", at, &[("host".into(), b"h".to_vec())]);
+        assert_eq!(a.time.as_deref(), Some("2025-03-01T09:00:00.123Z"));
+        assert_eq!(a.user_agent, None);
+        assert_eq!(a.cache, crate::CacheStatus::Error);
+        let json = serde_json::to_value(&a).unwrap();
+        assert!(json.get("user_agent").is_none(), "{json}");
+        let headers = [
+            ("User-Agent".into(), b"Mozilla/5.0 (iPhone)".to_vec()),
+            ("x".into(), b"y".to_vec()),
+            ("user-agent".into(), b"bot\xff1".to_vec()),
+        ];
+        let a = Access::arrived("HEAD", at, &headers);
+        assert_eq!(a.method, "HEAD");
+        assert_eq!(
+            a.user_agent.as_deref(),
+            Some("Mozilla/5.0 (iPhone), bot\u{fffd}1")
+        );
+    }
 
     #[test]
     fn every_refresh_outcome_has_one_spelling_that_parses_back() {

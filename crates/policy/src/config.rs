@@ -355,7 +355,8 @@ impl Config {
     /// needs `serde_path_to_error` wrapped around every configuration type, 35 KB of the
     /// filter's wasm, whose size budget then forced the policy crate to opt-level "z" and
     /// cost ~5% of every hit (docs/performance.md, "Size"). [`Config::from_json_traced`]
-    /// names the path; `cachet config check FILE.json` uses it.
+    /// names the path; `cachet config check FILE.json` reports every problem with its line
+    /// ([`crate::check::check_json`]).
     ///
     /// # Errors
     /// [`PolicyError::TooLarge`] over [`MAX_CONFIG_BYTES`]; [`PolicyError::Parse`] with the
@@ -664,7 +665,7 @@ fn json_location(text: &str, e: &serde_json::Error) -> String {
     format!("line {line} column {column}, near `{near}`")
 }
 
-fn check_size(text: &str) -> Result<(), PolicyError> {
+pub(crate) fn check_size(text: &str) -> Result<(), PolicyError> {
     if text.len() > MAX_CONFIG_BYTES {
         return Err(PolicyError::TooLarge {
             len: text.len(),

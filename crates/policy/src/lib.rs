@@ -14,6 +14,7 @@ pub mod admin;
 pub mod banindex;
 pub mod banlog;
 pub mod banstore;
+pub mod check;
 pub mod config;
 pub mod etcd;
 pub mod glob;

@@ -395,13 +395,7 @@ impl BanTarget for BanView<'_> {
         if let Some(v) = self.meta.header(name) {
             return Some(v);
         }
-        if name.eq_ignore_ascii_case("x-url") {
-            Some(&self.meta.url)
-        } else if name.eq_ignore_ascii_case("x-host") {
-            Some(&self.meta.host)
-        } else {
-            None
-        }
+        cachet_ban::derived_header(name, &self.meta.url, Some(&self.meta.host))
     }
 
     fn status(&self) -> u16 {

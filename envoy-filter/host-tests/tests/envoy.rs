@@ -563,3 +563,91 @@ fn raw_origin_framing_joined_lines_and_interim_answers() {
         panic!("{why}\n{}", e.output());
     }
 }
+
+/// The access record on Envoy (envoy.yaml `access_log`): one JSON line per request with
+/// the edge's field names, written by Envoy itself; read back with the fields `cachet
+/// simulate` and `cachet log --ncsa` use (issue 31).
+#[test]
+fn envoy_writes_the_access_record_with_time_user_agent_and_total_time() {
+    let Some((_origin, e)) = stack() else { return };
+    let get = |path: &str, ua: &str| {
+        let mut resp = ureq::get(&format!("http://{}{path}", e.addr))
+            .header("host", "blog.example")
+            .header("user-agent", ua)
+            .call()
+            .expect("request");
+        let x_cache = resp.headers().get("x-cache").cloned();
+        let body = resp.body_mut().read_to_vec().expect("body");
+        (
+            x_cache.map(|v| v.to_str().unwrap_or("").to_owned()),
+            body.len(),
+        )
+    };
+    let (miss, miss_len) = get("/blog/alice/entry/1", "Mozilla/5.0 (iPhone) issue31");
+    let (hit, hit_len) = get("/blog/alice/entry/1", "Mozilla/5.0 (iPhone) issue31");
+    let (synth, synth_len) = get("/robots.txt", "bot issue31");
+    assert_eq!(
+        (miss.as_deref(), hit.as_deref(), synth.as_deref()),
+        (Some("MISS"), Some("HIT"), Some("SYNTH"))
+    );
+    // Envoy writes the line after the stream ends: wait for three (bounded).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let records = loop {
+        let records: Vec<serde_json::Value> = e
+            .output()
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .filter_map(|l| serde_json::from_str(l).ok())
+            // This test's requests (a readiness probe may come first).
+            .filter(|v: &serde_json::Value| {
+                v["user_agent"]
+                    .as_str()
+                    .is_some_and(|u| u.contains("issue31"))
+            })
+            .collect();
+        if records.len() >= 3 {
+            break records;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "three access records never came:\n{}",
+            e.output()
+        );
+        // Poll interval of the output, not a wait for an outcome.
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let want = [
+        (
+            "MISS",
+            "/blog/alice/entry/1",
+            "Mozilla/5.0 (iPhone) issue31",
+            miss_len,
+        ),
+        (
+            "HIT",
+            "/blog/alice/entry/1",
+            "Mozilla/5.0 (iPhone) issue31",
+            hit_len,
+        ),
+        ("SYNTH", "/robots.txt", "bot issue31", synth_len),
+    ];
+    for (r, (cache, url, ua, len)) in records.iter().zip(want) {
+        assert_eq!(r["cache"], cache, "{r}");
+        assert_eq!(r["url"], url, "{r}");
+        assert_eq!(r["user_agent"], ua, "{r}");
+        assert_eq!(r["host"], "blog.example", "{r}");
+        assert_eq!(r["method"], "GET", "{r}");
+        assert_eq!(r["status"], 200, "{r}");
+        assert_eq!(r["body_bytes"], len as u64, "{r}");
+        assert!(r["total_ms"].is_u64(), "{r}");
+        // RFC 3339, UTC, milliseconds: what `cachet simulate` and `log --ncsa` read.
+        let t = r["time"].as_str().unwrap_or_default();
+        assert!(
+            t.len() == 24
+                && t.ends_with('Z')
+                && t.as_bytes()[10] == b'T'
+                && t.as_bytes()[19] == b'.',
+            "{r}"
+        );
+    }
+}

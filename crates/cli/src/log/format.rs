@@ -9,7 +9,7 @@
 //! | `%s` | `status` |
 //! | `%b` | `body_bytes`, `-` when absent or 0 (CLF) |
 //! | `%B` | `body_bytes`, `0` when absent |
-//! | `%t` | `[dd/Mon/yyyy:HH:MM:SS +0000]`: the time `cachet log` read the line (UTC); edge lines carry no timestamp |
+//! | `%t` | `[dd/Mon/yyyy:HH:MM:SS +0000]` (UTC): the line's `time` (when the request arrived); the time `cachet log` read the line for lines without one (edges before issue 31) |
 //! | `%{X-Cache}o` | `cache` (the `X-Cache` response header the edge sent) |
 //! | `%{Varnish:handling}x` | `cache` in lowercase (`hit`, `miss`, `pass`, `stale`, `synth`, `error`) |
 //! | `%{Varnish:hitmiss}x` | `hit` for `HIT`/`STALE`, `miss` otherwise |
@@ -23,8 +23,9 @@ use serde_json::{Map, Value};
 use super::query::{FIELDS, QueryError, text_of};
 use crate::simulate::logfmt::civil_from_days;
 
-/// The `--ncsa` format: `host - - [time] "METHOD url" status bytes`.
-pub const NCSA: &str = "%h - - %t \"%m %U\" %s %b";
+/// The `--ncsa` format, NCSA combined: `host - - [time] "METHOD url" status bytes "-"
+/// "User-Agent"` (`cachet simulate` reads it back).
+pub const NCSA: &str = "%h - - %t \"%m %U\" %s %b \"-\" \"%{User-Agent}i\"";
 
 /// One piece of a format.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +37,8 @@ enum Piece {
     /// `%B`.
     Bytes,
     Time,
+    /// `%{User-Agent}i`: escaped for a quoted field.
+    UserAgent,
     Handling,
     HitMiss,
 }
@@ -82,6 +85,7 @@ pub fn parse(text: &str) -> Result<Format, QueryError> {
                     (n, Some('o')) if n.eq_ignore_ascii_case("x-cache") => {
                         Piece::Field("cache".into())
                     }
+                    (n, Some('i')) if n.eq_ignore_ascii_case("user-agent") => Piece::UserAgent,
                     ("Varnish:handling", Some('x')) => Piece::Handling,
                     ("Varnish:hitmiss", Some('x')) => Piece::HitMiss,
                     (n, Some('j')) if FIELDS.contains(&n) => Piece::Field(n.to_owned()),
@@ -97,7 +101,7 @@ pub fn parse(text: &str) -> Result<Format, QueryError> {
                     _ => {
                         return err(
                             col,
-                            "unknown %{…} escape: supported are %{X-Cache}o, %{Varnish:handling}x, %{Varnish:hitmiss}x and %{FIELD}j".into(),
+                            "unknown %{…} escape: supported are %{X-Cache}o, %{User-Agent}i, %{Varnish:handling}x, %{Varnish:hitmiss}x and %{FIELD}j".into(),
                         );
                     }
                 };
@@ -166,8 +170,28 @@ pub fn clf_time(secs: i64) -> String {
     )
 }
 
+/// Appends `text` for a quoted field of a combined line: `"` and `\` backslash-escaped,
+/// control characters as `\xNN` (as varnishncsa and nginx write them), so the field ends
+/// at the next unescaped `"`.
+fn quote_escaped(o: &mut String, text: &str) {
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                o.push('\\');
+                o.push(c);
+            }
+            c if c.is_control() => {
+                use std::fmt::Write as _;
+                let _ = write!(o, "\\x{:02x}", u32::from(c) & 0xff);
+            }
+            c => o.push(c),
+        }
+    }
+}
+
 impl Format {
-    /// Formats one access-log object; `now` (seconds since the epoch) is what `%t` shows.
+    /// Formats one access-log object. `%t` shows its `time` field (RFC 3339), or `now`
+    /// (seconds since the epoch) when it has none or one that does not read.
     pub fn render(&self, line: &Map<String, Value>, now: i64) -> String {
         let mut o = String::new();
         let get = |f: &str| {
@@ -190,7 +214,16 @@ impl Format {
                             .to_string(),
                     );
                 }
-                Piece::Time => o.push_str(&clf_time(now)),
+                Piece::Time => {
+                    let at = get("time")
+                        .and_then(Value::as_str)
+                        .and_then(crate::simulate::logfmt::parse_rfc3339);
+                    o.push_str(&clf_time(at.unwrap_or(now)));
+                }
+                Piece::UserAgent => match get("user_agent").and_then(Value::as_str) {
+                    Some(ua) => quote_escaped(&mut o, ua),
+                    None => o.push('-'),
+                },
                 Piece::Handling => match get("cache").and_then(Value::as_str) {
                     Some(c) => o.push_str(&c.to_ascii_lowercase()),
                     None => o.push('-'),
@@ -221,7 +254,12 @@ mod tests {
     fn escapes_map_to_fields() {
         assert_eq!(
             render(NCSA, LINE),
-            "blog.example - - [10/Oct/2000:13:55:36 +0000] \"GET /blog/a?x=1\" 200 1234"
+            "blog.example - - [10/Oct/2000:13:55:36 +0000] \"GET /blog/a?x=1\" 200 1234 \"-\" \"-\""
+        );
+        let ua = r#"{"user_agent":"Mozilla/5.0 \"x\" a\\b\u0001"}"#;
+        assert_eq!(
+            render("%{User-Agent}i", ua),
+            r#"Mozilla/5.0 \"x\" a\\b\x01"#
         );
         assert_eq!(
             render(
@@ -241,6 +279,15 @@ mod tests {
             r#"["a","b"]"#
         );
         assert_eq!(clf_time(0), "[01/Jan/1970:00:00:00 +0000]");
+        // The line's own time, when it has one that reads; the read time otherwise.
+        assert_eq!(
+            render("%t", r#"{"time":"2025-03-01T09:00:00.123Z"}"#),
+            "[01/Mar/2025:09:00:00 +0000]"
+        );
+        assert_eq!(
+            render("%t", r#"{"time":"yesterday"}"#),
+            "[10/Oct/2000:13:55:36 +0000]"
+        );
     }
 
     #[test]

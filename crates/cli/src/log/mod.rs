@@ -32,7 +32,7 @@ pub struct LogArgs {
     #[arg(long, short = 'q', value_name = "QUERY")]
     query: Option<String>,
     /// Print a combined-like line: `host - - [time] "METHOD url" status bytes`, time being
-    /// when the line was read.
+    /// when the request arrived (the line's `time`; lines without one: when it was read).
     #[arg(long, conflicts_with = "format")]
     ncsa: bool,
     /// Print each line with this format (varnishncsa-like %-escapes: docs/cli.md).

@@ -23,7 +23,9 @@ use serde_json::{Map, Value};
 
 /// Every field of an edge access-log line, `ban_added` included (admin lines).
 pub const FIELDS: &[&str] = &[
+    "time",
     "method",
+    "user_agent",
     "invalidated",
     "host",
     "url",
@@ -35,6 +37,7 @@ pub const FIELDS: &[&str] = &[
     "pass_reason",
     "origin_ms",
     "body_bytes",
+    "total_ms",
     "stored_bytes",
     "origin_bytes",
     "banned_by",
@@ -46,7 +49,9 @@ pub const FIELDS: &[&str] = &[
     "ws_overflow",
     "ws_verified",
     "tier",
+    "instance_request",
     "error",
+    "failure",
     "ban_added",
 ];
 
@@ -414,6 +419,27 @@ fn fmt_number(n: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields_are_every_field_the_edge_writes() {
+        let written = cachet_http::access::Access {
+            invalidated: vec!["k".into()],
+            user_agent: Some("UA".into()),
+            ban_added: Some(1),
+            bans_unknown: true,
+            instance_request: Some(1),
+            failure: Some("origin"),
+            ..cachet_http::access::Access::default()
+        };
+        let Value::Object(o) = serde_json::to_value(&written).unwrap() else {
+            panic!("an object")
+        };
+        let mut keys: Vec<&str> = o.keys().map(String::as_str).collect();
+        let mut fields = FIELDS.to_vec();
+        keys.sort_unstable();
+        fields.sort_unstable();
+        assert_eq!(keys, fields);
+    }
 
     fn line(json: &str) -> Map<String, Value> {
         serde_json::from_str(json).unwrap()

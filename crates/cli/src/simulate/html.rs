@@ -121,7 +121,7 @@ pub fn render(r: &Report) -> String {
     }
     let _ = writeln!(
         o,
-        "<p class=\"meta\" id=\"notes\">Hit ratio = (fresh + stale hits) / requests. Origin \
+        "<p class=\"meta\" id=\"notes\">Hit ratio = (fresh + stale hits) / (requests − synthesized answers), as cachet stat counts it. Origin \
          offload = 1 − origin requests / requests (synthesized answers never reach the \
          origin). Stored sizes are estimates: logged body bytes, times the gzip ratio where \
          the config compresses, plus the per-object overhead. {}. The model and its limits: \

@@ -45,13 +45,25 @@ pub enum Format {
 
 impl Format {
     /// The format of a file whose first non-empty line is `line`: JSON lines when it starts
-    /// (after whitespace and an optional UTF-8 BOM) with `{`, combined otherwise.
+    /// (after whitespace and an optional UTF-8 BOM) with `{`, or is one of Cachet's own
+    /// access-log lines as Viceroy prints them (`cachet_log :: {…}`,
+    /// `crate::access::split_bytes`), combined otherwise.
     pub fn detect(line: &[u8]) -> Self {
         let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-        if line.trim_ascii_start().starts_with(b"{") {
+        if crate::access::split_bytes(line).is_some() {
             Self::Json
         } else {
             Self::Combined
+        }
+    }
+
+    /// [`Self::detect`] for a line that may come before the log proper: `None` when `line`
+    /// is neither JSON nor a combined line (a Viceroy message heading its output), so the
+    /// next line decides.
+    pub fn detect_line(line: &[u8]) -> Option<Self> {
+        match Self::detect(line) {
+            Self::Json => Some(Self::Json),
+            Self::Combined => parse_combined(line).is_ok().then_some(Self::Combined),
         }
     }
 }
@@ -438,6 +450,7 @@ struct JsonRecord<'a> {
         borrow,
         default,
         alias = "size",
+        alias = "body_bytes",
         alias = "body_bytes_sent",
         alias = "bytes_sent"
     )]
@@ -469,7 +482,18 @@ struct JsonRecord<'a> {
         alias = "ip"
     )]
     client: Option<Str<'a>>,
+    /// Cachet's own lines: `admin` marks an admin-API call.
+    #[serde(borrow, default)]
+    route: Option<Str<'a>>,
+    /// Cachet's own non-request lines (`{"event":"config-rejected",…}`).
+    #[serde(borrow, default)]
+    event: Option<Str<'a>>,
 }
+
+/// The reason [`parse_json`] gives for one of Cachet's own lines that is not traffic: an
+/// admin-API call (`"route":"admin"`) or an event (`"event":…`). `cachet simulate` counts
+/// these apart from bad lines.
+pub const NOT_TRAFFIC: &str = "a Cachet admin call or event, not traffic";
 
 /// Parses one JSON-lines record (fields and aliases: see `docs/simulate.md`).
 ///
@@ -477,8 +501,13 @@ struct JsonRecord<'a> {
 /// A short reason: not a JSON object, or a required field (`url` or `request`, `time`,
 /// `status`) missing or of the wrong shape.
 pub fn parse_json(line: &[u8]) -> Result<Record<'_>, &'static str> {
+    // Cachet's own lines may carry Viceroy's `cachet_log :: ` prefix.
+    let line = crate::access::split_bytes(line).unwrap_or(line);
     let r: JsonRecord<'_> =
         serde_json::from_slice(line).map_err(|_| "not a JSON object of the expected fields")?;
+    if r.event.is_some() || r.route.as_ref().is_some_and(|x| x.0 == "admin") {
+        return Err(NOT_TRAFFIC);
+    }
     let time = r
         .time
         .ok_or("missing \"time\"")?
@@ -911,6 +940,44 @@ mod tests {
                 String::from_utf8_lossy(line)
             );
         }
+    }
+
+    #[test]
+    fn cachets_own_lines_read_as_written_by_the_edge() {
+        use cachet_http::access::Access;
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_740_819_600_500);
+        let ua = [("user-agent".to_owned(), b"Mozilla/5.0 (iPhone)".to_vec())];
+        let mut w = Access::arrived("GET", at, &ua);
+        (w.host, w.url, w.route, w.status) =
+            ("blog.example".into(), "/a?b=1".into(), "blog".into(), 200);
+        w.body_bytes = Some(512);
+        let line = format!("cachet_log :: {}", serde_json::to_string(&w).unwrap());
+        assert_eq!(Format::detect(line.as_bytes()), Format::Json);
+        let r = parse_json(line.as_bytes()).unwrap();
+        assert_eq!(
+            (
+                r.time,
+                r.method.as_ref(),
+                r.host.as_deref(),
+                r.target.as_ref()
+            ),
+            (1_740_819_600, "GET", Some("blog.example"), "/a?b=1")
+        );
+        assert_eq!((r.status, r.bytes), (200, 512));
+        assert_eq!(r.user_agent.as_deref(), Some(&b"Mozilla/5.0 (iPhone)"[..]));
+        // Admin calls and events are not traffic; a Viceroy message is not a log line.
+        w.route = "admin".into();
+        let admin = serde_json::to_string(&w).unwrap();
+        assert_eq!(parse_json(admin.as_bytes()).err(), Some(NOT_TRAFFIC));
+        let event = br#"cachet_log :: {"event":"config-rejected","ok":false}"#;
+        assert_eq!(parse_json(event).err(), Some(NOT_TRAFFIC));
+        let viceroy = b"2026-01-01T00:00:00.000Z  INFO Listening on http://127.0.0.1:7676";
+        assert_eq!(Format::detect_line(viceroy), None);
+        assert_eq!(Format::detect_line(line.as_bytes()), Some(Format::Json));
+        assert_eq!(
+            Format::detect_line(COMBINED.as_bytes()),
+            Some(Format::Combined)
+        );
     }
 
     #[test]

@@ -364,6 +364,15 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
 
     let config_name = config_path.display().to_string();
     let lines = outcome.summary.inputs.iter().map(|i| i.lines).sum::<u64>();
+    if let Some(why) = nothing_read(&outcome.summary) {
+        eprintln!("cachet: simulate: {why}; nothing replayed, no report");
+        if let Some((path, file)) = html_file {
+            // Created empty before the replay: not left behind as a report.
+            drop(file);
+            let _ = std::fs::remove_file(path);
+        }
+        return ExitCode::from(1);
+    }
     let report = Report::build(&engine, &config_name, outcome.summary, args.top);
     let mut code = if outcome.read_failed {
         ExitCode::from(1)
@@ -404,6 +413,39 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
 }
 
 /// Prints the report (table or JSON) and writes the HTML file; `false` when a write failed.
+/// Why a replay read no request at all (`None` when it read one): the inputs were empty,
+/// held only Cachet admin calls and events, or every line was bad (the first reason).
+fn nothing_read(summary: &InputsSummary) -> Option<String> {
+    let sum = |f: fn(&InputReport) -> u64| summary.inputs.iter().map(f).sum::<u64>();
+    if sum(|i| i.records) > 0 {
+        return None;
+    }
+    let (lines, bad, not_traffic) = (
+        sum(|i| i.lines),
+        sum(|i| i.bad_lines),
+        sum(|i| i.not_traffic),
+    );
+    Some(match summary.bad_line_examples.first() {
+        _ if lines == 0 => "no request read: the input is empty".to_owned(),
+        Some(first) => format!(
+            "no request read: {} of {} lines bad, the first ({}:{}) {}",
+            report::thousands(bad),
+            report::thousands(lines),
+            first.file,
+            first.line,
+            first.reason
+        ),
+        None if not_traffic > 0 => format!(
+            "no request read: {} lines, only Cachet admin calls and events",
+            report::thousands(lines)
+        ),
+        None => format!(
+            "no request read: {} lines, all blank or unreadable",
+            report::thousands(lines)
+        ),
+    })
+}
+
 fn write_outputs(args: &SimulateArgs, report: &Report, html_file: Option<(PathBuf, File)>) -> bool {
     let mut ok = true;
     let text = if args.json {
@@ -499,6 +541,7 @@ fn replay_all(args: &SimulateArgs, engine: &mut Engine<'_>, progress: &ProgressB
             lines: 0,
             records: 0,
             bad_lines: 0,
+            not_traffic: 0,
             error: None,
         };
         let mut inp = match Input::open(path, Rc::clone(&count)) {
@@ -525,13 +568,22 @@ fn replay_all(args: &SimulateArgs, engine: &mut Engine<'_>, progress: &ProgressB
                     if buf.trim_ascii().is_empty() {
                         continue;
                     }
-                    let format = *report.format.get_or_insert_with(|| Format::detect(&buf));
+                    // The first line that reads as either format decides the file's
+                    // (Viceroy prints messages before the log lines).
+                    let format = match report.format {
+                        Some(f) => f,
+                        None => match Format::detect_line(&buf) {
+                            Some(f) => *report.format.insert(f),
+                            None => Format::Combined,
+                        },
+                    };
                     match logfmt::parse_line(format, &buf) {
                         Ok(rec) => {
                             no_host += u64::from(rec.host.is_none());
                             engine.record(&rec);
                             report.records += 1;
                         }
+                        Err(logfmt::NOT_TRAFFIC) => report.not_traffic += 1,
                         Err(why) => {
                             note_bad(&mut report, &mut summary.bad_line_examples, progress, why);
                         }
@@ -598,13 +650,15 @@ fn run_generate(args: &SimulateArgs, lines: u64) -> ExitCode {
         format: args.format,
         cache_control: !args.no_cache_control,
     };
+    let progress = generate_progress(args, lines);
     let result = if let Some(path) = &args.out {
-        write_generated(path, &opts)
+        write_generated(path, &opts, &progress)
     } else {
         let stdout = io::stdout();
-        let mut w = BufWriter::with_capacity(256 * 1024, stdout.lock());
-        generate::generate(&opts, &mut w)
+        let w = BufWriter::with_capacity(256 * 1024, stdout.lock());
+        generate::generate(&opts, &mut LineProgress::new(w, &progress))
     };
+    progress.finish_and_clear();
     match result {
         Ok(summary) => {
             if !args.quiet {
@@ -660,22 +714,90 @@ fn generated_line(s: &generate::Summary, out: Option<&Path>) -> String {
     )
 }
 
-fn write_generated(path: &Path, opts: &generate::Options) -> io::Result<generate::Summary> {
+fn write_generated(
+    path: &Path,
+    opts: &generate::Options,
+    progress: &ProgressBar,
+) -> io::Result<generate::Summary> {
     let file = BufWriter::with_capacity(256 * 1024, File::create(path)?);
     if path.extension().is_some_and(|e| e == "gz") {
-        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
-        let summary = generate::generate(opts, &mut gz)?;
-        gz.finish()?.flush()?;
+        let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+        let mut out = LineProgress::new(gz, progress);
+        let summary = generate::generate(opts, &mut out)?;
+        out.inner.finish()?.flush()?;
         Ok(summary)
     } else {
-        let mut file = file;
-        generate::generate(opts, &mut file)
+        generate::generate(opts, &mut LineProgress::new(file, progress))
+    }
+}
+
+/// The `--generate` progress bar: lines written out of `lines`, on stderr when it is a
+/// terminal and `-q` is not given (hidden otherwise: nothing is drawn in pipes and files).
+fn generate_progress(args: &SimulateArgs, lines: u64) -> ProgressBar {
+    if args.quiet || !io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(lines);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} lines (eta {eta})",
+    ) {
+        pb.set_style(style);
+    }
+    pb
+}
+
+/// A writer that counts the lines written through it and moves a progress bar every
+/// [`PROGRESS_EVERY`] lines.
+struct LineProgress<'p, W> {
+    inner: W,
+    progress: &'p ProgressBar,
+    lines: u64,
+    shown: u64,
+}
+
+impl<'p, W: Write> LineProgress<'p, W> {
+    fn new(inner: W, progress: &'p ProgressBar) -> Self {
+        Self {
+            inner,
+            progress,
+            lines: 0,
+            shown: 0,
+        }
+    }
+}
+
+impl<W: Write> Write for LineProgress<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
+        if self.lines - self.shown >= PROGRESS_EVERY {
+            self.shown = self.lines;
+            self.progress.set_position(self.lines);
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generate_progress_moves_every_progress_every_lines() {
+        let pb = ProgressBar::hidden();
+        let mut w = LineProgress::new(Vec::new(), &pb);
+        for _ in 0..PROGRESS_EVERY - 1 {
+            w.write_all(b"a line\n").unwrap();
+        }
+        assert_eq!((w.lines, pb.position()), (PROGRESS_EVERY - 1, 0));
+        w.write_all(b"last\nand a half").unwrap();
+        assert_eq!(pb.position(), PROGRESS_EVERY);
+        assert_eq!(w.inner.len() as u64, 7 * (PROGRESS_EVERY - 1) + 15);
+    }
 
     #[test]
     fn sizes() {

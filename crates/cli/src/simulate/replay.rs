@@ -156,6 +156,8 @@ pub struct Bucket {
     pub baseline_hits: u64,
     /// Config hits (fresh + stale).
     pub config_hits: u64,
+    /// Config answers synthesized at the edge.
+    pub config_synth: u64,
     /// Baseline origin requests.
     pub baseline_origin: u64,
     /// Config origin requests.
@@ -190,6 +192,7 @@ impl Timeline {
                         requests: a.requests + b.requests,
                         baseline_hits: a.baseline_hits + b.baseline_hits,
                         config_hits: a.config_hits + b.config_hits,
+                        config_synth: a.config_synth + b.config_synth,
                         baseline_origin: a.baseline_origin + b.baseline_origin,
                         config_origin: a.config_origin + b.config_origin,
                     })
@@ -596,6 +599,7 @@ impl<'p> Engine<'p> {
         b.requests += 1;
         b.baseline_hits += u64::from(baseline_hit);
         b.config_hits += u64::from(config_hit);
+        b.config_synth += u64::from(config_synth);
         b.baseline_origin += u64::from(baseline_origin);
         b.config_origin += u64::from(config_origin);
 

@@ -26,6 +26,9 @@ pub struct InputReport {
     pub records: u64,
     /// Lines that could not be read as a request.
     pub bad_lines: u64,
+    /// Cachet's own lines that are not traffic: admin calls (`"route":"admin"`) and
+    /// events (`"event":…`); neither bad nor replayed.
+    pub not_traffic: u64,
     /// A read error that stopped this input early (corrupt gzip, I/O).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -66,7 +69,8 @@ pub struct SettingsReport {
 pub struct SideReport {
     /// Requests.
     pub requests: u64,
-    /// (Fresh hits + stale hits) / requests; synthesized answers are not hits.
+    /// (Fresh hits + stale hits) / (requests − synthesized answers): the one definition
+    /// `cachet stat` shares (`crate::hit_ratio`); 0 when every request was synthesized.
     pub hit_ratio: f64,
     /// Fresh hits.
     pub hits: u64,
@@ -120,7 +124,7 @@ pub struct EndpointReport {
 /// Figures for one side of a template.
 #[derive(Debug, Clone, Serialize)]
 pub struct TemplateSide {
-    /// Hits (fresh + stale) / requests.
+    /// Hits (fresh + stale) / (requests − synthesized answers) (`crate::hit_ratio`).
     pub hit_ratio: f64,
     /// Origin requests.
     pub origin_requests: u64,
@@ -220,7 +224,7 @@ pub struct Report {
 pub struct TierReport {
     /// Requests that reached the tier.
     pub requests: u64,
-    /// (Fresh hits + stale hits) / requests.
+    /// (Fresh hits + stale hits) / (requests − synthesized answers) (`crate::hit_ratio`).
     pub hit_ratio: f64,
     /// Fresh hits.
     pub hits: u64,
@@ -239,7 +243,7 @@ pub struct TierReport {
 fn tier(c: &Counters) -> TierReport {
     TierReport {
         requests: c.requests,
-        hit_ratio: ratio(c.hits + c.stale_hits, c.requests),
+        hit_ratio: hit_ratio(c.requests, c.hits + c.stale_hits, c.synth),
         hits: c.hits,
         stale_hits: c.stale_hits,
         misses: c.misses,
@@ -350,6 +354,14 @@ fn fleet_report(fleets: &[Fleet]) -> Option<FleetReport> {
     })
 }
 
+/// The hit ratio of `requests` of which `from_cache` were HIT or STALE and `synth`
+/// synthesized ([`crate::hit_ratio::of_requests`], the definition `cachet stat` shares),
+/// rounded to 6 decimals; 0 when no request went through the cache.
+fn hit_ratio(requests: u64, from_cache: u64, synth: u64) -> f64 {
+    crate::hit_ratio::of_requests(requests, from_cache, synth)
+        .map_or(0.0, |r| (r * 1e6).round() / 1e6)
+}
+
 /// A ratio rounded to 6 decimals (0 when the denominator is 0).
 pub fn ratio(num: u64, den: u64) -> f64 {
     if den == 0 {
@@ -368,7 +380,7 @@ fn side_report(
 ) -> SideReport {
     SideReport {
         requests: c.requests,
-        hit_ratio: ratio(c.hits + c.stale_hits, c.requests),
+        hit_ratio: hit_ratio(c.requests, c.hits + c.stale_hits, c.synth),
         hits: c.hits,
         stale_hits: c.stale_hits,
         misses: c.misses,
@@ -458,11 +470,11 @@ impl Report {
                     template: name.clone(),
                     requests: t.requests,
                     baseline: TemplateSide {
-                        hit_ratio: ratio(t.baseline_hits, t.requests),
+                        hit_ratio: hit_ratio(t.requests, t.baseline_hits, 0),
                         origin_requests: t.baseline_origin,
                     },
                     config: TemplateSide {
-                        hit_ratio: ratio(t.config_hits, t.requests),
+                        hit_ratio: hit_ratio(t.requests, t.config_hits, t.config_synth),
                         origin_requests: t.config_origin,
                     },
                     config_synth: t.config_synth,
@@ -479,8 +491,8 @@ impl Report {
                     tl.start.unwrap_or(0) + i64::try_from(i).unwrap_or(0) * tl.width,
                 ),
                 requests: b.requests,
-                baseline_hit_ratio: ratio(b.baseline_hits, b.requests),
-                config_hit_ratio: ratio(b.config_hits, b.requests),
+                baseline_hit_ratio: hit_ratio(b.requests, b.baseline_hits, 0),
+                config_hit_ratio: hit_ratio(b.requests, b.config_hits, b.config_synth),
                 baseline_origin_requests: b.baseline_origin,
                 config_origin_requests: b.config_origin,
             })
@@ -657,9 +669,15 @@ fn table(header: &[&str], wide: bool) -> comfy_table::Table {
 /// cache settings.
 fn header(o: &mut String, r: &Report, single: bool) {
     let names: Vec<&str> = r.inputs.iter().map(|i| i.name.as_str()).collect();
+    let not_traffic: u64 = r.inputs.iter().map(|i| i.not_traffic).sum();
+    let not_traffic = if not_traffic > 0 {
+        format!(", {} admin calls and events", thousands(not_traffic))
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         o,
-        "cachet simulate: {} requests from {} ({} lines, {} bad)\nconfig {}",
+        "cachet simulate: {} requests from {} ({} lines, {} bad{not_traffic})\nconfig {}",
         thousands(r.records),
         names.join(", "),
         thousands(r.lines),
@@ -703,7 +721,7 @@ pub fn text(r: &Report, wide: bool) -> String {
     endpoint_text(&mut o, r, wide);
     let _ = writeln!(
         o,
-        "\ntop {} path templates of {} (hit ratio = (fresh + stale hits) / requests)",
+        "\ntop {} path templates of {} (hit ratio = (fresh + stale hits) / (requests − synth))",
         r.templates.len(),
         r.templates_seen
     );
@@ -799,8 +817,9 @@ pub fn fleet_text(r: &Report) -> String {
     let _ = writeln!(o, "\n{t}");
     let _ = writeln!(
         o,
-        "hits = (fresh + stale hits) / requests at that tier; the shield tier sees the edges' \n\
-         misses and refreshes of cacheable requests; passes go to the origin from the edge.\n\
+        "hits = (fresh + stale hits) / requests not synthesized, at that tier (as cachet stat);\n\
+         the shield tier sees the edges' misses and refreshes of cacheable requests; passes go\n\
+         to the origin from the edge.\n\
          one node, config side (for reference): hit ratio {}, origin requests {}",
         percent(r.config.hit_ratio),
         thousands(r.config.origin_requests),

@@ -37,10 +37,8 @@ impl Snapshot {
         self.counters.get(name).copied().unwrap_or(0)
     }
 
-    /// Requests answered from cache over lookups that could have been:
-    /// `(hits + stale) / (hits + stale + misses + passes)` (Varnish's `cache_hit` over
-    /// `cache_hit + cache_miss`, with stale hits and passes counted as Fastly's
-    /// stats do); `None` before any such request.
+    /// `(hits + stale) / (hits + stale + misses + passes)`: the one definition
+    /// `cachet simulate` shares ([`crate::hit_ratio`]); `None` before any such request.
     pub fn hit_ratio(&self) -> Option<f64> {
         hit_ratio(
             self.counter("hits") + self.counter("stale"),
@@ -49,12 +47,7 @@ impl Snapshot {
     }
 }
 
-/// `served / (served + fetched)`, `None` when both are 0.
-#[allow(clippy::cast_precision_loss, reason = "ratios of request counts")]
-pub fn hit_ratio(served: u64, fetched: u64) -> Option<f64> {
-    let total = served + fetched;
-    (total > 0).then(|| served as f64 / total as f64)
-}
+pub use crate::hit_ratio::hit_ratio;
 
 /// Parses Envoy's admin `/stats` text (`name: value` per line) and keeps the filter's
 /// metrics (`wasmcustom.cachet.<name>`, values of the same name summed), then adds the
@@ -151,7 +144,9 @@ impl LogTotals {
     /// `origin_fetches` = lines with `origin_ms` (foreground fetches, a foreground
     /// revalidation included) plus background refreshes (`refresh` `stale:…`/`ahead:…`);
     /// `refreshes` = background refreshes; `revalidated` = 304s that freshened, in the
-    /// foreground or the background; `origin_errors` = `ERROR` lines plus revalidations
+    /// foreground or the background; `origin_errors` = `ERROR` lines whose `failure` is
+    /// `origin` (lines without `failure`, of older edges: every non-admin `ERROR` line) plus
+    /// revalidations
     /// and refreshes that kept the stored object after an error answer or a failure;
     /// a `refresh` value this build does not know counts in `refresh_unknown` only;
     /// `banned` = objects found banned (`banned_by` on a non-admin line); admin lines: see
@@ -175,7 +170,15 @@ impl LogTotals {
             Some("SYNTH") => self.add("synth"),
             Some("ERROR") => {
                 self.add("errors");
-                self.add("origin_errors");
+                // Only the origin's failures: not a refused admin call, nor a
+                // configuration, cache or body failure (`failure`; older lines have none:
+                // then every non-admin ERROR line, as before).
+                let admin = a.route.as_deref() == Some("admin");
+                match a.failure.as_deref() {
+                    Some("origin") => self.add("origin_errors"),
+                    None if !admin => self.add("origin_errors"),
+                    _ => {}
+                }
             }
             _ => {}
         }
@@ -337,6 +340,14 @@ mod tests {
                 w.refresh = Some(RefreshOutcome::Foreground(Revalidation::Revalidated));
             }),
             line(Error, |w| w.error = Some("origin down".into())),
+            line(Error, |w| w.failure = Some("origin")),
+            // Not the origin's: a configuration that does not load, refused admin calls
+            // (as the edge writes them since issue 31, and before, without `failure`).
+            line(Error, |w| w.failure = Some("config")),
+            line(Error, |w| {
+                (w.route, w.status, w.failure) = ("admin".into(), 401, Some("admin"));
+            }),
+            line(Error, |w| (w.route, w.status) = ("admin".into(), 403)),
             admin("POST", 201, Some(7)),
             admin("POST", 200, None),
             admin("POST", 401, None),
@@ -354,7 +365,7 @@ mod tests {
         t.bad_line();
         let s = t.snapshot();
         let want = [
-            ("requests", 15),
+            ("requests", 19),
             ("hits", 5),
             ("hits_edge", 2),
             ("hits_single", 2),
@@ -363,9 +374,9 @@ mod tests {
             ("passes", 2),
             ("stale", 1),
             ("synth", 4),
-            ("errors", 1),
+            ("errors", 5),
             ("origin_fetches", 5),
-            ("origin_errors", 2),
+            ("origin_errors", 3),
             ("refreshes", 2),
             ("revalidated", 2),
             ("refresh_unknown", 1),
