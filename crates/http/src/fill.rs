@@ -207,8 +207,10 @@ pub fn revalidated(
         ..
     } = answer;
     // A 206 or 412 answers a client's range or precondition, never our unconditional or
-    // validator-only fill: keep the good object (hostile-input rule, issue 13).
-    if status != 304 && !should_store_over(true, status) || matches!(status, 206 | 412) {
+    // validator-only fill: keep the good object (hostile-input rule, issue 13). A slice's
+    // revalidation asks for its range: its 206 is the new slice, checked as any fill's.
+    let foreign_206 = status == 206 && plan.slice.is_none();
+    if status != 304 && !should_store_over(true, status) || foreign_206 || status == 412 {
         return Revalidated::Keep;
     }
     let read = ResponseFields::read(status, fields);
@@ -589,6 +591,19 @@ keep = "1h"
                 "{odd} keeps the stored object"
             );
         }
+        // A slice's revalidation asks for its range: its 206 is the new slice (stored if it
+        // is exactly the slice, as any fill's answer; issue 30).
+        let mut sliced = plan.clone();
+        sliced.slice = cachet_policy::plan::slice_of(b"bytes=0-3", 16);
+        assert!(sliced.slice.is_some());
+        assert_eq!(
+            revalidated(&p, &sliced, &key, &meta, origin(206, &[], b""), later),
+            Revalidated::Replace
+        );
+        assert_eq!(
+            revalidated(&p, &sliced, &key, &meta, origin(412, &[], b""), later),
+            Revalidated::Keep
+        );
         let private = f(&[("cache-control", b"private")]);
         assert!(matches!(
             revalidated(&p, &plan, &key, &meta, origin(304, &private, b""), later),

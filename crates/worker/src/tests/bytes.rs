@@ -303,3 +303,25 @@ fn cache_control_lines_envoy_joined_with_a_bare_comma_go_out_spaced() {
     assert_eq!(values(&out, "x-cache"), [b"PASS"]);
     assert_eq!(values(&out, "cache-control"), [b"no-store, private"]);
 }
+
+#[test]
+fn a_router_fill_for_an_identity_client_asks_for_identity() {
+    // Without any Accept-Encoding the origin may pick any coding (RFC 9110 §12.5.3): an
+    // identity client's router fill says `identity`; a gzip client's says `gzip`.
+    let mut cfg: serde_json::Value = serde_json::from_str(&config()).unwrap();
+    cfg["envoy"]["fill"] = serde_json::json!("router");
+    for (client, want) in [(None, &b"identity"[..]), (Some(&b"gzip, br"[..]), b"gzip")] {
+        let (fake, vm) = vm_with(&cfg.to_string());
+        let extra: Vec<(&str, &[u8])> =
+            client.map(|v| ("accept-encoding", v)).into_iter().collect();
+        get(&fake, "/t/coding", &extra);
+        let mut s = Http::new(Rc::clone(&vm), 2);
+        assert_eq!(
+            s.on_request_headers(true),
+            Action::Continue,
+            "a router fill"
+        );
+        let upstream = fake.headers(MapType::HttpRequestHeaders);
+        assert_eq!(values(&upstream, "accept-encoding"), [want], "{client:?}");
+    }
+}

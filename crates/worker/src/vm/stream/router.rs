@@ -35,7 +35,13 @@ impl Http {
             .and_then(|v| std::str::from_utf8(v).ok())
             .is_some_and(|v| cachet_policy::accepts_encoding(Some(v), "gzip"));
         if !gzip_ok {
-            fields.retain(|(n, _)| !n.eq_ignore_ascii_case("accept-encoding"));
+            // `identity`, not no field at all: without one the origin may pick any coding
+            // (RFC 9110 §12.5.3).
+            for (n, v) in &mut fields {
+                if n.eq_ignore_ascii_case("accept-encoding") {
+                    *v = b"identity".to_vec();
+                }
+            }
         }
         let authority: &[u8] = fields
             .iter()
