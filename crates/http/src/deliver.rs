@@ -293,26 +293,14 @@ impl<'m> Delivery<'m, '_> {
         if ranged {
             headers.push(("accept-ranges".into(), Cow::Borrowed(b"bytes")));
         }
-        // A stored slice answers ranges inside it, against the representation's length.
-        if let Some(part) = meta.slice {
-            return self.slice_head(headers, part, body_len);
-        }
-        let range = match (&self.client.range, ranged) {
-            (Some(r), true) => {
-                let applies = self.client.if_range.as_deref().is_none_or(|ir| {
-                    conditional::if_range_matches(
-                        ir,
-                        etag.as_deref(),
-                        meta.header_bytes("last-modified"),
-                    )
-                });
-                if applies {
-                    range::interpret(r, body_len)
-                } else {
-                    RangeRequest::Full
-                }
-            }
-            _ => RangeRequest::Full,
+        // A stored slice holds bytes `first ..` of a representation of `total` bytes
+        // (`Meta::slice`): ranges are read against the whole length and answered from the
+        // slice's bytes; the whole object is its own body from offset 0.
+        let (total, offset) = meta.slice.map_or((body_len, 0), |p| (p.total, p.first));
+        let range = if ranged {
+            self.range(etag.as_deref(), total)
+        } else {
+            RangeRequest::Full
         };
         if self.client.keep_surrogate && !meta.surrogate_keys.is_empty() {
             headers.push((
@@ -322,21 +310,27 @@ impl<'m> Delivery<'m, '_> {
         }
         self.content_at(&mut headers);
         self.common(&mut headers);
+        // What a slice holds: `[offset, offset + body_len)`. The plan only sends a slice
+        // the ranges inside it; anything else it cannot answer is a 416, never other bytes.
+        let held = |first: u64, last: u64| {
+            meta.slice.is_none() || (first >= offset && last < offset.saturating_add(body_len))
+        };
         let (status, len, body) = match range {
-            RangeRequest::Full => (meta.status, body_len, Answer::Whole),
-            RangeRequest::Partial(r) => {
-                headers.push(("content-range".into(), computed(r.content_range(body_len))));
-                (206, r.len(), Answer::Slice(r.first, r.last + 1))
+            RangeRequest::Full if meta.slice.is_none() => (meta.status, body_len, Answer::Whole),
+            RangeRequest::Partial(r) if held(r.first, r.last) => {
+                headers.push(("content-range".into(), computed(r.content_range(total))));
+                (
+                    206,
+                    r.len(),
+                    Answer::Slice(r.first - offset, r.last - offset + 1),
+                )
             }
-            RangeRequest::Unsatisfiable => {
+            _ => {
                 headers.retain(|(n, _)| {
                     !n.eq_ignore_ascii_case("content-encoding")
                         && !n.eq_ignore_ascii_case("content-type")
                 });
-                headers.push((
-                    "content-range".into(),
-                    computed(format!("bytes */{body_len}")),
-                ));
+                headers.push(("content-range".into(), computed(format!("bytes */{total}"))));
                 (416, 0, Answer::Empty)
             }
         };
@@ -352,57 +346,20 @@ impl<'m> Delivery<'m, '_> {
         }
     }
 
-    /// The head for a stored slice ([`Meta::slice`]) of `body_len` bytes: the client's
-    /// range (the plan chose this slice because the range lies in it) interpreted against
-    /// the representation's `total`, answered `206` with `Content-Range` from the slice's
-    /// bytes; a range the slice does not hold (the representation is shorter than the
-    /// range's start) is `416` with `bytes */total`.
-    fn slice_head(
-        self,
-        mut headers: Vec<(Cow<'m, str>, Cow<'m, [u8]>)>,
-        part: cachet_policy::object::SlicePart,
-        body_len: u64,
-    ) -> Head<'m> {
-        let range = self
-            .client
-            .range
-            .as_deref()
-            .map_or(RangeRequest::Full, |r| range::interpret(r, part.total));
-        let held = |first: u64, last: u64| {
-            first >= part.first && last < part.first.saturating_add(body_len)
+    /// The client's `Range` read against a representation of `total` bytes, when its
+    /// `If-Range` (if any) matches the stored `etag` (as sent) or `Last-Modified` (RFC
+    /// 9110 §13.1.5); else the whole representation.
+    fn range(&self, etag: Option<&[u8]>, total: u64) -> RangeRequest {
+        let Some(r) = &self.client.range else {
+            return RangeRequest::Full;
         };
-        self.content_at(&mut headers);
-        self.common(&mut headers);
-        let (status, len, body) = match range {
-            RangeRequest::Partial(r) if held(r.first, r.last) => {
-                headers.push((
-                    "content-range".into(),
-                    computed(r.content_range(part.total)),
-                ));
-                (
-                    206,
-                    r.len(),
-                    Answer::Slice(r.first - part.first, r.last - part.first + 1),
-                )
-            }
-            _ => {
-                headers.retain(|(n, _)| !n.eq_ignore_ascii_case("content-type"));
-                headers.push((
-                    "content-range".into(),
-                    computed(format!("bytes */{}", part.total)),
-                ));
-                (416, 0, Answer::Empty)
-            }
-        };
-        headers.push(("content-length".into(), computed(len.to_string())));
-        Head {
-            status,
-            headers,
-            body: if self.client.head {
-                Answer::Empty
-            } else {
-                body
-            },
+        let applies = self.client.if_range.as_deref().is_none_or(|ir| {
+            conditional::if_range_matches(ir, etag, self.meta.header_bytes("last-modified"))
+        });
+        if applies {
+            range::interpret(r, total)
+        } else {
+            RangeRequest::Full
         }
     }
 

@@ -369,10 +369,21 @@ fn a_stored_slice_answers_ranges_inside_it_against_the_whole_length() {
     assert_eq!(h.header("accept-ranges"), Some("bytes"));
     let h = get(&[("Range", "bytes=16-31")]);
     assert_eq!((h.status, h.body), (206, Answer::Slice(0, 16)));
-    // A range the slice does not hold (never planned onto it): 416, never other bytes.
+    // A range the slice does not hold (never planned onto it): 416, never other bytes;
+    // nor can a slice answer for the whole representation.
     let h = get(&[("Range", "bytes=40-41")]);
     assert_eq!((h.status, h.body), (416, Answer::Empty));
     assert_eq!(h.header("content-range"), Some("bytes */100"));
+    assert_eq!(get(&[]).status, 416);
+    // A shield answering its edge tier keeps the slice's surrogate keys, as for any object.
+    m.surrogate_keys = vec!["video-1".into()];
+    let mut tier = client("GET", &[("Range", "bytes=18-20")]);
+    tier.keep_surrogate = true;
+    let h = deliver(&m, &tier, NOW, CacheStatus::Hit).head(16);
+    assert_eq!(
+        (h.status, h.header("surrogate-key")),
+        (206, Some("video-1"))
+    );
     // The last slice of a representation shorter than the slice size: clamped.
     m.slice = Some(cachet_policy::object::SlicePart {
         first: 16,
