@@ -33,6 +33,20 @@ pub struct LocatedIssue {
     pub issue: ConfigIssue,
 }
 
+impl LocatedIssue {
+    /// An issue with the text as a whole (its size, its syntax): no path, at `line` when
+    /// one can be named.
+    fn whole(line: Option<usize>, message: String) -> Self {
+        Self {
+            line,
+            issue: ConfigIssue {
+                path: String::new(),
+                message,
+            },
+        }
+    }
+}
+
 impl std::fmt::Display for LocatedIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if let Some(l) = self.line {
@@ -63,24 +77,15 @@ enum Step {
 /// TOML syntax error, else every schema and validation issue.
 pub fn check_toml(text: &str) -> Result<Config, Vec<LocatedIssue>> {
     if let Err(e) = crate::config::check_size(text) {
-        return Err(vec![LocatedIssue {
-            line: None,
-            issue: ConfigIssue {
-                path: String::new(),
-                message: e.to_string(),
-            },
-        }]);
+        return Err(vec![LocatedIssue::whole(None, e.to_string())]);
     }
     let original = match DeTable::parse(text) {
         Ok(t) => t,
         Err(e) => {
-            return Err(vec![LocatedIssue {
-                line: e.span().map(|s| line_of(text, s.start)),
-                issue: ConfigIssue {
-                    path: String::new(),
-                    message: format!("TOML syntax: {}", e.message()),
-                },
-            }]);
+            return Err(vec![LocatedIssue::whole(
+                e.span().map(|s| line_of(text, s.start)),
+                format!("TOML syntax: {}", e.message()),
+            )]);
         }
     };
     let mut working = original.clone();
@@ -146,24 +151,15 @@ pub fn check_toml(text: &str) -> Result<Config, Vec<LocatedIssue>> {
 /// else every schema and validation issue.
 pub fn check_json(text: &str) -> Result<Config, Vec<LocatedIssue>> {
     if let Err(e) = crate::config::check_size(text) {
-        return Err(vec![LocatedIssue {
-            line: None,
-            issue: ConfigIssue {
-                path: String::new(),
-                message: e.to_string(),
-            },
-        }]);
+        return Err(vec![LocatedIssue::whole(None, e.to_string())]);
     }
     let mut working: serde_json::Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => {
-            return Err(vec![LocatedIssue {
-                line: Some(e.line()),
-                issue: ConfigIssue {
-                    path: String::new(),
-                    message: format!("JSON syntax: {e}"),
-                },
-            }]);
+            return Err(vec![LocatedIssue::whole(
+                Some(e.line()),
+                format!("JSON syntax: {e}"),
+            )]);
         }
     };
     let lines = json_lines(text);
