@@ -1,7 +1,7 @@
 //! Lookup, miss, refresh-ahead, stale serving and revalidation on Fastly's core cache.
 //!
-//! The flow and every decision in it are `cachet_http::drive`'s; this module implements
-//! its `CoreCache` trait on the port's core-cache transactions. How the flow maps onto the
+//! The flow and every decision in it are `cachet_http::exchange`'s; this module drives the
+//! exchange with the port's core-cache transactions, origin and client answer. How the flow maps onto the
 //! core cache:
 //!
 //! * Objects are inserted with the core cache's TTL = the real TTL and its
@@ -30,8 +30,11 @@
 //! key with an open handle can hang).
 
 use cachet_http::access::{Access, RefreshOutcome, Refreshed, millis};
-use cachet_http::drive::{self, AnswerHead, CoreEntry, Looked, Note};
-use cachet_http::{CacheStatus, Client, Failure, fill};
+use cachet_http::exchange::{
+    self, Action, AnswerHead, Background, CoreEntry, Done, Event, Exchange, Purge, Respond, Write,
+    WriteOp,
+};
+use cachet_http::{CacheStatus, Client, Failure};
 use cachet_policy::Plan;
 use cachet_policy::object::Meta;
 use std::time::Duration;
@@ -79,11 +82,12 @@ pub(crate) fn pass<H: Host>(
 fn unreachable(reason: String) -> EdgeError {
     EdgeError::Origin {
         reason,
-        retry_after_secs: retry_after_secs(drive::RETRY_AFTER),
+        retry_after_secs: retry_after_secs(exchange::RETRY_AFTER),
     }
 }
 
-/// Serves a cacheable request from the core cache (`cachet_http::drive::cached`).
+/// Serves a cacheable request from the core cache: drives `cachet_http::exchange` (the
+/// flow and every decision in it) with this instance's core cache, origin and client.
 ///
 /// # Errors
 /// [`EdgeError::Cache`] when the core cache fails; [`EdgeError::Origin`] when the origin is
@@ -95,130 +99,192 @@ pub(crate) fn cached<H: Host>(
     f: &mut Access,
 ) -> Result<Outcome<H>, EdgeError> {
     let client = client_of(cx, &req);
-    let mut edge = Edge::new(cx, plan, req, f);
-    let served = drive::cached(&mut edge, cx.policy, plan, &client)?;
-    let mut out = served.out;
-    out.after = match (served.after, edge.req) {
-        (Some(refresh), Some(req)) => Some(Box::new(Job {
-            refresh,
-            req: req.without_body(),
-        })),
-        _ => None,
-    };
-    Ok(out)
+    let now = Timestamp::from_system_time(cx.host.now());
+    let seed = cx.host.random_u64();
+    let mut ex = Exchange::new(cx.policy, plan, &client, &req.headers, now, seed);
+    let mut d = Driver::new(cx, plan, &req, f);
+    let done = d.run(&mut ex, Event::Start);
+    let notes = ex.notes().clone();
+    drop(ex);
+    let out = done.and_then(|done| d.finish(*done, &client));
+    f.record(&notes);
+    match out? {
+        Finished::Out(out, refresh) => Ok(Outcome {
+            after: refresh.map(|refresh| {
+                Box::new(Job {
+                    refresh,
+                    req: req.without_body(),
+                })
+            }),
+            ..out
+        }),
+        Finished::Pass => pass(cx, plan, req, f),
+        Finished::Refreshed(_) => Err(EdgeError::Cache(
+            "a client exchange ended as a refresh".into(),
+        )),
+    }
 }
 
-/// The edge's side of `cachet_http::drive`: one request's core cache transactions, origin
-/// fetches, answers and access-log record.
-struct Edge<'p, 'a, 'f, H: Host> {
+/// How an exchange ended, once its write is done.
+enum Finished<H: Host> {
+    /// This answer, and maybe a refresh to run after it.
+    Out(Outcome<H>, Option<Background<H::Tx>>),
+    /// Pass the client's request to the origin.
+    Pass,
+    /// A background refresh's outcome.
+    Refreshed(Refreshed),
+}
+
+/// The edge's side of `cachet_http::exchange`: carries out its actions on the core cache,
+/// the origin and the client answer; decides nothing.
+struct Driver<'p, 'a, 'f, H: Host> {
     cx: Ctx<'p, H>,
     plan: &'p Plan<'a>,
-    /// The client's request (`None` once passed to the origin).
-    req: Option<ClientRequest<H::Body>>,
-    client: Client,
+    req: &'p ClientRequest<H::Body>,
     /// The request's fields, normalized for variant selection (RFC 9111 §4.1,
     /// `cachet_http::vary::normalized`): the core cache picks the variant stored with
     /// `vary_by` whose fields match (Fastly's own `Vary` support, which Viceroy implements).
     vary: Fields,
+    /// The origin's answer to the fetch, while the exchange decides on it.
+    answer: Option<Fetched<H::Body>>,
     f: &'f mut Access,
 }
 
-impl<'p, 'a, 'f, H: Host> Edge<'p, 'a, 'f, H> {
+type Ex<'p, 'a, H> = Exchange<'p, 'a, <H as Host>::Tx, Vec<u8>>;
+
+/// An exchange's last action.
+type Last<H> = Box<Done<<H as Host>::Tx, Vec<u8>>>;
+
+/// What a write wrote: metadata, and the body of an insert.
+type Written = Option<(Box<Meta>, Option<Vec<u8>>)>;
+
+impl<'p, 'a, 'f, H: Host> Driver<'p, 'a, 'f, H> {
     fn new(
         cx: Ctx<'p, H>,
         plan: &'p Plan<'a>,
-        req: ClientRequest<H::Body>,
+        req: &'p ClientRequest<H::Body>,
         f: &'f mut Access,
     ) -> Self {
         Self {
             cx,
             plan,
-            client: client_of(cx, &req),
             vary: vary_headers(
                 &req.headers,
                 &cx.policy.config().origin.fill_fields,
                 plan.device_header,
             ),
-            req: Some(req),
+            req,
+            answer: None,
             f,
         }
     }
-}
-
-impl<H: Host> drive::CoreCache for Edge<'_, '_, '_, H> {
-    type Tx = H::Tx;
-    type Answer = Fetched<H::Body>;
-    type Out = Outcome<H>;
-    type Error = EdgeError;
 
     fn now(&self) -> Timestamp {
         Timestamp::from_system_time(self.cx.host.now())
     }
 
-    fn random_bits(&mut self) -> u64 {
-        self.cx.host.random_u64()
+    /// Feeds `ex` from `event` until it is done.
+    fn run(
+        &mut self,
+        ex: &mut Ex<'_, '_, H>,
+        event: Event<H::Tx, Vec<u8>>,
+    ) -> Result<Last<H>, EdgeError> {
+        let mut event = event;
+        loop {
+            event = match ex.handle(self.now(), event) {
+                Action::Done(done) => return Ok(done),
+                action => self.perform(ex, action)?,
+            };
+        }
     }
 
-    fn lookup(&mut self, wait: Duration) -> Result<Option<Looked<H::Tx>>, EdgeError> {
+    /// Carries out one action; its outcome is the next event.
+    fn perform(
+        &mut self,
+        ex: &Ex<'_, '_, H>,
+        action: Action<H::Tx, Vec<u8>>,
+    ) -> Result<Event<H::Tx, Vec<u8>>, EdgeError> {
         let host = self.cx.host;
+        Ok(match action {
+            Action::Lookup { wait, purge } => {
+                if let Some(p) = purge {
+                    self.purge_first(p);
+                }
+                self.lookup(wait)?
+            }
+            Action::CheckBan => Event::Ban(ex.found().is_some_and(|m| self.banned(m))),
+            Action::ReadFlag { key } => {
+                Event::Flag(host.lookup(key.as_bytes()).map(|f| host.found_metadata(&f)))
+            }
+            Action::ReadStored => {
+                Event::Stored(match ex.handle_ref().and_then(|t| host.tx_found(t)) {
+                    Some(found) => host.found_body(&found, None).map_err(EdgeError::Cache)?,
+                    None => Vec::new(),
+                })
+            }
+            Action::Park(d) => {
+                host.sleep(d);
+                Event::Woken
+            }
+            Action::Fetch { fields } => {
+                let url = self.req.url.clone();
+                match origin::send(self.cx, &self.plan.target, "GET".into(), url, fields, None) {
+                    Ok(a) => {
+                        let head = AnswerHead {
+                            status: a.resp.status,
+                            fields: a.resp.headers.clone(),
+                            elapsed: a.elapsed,
+                        };
+                        self.answer = Some(a);
+                        Event::Head(head)
+                    }
+                    Err(e) => Event::OriginFailed(e),
+                }
+            }
+            Action::ReadBody { limit } => self.read_bounded(limit),
+            Action::Done(_) => unreachable!("run returns Done"),
+        })
+    }
+
+    /// A purge (and refresh-ahead's flag) before a lookup.
+    fn purge_first(&mut self, p: Purge) {
+        if let Some((key, value, ttl)) = p.flag {
+            let e = Entry {
+                ttl,
+                swr: Duration::ZERO,
+                age: Duration::ZERO,
+                vary_by: &[],
+                surrogate_keys: &[],
+                user_metadata: &value,
+            };
+            if let Err(err) = self.cx.host.insert(key.as_bytes(), &e, &[]) {
+                self.f.error = Some(format!("flag {key}: {err}"));
+            }
+        }
+        purge(self.cx.host, &p.tag, p.soft, self.f);
+    }
+
+    fn lookup(&mut self, wait: Duration) -> Result<Event<H::Tx, Vec<u8>>, EdgeError> {
+        let host = self.cx.host;
+        let key = self.plan.cache_key.as_bytes();
         let Some(tx) = host
-            .tx_lookup(
-                self.plan.cache_key.as_bytes(),
-                &self.vary,
-                false,
-                Some(wait),
-            )
+            .tx_lookup(key, &self.vary, false, Some(wait))
             .map_err(EdgeError::Cache)?
         else {
-            return Ok(None);
+            return Ok(Event::TimedOut);
         };
         // Metadata of another layout version counts as nothing.
         let found = host.tx_found(&tx).and_then(|f| {
             Some((
-                Meta::from_bytes(&host.found_metadata(&f))?,
+                Box::new(Meta::from_bytes(&host.found_metadata(&f))?),
                 host.found_stale(&f),
             ))
         });
-        Ok(Some(Looked {
+        Ok(Event::Looked {
             obligated: host.tx_obligated(&tx),
-            tx,
+            handle: tx,
             found,
-        }))
-    }
-
-    fn pause(&mut self, d: Duration) {
-        self.cx.host.sleep(d);
-    }
-
-    fn read_flag(&mut self, key: &str) -> Option<Vec<u8>> {
-        let host = self.cx.host;
-        let found = host.lookup(key.as_bytes())?;
-        Some(host.found_metadata(&found))
-    }
-
-    fn write_flag(&mut self, key: &str, value: &[u8], ttl: Duration) {
-        let e = Entry {
-            ttl,
-            swr: Duration::ZERO,
-            age: Duration::ZERO,
-            vary_by: &[],
-            surrogate_keys: &[],
-            user_metadata: value,
-        };
-        if let Err(err) = self.cx.host.insert(key.as_bytes(), &e, &[]) {
-            self.f.error = Some(format!("flag {key}: {err}"));
-        }
-    }
-
-    fn body(&mut self, tx: &H::Tx) -> Result<Vec<u8>, EdgeError> {
-        match self.cx.host.tx_found(tx) {
-            Some(found) => self
-                .cx
-                .host
-                .found_body(&found, None)
-                .map_err(EdgeError::Cache),
-            None => Ok(Vec::new()),
-        }
+        })
     }
 
     /// `bans::check` on this POP's copy of the index.
@@ -227,10 +293,8 @@ impl<H: Host> drive::CoreCache for Edge<'_, '_, '_, H> {
         if log_error.is_some() {
             self.f.error = log_error;
         }
-        let req = self.req.as_ref();
-        let covered = bans::check(&log, meta, &self.plan.target, |n| {
-            req.and_then(|r| r.header_str(n))
-        });
+        let req = self.req;
+        let covered = bans::check(&log, meta, &self.plan.target, |n| req.header_str(n));
         match covered {
             Some(bans::Covered::Ban(id)) => self.f.banned_by = Some(id),
             Some(bans::Covered::Unknown) => self.f.bans_unknown = true,
@@ -239,122 +303,112 @@ impl<H: Host> drive::CoreCache for Edge<'_, '_, '_, H> {
         true
     }
 
-    /// Inserts an object (or, `meta.pass`, a content-free hit-for-pass marker) under the
-    /// obligation, as `drive::CoreEntry` says, `vary_by` the origin's varying fields.
-    fn insert(&mut self, tx: H::Tx, meta: &Meta, body: &[u8]) -> Result<(), EdgeError> {
-        let e = CoreEntry::of(self.cx.policy, meta, self.now());
-        let md = meta.to_bytes();
-        self.cx
-            .host
-            .tx_insert(tx, &entry(&e, meta, &md), body)
-            .map_err(EdgeError::Cache)
-    }
-
-    /// Writes a freshened object's metadata (same body) under the obligation.
-    fn update(&mut self, tx: H::Tx, meta: &Meta) -> Result<(), EdgeError> {
-        let e = CoreEntry::of(self.cx.policy, meta, self.now());
-        let md = meta.to_bytes();
-        self.cx
-            .host
-            .tx_update(tx, &entry(&e, meta, &md))
-            .map_err(EdgeError::Cache)
-    }
-
-    fn cancel(&mut self, tx: &H::Tx) {
-        if self.cx.host.tx_obligated(tx) {
-            self.cx.host.tx_cancel(tx);
-        }
-    }
-
-    fn purge(&mut self, key: &str, soft: bool) {
-        purge(self.cx.host, key, soft, self.f);
-    }
-
-    fn fetch(&mut self, stored: Option<&Meta>) -> Result<Fetched<H::Body>, String> {
-        let req = self.req.as_ref().ok_or("request already passed")?;
-        let headers = fill::request_fields(self.cx.policy, self.plan, &req.headers, stored);
-        let url = req.url.clone();
-        origin::send(self.cx, &self.plan.target, "GET".into(), url, headers, None)
-    }
-
-    fn head(&self, answer: &Fetched<H::Body>) -> AnswerHead {
-        AnswerHead {
-            status: answer.resp.status,
-            fields: answer.resp.headers.clone(),
-            elapsed: answer.elapsed,
-        }
-    }
-
-    /// Reads the body when it is at most `limit` bytes (`[edge].max_object_bytes`). A
-    /// longer one (a chunked body declares no length) is not held: `None`, and the answer
-    /// gets back a body that replays the `limit + 1` bytes read and streams the rest from
-    /// the origin, so memory stays bounded by `limit` whatever the body's size.
-    fn read_bounded(
-        &mut self,
-        a: &mut Fetched<H::Body>,
-        limit: u64,
-    ) -> Result<Option<Vec<u8>>, String> {
+    /// Reads the answer's body when it is at most `limit` bytes (`[edge].max_object_bytes`).
+    /// A longer one (a chunked body declares no length) is not held: the answer gets back
+    /// a body that replays the `limit + 1` bytes read and streams the rest from the
+    /// origin, so memory stays bounded by `limit` whatever the body's size.
+    fn read_bounded(&mut self, limit: u64) -> Event<H::Tx, Vec<u8>> {
         let host = self.cx.host;
-        let head = host
-            .body_read(&mut a.resp.body, limit.saturating_add(1))
-            .map_err(|e| format!("origin body: {e}"))?;
+        let Some(a) = self.answer.as_mut() else {
+            return Event::BodyBroke("no origin answer".into());
+        };
+        let head = match host.body_read(&mut a.resp.body, limit.saturating_add(1)) {
+            Ok(head) => head,
+            Err(e) => return Event::BodyBroke(format!("origin body: {e}")),
+        };
         if head.len() as u64 <= limit {
-            return Ok(Some(head));
+            return Event::Body(head);
         }
         let mut replay = host.body_from(head);
         let rest = std::mem::replace(&mut a.resp.body, host.body_from(Vec::new()));
         host.body_append(&mut replay, rest);
         a.resp.body = replay;
-        Ok(None)
+        Event::Oversize
     }
 
-    fn restore_body(&mut self, a: &mut Fetched<H::Body>, body: Vec<u8>) {
-        a.resp.body = self.cx.host.body_from(body);
-    }
-
-    fn pass(&mut self) -> Result<Outcome<H>, EdgeError> {
-        let req = self
-            .req
-            .take()
-            .ok_or_else(|| unreachable("request already passed".into()))?;
-        pass(self.cx, self.plan, req, self.f)
-    }
-
-    fn respond(
+    /// Carries out the exchange's last write, then builds its answer.
+    fn finish(
         &mut self,
-        meta: &Meta,
-        body: Vec<u8>,
-        status: CacheStatus,
-    ) -> Result<Outcome<H>, EdgeError> {
-        deliver::respond(self.now(), meta, body, status, &self.client, self.f).map(Outcome::from)
+        done: Done<H::Tx, Vec<u8>>,
+        client: &Client,
+    ) -> Result<Finished<H>, EdgeError> {
+        let Done {
+            write,
+            respond,
+            refresh,
+        } = done;
+        let written = match write {
+            Some(w) => self.write(w)?,
+            None => None,
+        };
+        let out: Outcome<H> = match respond {
+            Respond::Object {
+                status,
+                meta,
+                body,
+                cookies,
+            } => {
+                let (wm, wb) = written.unzip();
+                let (Some(meta), Some(body)) = (meta.or(wm), body.or(wb.flatten())) else {
+                    return Err(EdgeError::Cache(
+                        "an answer from a write that was not made".into(),
+                    ));
+                };
+                let mut out = deliver::respond(self.now(), &meta, body, status, client, self.f)?;
+                out.headers.extend(cookies);
+                out.into()
+            }
+            Respond::Unstored { body, .. } => {
+                let Some(mut answer) = self.answer.take() else {
+                    return Err(EdgeError::Cache("no origin answer to send".into()));
+                };
+                if let Some(body) = body {
+                    answer.resp.body = self.cx.host.body_from(body);
+                }
+                deliver::unstored(answer, client, true).into()
+            }
+            Respond::Pass => return Ok(Finished::Pass),
+            Respond::NotCached => {
+                Response::from(cachet_http::reply::failure(Failure::NotCached)).into()
+            }
+            Respond::Unavailable(reason) => return Err(unreachable(reason)),
+            Respond::Broken(e) => return Err(EdgeError::Body(e)),
+            Respond::Refreshed(r) => return Ok(Finished::Refreshed(r)),
+        };
+        Ok(Finished::Out(out, refresh))
     }
 
-    fn unstored(&mut self, answer: Fetched<H::Body>) -> Outcome<H> {
-        deliver::unstored(answer, &self.client, true).into()
-    }
-
-    fn add_cookies(&mut self, out: &mut Outcome<H>, answer: &Fetched<H::Body>) {
-        for (n, v) in &answer.resp.headers {
-            if n.eq_ignore_ascii_case("set-cookie") {
-                out.resp.headers.push((n.clone(), v.clone()));
+    /// Carries out a write; returns what was written (metadata, and the body of an insert).
+    fn write(&mut self, w: Write<H::Tx>) -> Result<Written, EdgeError> {
+        let host = self.cx.host;
+        match w.op {
+            WriteOp::Insert {
+                meta,
+                body,
+                entry: e,
+            } => {
+                let md = meta.to_bytes();
+                host.tx_insert(w.handle, &entry(&e, &meta, &md), &body)
+                    .map_err(EdgeError::Cache)?;
+                Ok(Some((meta, Some(body))))
+            }
+            WriteOp::Update { meta, entry: e } => {
+                let md = meta.to_bytes();
+                host.tx_update(w.handle, &entry(&e, &meta, &md))
+                    .map_err(EdgeError::Cache)?;
+                Ok(Some((meta, None)))
+            }
+            WriteOp::Cancel => {
+                if host.tx_obligated(&w.handle) {
+                    host.tx_cancel(&w.handle);
+                }
+                Ok(None)
             }
         }
     }
-
-    fn failure(&mut self, failure: Failure) -> Outcome<H> {
-        Response::from(cachet_http::reply::failure(failure)).into()
-    }
-
-    fn unreachable(&self, reason: String) -> EdgeError {
-        unreachable(reason)
-    }
-
-    fn note(&mut self, note: Note) {
-        self.f.note(note);
-    }
 }
 
-/// The port's view of a core-cache write (`drive::CoreEntry` plus the metadata bytes).
+/// The port's view of a core-cache write (`exchange::CoreEntry` plus the metadata bytes).
 fn entry<'e>(e: &'e CoreEntry, meta: &'e Meta, md: &'e [u8]) -> Entry<'e> {
     Entry {
         ttl: e.ttl,
@@ -369,25 +423,41 @@ fn entry<'e>(e: &'e CoreEntry, meta: &'e Meta, md: &'e [u8]) -> Entry<'e> {
 /// A refresh that runs after the client's response has been sent, holding the core
 /// cache's obligation for the key (other requests are served the cached copy meanwhile).
 pub(crate) struct Job<H: Host> {
-    refresh: drive::Refresh<H::Tx>,
+    refresh: Background<H::Tx>,
     /// The client's request (without body), planned again for the refresh.
     req: ClientRequest<H::Body>,
 }
 
 impl<H: Host> Job<H> {
-    /// Runs the refresh (`cachet_http::drive::refresh`) and records what it did.
+    /// Runs the refresh (`cachet_http::exchange::Exchange::refresh`) and records what it
+    /// did.
     pub fn run(self, cx: Ctx<'_, H>, f: &mut Access) {
         let started = cx.host.monotonic();
         let Self { refresh, req } = self;
-        let why = refresh.why;
+        let why = refresh.cause;
         let inputs = crate::inputs(&req);
-        let plan = cx.policy.plan(&inputs.view(), cx.host.now());
-        let mut edge = Edge::new(cx, &plan, req, f);
-        let outcome = drive::refresh(&mut edge, cx.policy, &plan, refresh);
-        let done = outcome.unwrap_or_else(|e| {
-            f.error = Some(e.to_string());
-            Refreshed::KeptStored
-        });
+        let now = cx.host.now();
+        let plan = cx.policy.plan(&inputs.view(), now);
+        let client = client_of(cx, &req);
+        let now = Timestamp::from_system_time(now);
+        let mut ex = Exchange::refresh(cx.policy, &plan, &client, &req.headers, refresh, now);
+        let mut d = Driver::new(cx, &plan, &req, f);
+        let done = d
+            .run(&mut ex, Event::Start)
+            .and_then(|done| d.finish(*done, &client));
+        let error = ex.notes().error.clone();
+        drop(ex);
+        let done = match done {
+            Ok(Finished::Refreshed(r)) => r,
+            Ok(_) => Refreshed::KeptStored,
+            Err(e) => {
+                f.error = Some(e.to_string());
+                Refreshed::KeptStored
+            }
+        };
+        if let Some(e) = error {
+            f.error = Some(e);
+        }
         f.refresh = Some(RefreshOutcome::Background(why, done));
         f.refresh_ms = Some(millis(cx.host.monotonic().saturating_sub(started)));
     }

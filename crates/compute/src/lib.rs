@@ -2,7 +2,7 @@
 //!
 //! Everything the edge app does between `Request::from_client` and writing the response
 //! lives here: the access record, admin calls (`/.cachet/*`), the plan, passes with
-//! RFC 9111 §4.4 invalidation, the core-cache flow (`cachet_http::drive`), the shared ban
+//! RFC 9111 §4.4 invalidation, the core-cache flow (driving `cachet_http::exchange`), the shared ban
 //! log in the KV store and its POP copy, delivery, the shield tier and the per-request
 //! workspace. Every cache decision is `cachet-http`'s and every ban-store rule
 //! `cachet_policy::banstore`'s; this crate sequences them over Fastly's primitives. The
@@ -422,7 +422,7 @@ impl<H: Host> Pending<H> {
 /// The one place core and platform errors become responses (the mapping itself is
 /// `cachet_http::reply`'s).
 fn error_response<B>(e: &EdgeError) -> Response<B> {
-    let retry = retry_after_secs(cachet_http::drive::RETRY_AFTER);
+    let retry = retry_after_secs(cachet_http::exchange::RETRY_AFTER);
     let reply = match e {
         EdgeError::Admin(a) => cachet_http::reply::admin_error(a),
         EdgeError::Config(_) => cachet_http::reply::failure(Failure::Config),

@@ -1,7 +1,7 @@
 //! The edge's access-log record: one JSON line per request, the schema `cachet stat` and `cachet log` read.
 //!
 //! The edge app fills one [`Access`] per request (with [`Access::planned`] and the
-//! `drive` notes) and writes it with `serde_json` to its log endpoint; Viceroy prints
+//! exchange notes, `cachet_http::exchange::Notes`) and writes it with `serde_json` to its log endpoint; Viceroy prints
 //! log-endpoint lines to stdout as `<endpoint> :: <line>`. The CLI reads the same lines
 //! with a tolerant view of this schema (`crates/cli/src/access.rs`, every field optional)
 //! and the `refresh` field through [`RefreshOutcome::parse`], the inverse of the
@@ -127,15 +127,23 @@ impl Access {
         self.origin_ms = Some(self.origin_ms.unwrap_or(0).saturating_add(millis(elapsed)));
     }
 
-    /// Records a `drive` note ([`crate::drive::Note`]).
-    pub fn note(&mut self, note: crate::drive::Note) {
-        use crate::drive::Note;
-        match note {
-            Note::Status(s) => self.cache = s,
-            Note::PassReason(r) => self.pass_reason = Some(r),
-            Note::Refresh(r) => self.refresh = Some(RefreshOutcome::Foreground(r)),
-            Note::Error(e) => self.error = Some(e),
-            Note::OriginWait(d) => self.origin_wait(d),
+    /// Records what an exchange noted ([`crate::exchange::Notes`]): its cache status,
+    /// pass reason, foreground revalidation, error and origin wait, each when set.
+    pub fn record(&mut self, notes: &crate::exchange::Notes) {
+        if let Some(s) = notes.status {
+            self.cache = s;
+        }
+        if let Some(r) = notes.pass_reason {
+            self.pass_reason = Some(r);
+        }
+        if let Some(r) = notes.refresh {
+            self.refresh = Some(RefreshOutcome::Foreground(r));
+        }
+        if let Some(e) = &notes.error {
+            self.error = Some(e.clone());
+        }
+        if let Some(d) = notes.origin_wait {
+            self.origin_wait(d);
         }
     }
 }
@@ -373,7 +381,10 @@ mod tests {
     #[test]
     fn a_foreground_note_records_a_foreground_outcome() {
         let mut a = Access::default();
-        a.note(crate::drive::Note::Refresh(Revalidation::Revalidated));
+        a.record(&crate::exchange::Notes {
+            refresh: Some(Revalidation::Revalidated),
+            ..crate::exchange::Notes::default()
+        });
         assert_eq!(
             a.refresh,
             Some(RefreshOutcome::Foreground(Revalidation::Revalidated))

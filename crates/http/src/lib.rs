@@ -19,9 +19,8 @@
 //!   revalidate, fill, pass, purge and look again, `504` for `only-if-cached`).
 //! * [`fill`]: what an origin answer to a fill or a revalidation becomes (store, marker,
 //!   freshen, keep) and the exact fields a fill sends.
-//! * [`drive`]: the whole flow of a cacheable request on a transactional core cache
-//!   (Fastly's obligation model), over the [`drive::CoreCache`] trait the edge app
-//!   implements with platform I/O only.
+//! * [`exchange`]: the whole flow of a cacheable request as a sans-IO state machine
+//!   (events in, actions out) that a host drives with platform I/O only.
 //! * [`unstored()`]: an origin answer passed to its client: fields removed and added,
 //!   gzip inflated for an identity client of a fill.
 //! * [`Inputs`]: the request fields the policy plans from, read once from header bytes.
@@ -40,7 +39,7 @@ pub mod authority;
 pub mod conditional;
 pub mod date;
 pub mod deliver;
-pub mod drive;
+pub mod exchange;
 pub mod fields;
 pub mod fill;
 pub mod headers;

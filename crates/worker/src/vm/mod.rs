@@ -46,7 +46,7 @@ thread_local! {
 
 /// `Retry-After` of a `503` when the origin failed and nothing may be served (one value
 /// for both adapters).
-use cachet_http::drive::RETRY_AFTER;
+use cachet_http::exchange::RETRY_AFTER;
 
 /// Everything that can go wrong in the filter.
 #[derive(Debug, thiserror::Error)]

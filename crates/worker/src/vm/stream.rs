@@ -509,7 +509,7 @@ impl Http {
     /// was not stored, or when it is an error to a revalidation past grace and
     /// stale-if-error (RFC 9111 §4.3.3); a per-user 304's own answer (the stored body with
     /// the 304's fields and cookies, `PASS`); else stale or `503` ([`Self::origin_failed`]).
-    /// The same rules as the edge's (`cachet_http::drive`). Returns `false` when the
+    /// The same rules as the edge's (`cachet_http::exchange`). Returns `false` when the
     /// answer is unusable (a 304 for an object changed meanwhile): nothing was sent.
     fn answer_fetch(
         &mut self,
@@ -757,7 +757,7 @@ fn edit_passed_headers(hs: &[(String, Vec<u8>)], respaced: &[String], client: &C
 }
 
 /// Whether an origin failure at `at` may be answered with `obj`, found with `times`
-/// (`cachet_http::drive::stale_if_error`, the edge's rule).
+/// (`cachet_http::exchange::stale_if_error`, the edge's rule).
 pub(super) fn stale_copy_allowed(obj: &StoredObject, times: &EntryTimes, at: SystemTime) -> bool {
-    cachet_http::drive::stale_if_error(&obj.h.meta, times, Timestamp::from_system_time(at))
+    cachet_http::exchange::stale_if_error(&obj.h.meta, times, Timestamp::from_system_time(at))
 }

@@ -1,0 +1,1146 @@
+//! One cacheable request's flow as a sans-IO state machine: the host feeds [`Event`]s,
+//! the [`Exchange`] answers with the one [`Action`] to carry out next, until
+//! [`Action::Done`].
+//!
+//! Every decision of the flow is here or in the modules it calls; a host only moves bytes
+//! (issue 32; the shape of pingora-cache's `HttpCache` phases with I/O inverted, as h11 or
+//! quinn-proto do). The machine reads no clock (each [`Exchange::handle`] is given `now`),
+//! draws no randomness (XFetch's draws come from the seed given to [`Exchange::new`]) and
+//! makes no host call. Rules it applies:
+//!
+//! * what a lookup found and what to do with it: [`crate::lookup::next`] with the
+//!   object's own times (`cachet_refresh::decide`), the host's ban verdict
+//!   ([`Action::CheckBan`]), hit-for-pass and failure markers, the refresh-ahead flag;
+//! * a ban or refresh-ahead: the object is purged (soft for refresh-ahead) by its own
+//!   surrogate key and looked up again, at most [`MAX_LOOKUPS`] lookups, so the refetch is
+//!   collapsed too;
+//! * a request that finds another holding the key's fill or revalidation waits for it
+//!   ([`Action::Park`], [`FIRST_PAUSE`] doubling to [`MAX_PAUSE`]) up to
+//!   `[collapse].max_wait_ms`, then is passed (`collapse-timeout`);
+//! * what an origin answer becomes: [`crate::fill::unstorable`] / [`crate::fill::filled`]
+//!   / [`crate::fill::oversized`] for a fill, [`crate::fill::revalidated`] for a
+//!   revalidation (RFC 9111 §4.3.4);
+//! * an origin failure: recorded for the requests that waited (a failure marker, or the
+//!   stored copy's `origin_failed_at_ms`), then the stored copy within grace or its
+//!   `stale-if-error` window ([`stale_if_error`], RFC 5861 §4), else a `503`;
+//! * a background refresh ([`Exchange::refresh`]) after a stale or refresh-ahead answer:
+//!   a 304 freshens, a storable answer replaces, a now-private one leaves a marker, an
+//!   error keeps the stored copy.
+//!
+//! The fill right is the host's lookup handle `T` (Fastly: the core cache transaction,
+//! whose obligation is released when it is dropped). The machine holds it from the lookup
+//! until a [`Write`] hands it back; dropping an [`Exchange`] drops it, which releases the
+//! right. States, events and actions: `docs/design.md` ("The exchange").
+
+use std::time::Duration;
+
+use cachet_policy::object::Meta;
+use cachet_policy::{Plan, Policy};
+use cachet_refresh::{
+    Draw, EarlyRefresh, EntryTimes, ErrorAction, Freshness, Timestamp, decide, on_origin_error,
+};
+
+use crate::access::{RefreshCause, Refreshed, Revalidation};
+use crate::fill::{self, Filled, Revalidated};
+use crate::lookup::{self, Found, Next, Rights};
+use crate::store::Origin;
+use crate::{CacheStatus, Client};
+
+#[cfg(test)]
+mod tests;
+
+/// Lookups per request: the first, and one after a ban purge or a refresh-ahead soft purge.
+pub const MAX_LOOKUPS: usize = 2;
+
+/// `Retry-After` of a `503` sent when the origin is unreachable and nothing may be served
+/// stale (both adapters).
+pub const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// The first pause of a request waiting for another's revalidation; each next one
+/// doubles, up to [`MAX_PAUSE`].
+pub const FIRST_PAUSE: Duration = Duration::from_millis(5);
+
+/// The longest pause between two lookups of a waiting request (its answer comes at most
+/// this long after the revalidation it waits for).
+pub const MAX_PAUSE: Duration = Duration::from_millis(50);
+
+/// Header lines: names and byte values, in order.
+pub type Fields = Vec<(String, Vec<u8>)>;
+
+/// An origin answer's status line and fields, as the engine reads them.
+#[derive(Debug, Clone)]
+pub struct AnswerHead {
+    /// Its status.
+    pub status: u16,
+    /// Every header line, in order (bytes).
+    pub fields: Fields,
+    /// Time to its headers.
+    pub elapsed: Duration,
+}
+
+/// What the flow tells the access log so far ([`Exchange::notes`]); the host records, it
+/// decides nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Notes {
+    /// The request's cache status (the last one decided).
+    pub status: Option<CacheStatus>,
+    /// Why the request was passed or its answer not stored.
+    pub pass_reason: Option<&'static str>,
+    /// What a foreground revalidation did (the log's `refresh`).
+    pub refresh: Option<Revalidation>,
+    /// Something failed and the flow went on (a stale copy was served instead).
+    pub error: Option<String>,
+    /// Foreground origin waits, summed.
+    pub origin_wait: Option<Duration>,
+}
+
+/// What the host tells the machine.
+#[derive(Debug)]
+pub enum Event<T, B> {
+    /// Begin: a client exchange looks up, a background refresh fetches.
+    Start,
+    /// What a lookup ([`Action::Lookup`]) found.
+    Looked {
+        /// The lookup's handle (the host reads the found body through it; holds the fill
+        /// right when `obligated`).
+        handle: T,
+        /// This request holds the key's fill right (it may insert or update).
+        obligated: bool,
+        /// The stored object's metadata (`None`: nothing stored, or metadata of another
+        /// layout) and whether the platform holds it as stale (soft-purged).
+        found: Option<(Box<Meta>, bool)>,
+    },
+    /// The platform's wait for another request's fill ran out before the lookup answered.
+    TimedOut,
+    /// The ban verdict on [`Exchange::found`] ([`Action::CheckBan`]): covered or not.
+    Ban(bool),
+    /// The refresh-ahead flag's value ([`Action::ReadFlag`]; `None`: absent).
+    Flag(Option<Vec<u8>>),
+    /// The found object's stored body ([`Action::ReadStored`]).
+    Stored(B),
+    /// The pause asked for ([`Action::Park`]) is over.
+    Woken,
+    /// The origin answered the fetch ([`Action::Fetch`]): its head; the host holds the
+    /// body.
+    Head(AnswerHead),
+    /// The fetch failed: unreachable, refused, timed out.
+    OriginFailed(String),
+    /// The origin's whole body, at most the limit asked for ([`Action::ReadBody`]).
+    Body(Vec<u8>),
+    /// The origin's body is longer than the limit (the host keeps it whole, streaming).
+    Oversize,
+    /// The origin's body broke while it was read (reset, shorter than declared, stalled).
+    BodyBroke(String),
+}
+
+impl<T, B> Event<T, B> {
+    /// The event's name (a host bug's message).
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Self::Start => "Start",
+            Self::Looked { .. } => "Looked",
+            Self::TimedOut => "TimedOut",
+            Self::Ban(_) => "Ban",
+            Self::Flag(_) => "Flag",
+            Self::Stored(_) => "Stored",
+            Self::Woken => "Woken",
+            Self::Head(_) => "Head",
+            Self::OriginFailed(_) => "OriginFailed",
+            Self::Body(_) => "Body",
+            Self::Oversize => "Oversize",
+            Self::BodyBroke(_) => "BodyBroke",
+        }
+    }
+}
+
+/// What the host does next.
+#[derive(Debug)]
+pub enum Action<T, B> {
+    /// Look up the request's key (its variant chosen by the request's fields), waiting at
+    /// most `wait` for another request's fill; first purge `purge`'s tag when given
+    /// (after dropping the previous handle). Answer with [`Event::Looked`] or
+    /// [`Event::TimedOut`].
+    Lookup {
+        /// The longest wait in the lookup.
+        wait: Duration,
+        /// A purge to carry out before the lookup.
+        purge: Option<Purge>,
+    },
+    /// Check [`Exchange::found`] against the ban store: [`Event::Ban`].
+    CheckBan,
+    /// Read the flag entry `key`: [`Event::Flag`].
+    ReadFlag {
+        /// Its key (outside the request's key).
+        key: String,
+    },
+    /// Read the found object's stored body through [`Exchange::handle_ref`]:
+    /// [`Event::Stored`].
+    ReadStored,
+    /// Wait this long, then [`Event::Woken`].
+    Park(Duration),
+    /// Send the fill's origin request with exactly these fields (`GET`, the client's URL):
+    /// [`Event::Head`] or [`Event::OriginFailed`].
+    Fetch {
+        /// Its header lines (`cachet_http::fill::request_fields`).
+        fields: Fields,
+    },
+    /// Read the origin's body when it is at most `limit` bytes: [`Event::Body`],
+    /// [`Event::Oversize`] or [`Event::BodyBroke`].
+    ReadBody {
+        /// `[edge].max_object_bytes`.
+        limit: u64,
+    },
+    /// The end: carry out `write` (if any), then `respond`; run `refresh` after the answer
+    /// is sent.
+    Done(Box<Done<T, B>>),
+}
+
+/// The last action of an exchange.
+#[derive(Debug)]
+pub struct Done<T, B> {
+    /// A write under the fill right, before the answer.
+    pub write: Option<Write<T>>,
+    /// The answer.
+    pub respond: Respond<B>,
+    /// A background refresh to run after the answer ([`Exchange::refresh`]).
+    pub refresh: Option<Background<T>>,
+}
+
+/// A purge before a lookup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Purge {
+    /// The surrogate key (the object's own tag).
+    pub tag: String,
+    /// Soft purge (refresh-ahead) rather than hard (ban).
+    pub soft: bool,
+    /// Before a soft purge, write this flag: key, value, time to live (best effort).
+    pub flag: Option<(String, Vec<u8>, Duration)>,
+}
+
+/// A write under the fill right; the handle goes back to the host with it.
+#[derive(Debug)]
+pub struct Write<T> {
+    /// The lookup's handle.
+    pub handle: T,
+    /// What to write.
+    pub op: WriteOp,
+}
+
+/// What a [`Write`] does.
+#[derive(Debug)]
+pub enum WriteOp {
+    /// Insert `meta` and `body` (empty for a marker) as `entry` says.
+    Insert {
+        /// The metadata.
+        meta: Box<Meta>,
+        /// The stored body.
+        body: Vec<u8>,
+        /// How the core cache holds it.
+        entry: CoreEntry,
+    },
+    /// Replace the stored object's metadata (same body).
+    Update {
+        /// The new metadata.
+        meta: Box<Meta>,
+        /// How the core cache holds it.
+        entry: CoreEntry,
+    },
+    /// Give up the fill right, if held (the next request retries).
+    Cancel,
+}
+
+/// The client's answer.
+#[derive(Debug)]
+pub enum Respond<B> {
+    /// From a stored object (`cachet_http::deliver`), labelled `status`.
+    Object {
+        /// `X-Cache`.
+        status: CacheStatus,
+        /// Its metadata; `None`: the one the write carried.
+        meta: Option<Box<Meta>>,
+        /// Its body; `None`: the one the write carried.
+        body: Option<B>,
+        /// `Set-Cookie` lines of this client's own 304, added to the answer.
+        cookies: Fields,
+    },
+    /// The origin's answer the host holds, unstored (`cachet_http::unstored`), labelled
+    /// `status`, with `body` given back when the machine read it.
+    Unstored {
+        /// `X-Cache`.
+        status: CacheStatus,
+        /// The body read ([`Event::Body`]), to send as it was.
+        body: Option<Vec<u8>>,
+    },
+    /// Pass the client's request to the origin, nothing stored (`PASS`).
+    Pass,
+    /// `504`: nothing servable and the client asked for `only-if-cached`.
+    NotCached,
+    /// `503` with `Retry-After` [`RETRY_AFTER`]: the origin failed and nothing may be
+    /// served.
+    Unavailable(String),
+    /// A body could not be transformed for storage (gzip).
+    Broken(std::io::Error),
+    /// A background refresh's outcome (no client answer).
+    Refreshed(Refreshed),
+}
+
+/// A refresh to run after the client's answer is sent, holding the fill right.
+#[derive(Debug)]
+pub struct Background<T> {
+    /// The handle holding the fill right.
+    pub handle: T,
+    /// The stored object's metadata.
+    pub meta: Box<Meta>,
+    /// Why it runs: stale within grace, or refresh-ahead.
+    pub cause: RefreshCause,
+}
+
+/// A found object under examination.
+struct Held<T> {
+    handle: T,
+    obligated: bool,
+    meta: Box<Meta>,
+    platform_stale: bool,
+}
+
+/// Why an origin fetch runs.
+enum Why<B> {
+    /// A miss.
+    Fill,
+    /// Past grace, in the foreground: the stored copy and its body.
+    Revalidate(Box<Meta>, B),
+    /// In the background, after the answer.
+    Refresh(Box<Meta>),
+}
+
+/// An origin fetch in flight.
+struct Fetch<T, B> {
+    handle: T,
+    why: Why<B>,
+}
+
+enum State<T, B> {
+    Start,
+    LookingUp,
+    Checking(Held<T>),
+    Flagging(Held<T>, Freshness),
+    Reading(Held<T>, Next),
+    Parked,
+    Fetching(Fetch<T, B>),
+    Receiving(Fetch<T, B>, AnswerHead),
+    Done,
+}
+
+/// One request's flow (module docs). `T` is the host's lookup handle, `B` its stored
+/// body.
+pub struct Exchange<'p, 'a, T, B> {
+    policy: &'p Policy,
+    plan: &'p Plan<'a>,
+    client: &'p Client,
+    request: &'p [(String, Vec<u8>)],
+    early: EarlyRefresh,
+    started: Timestamp,
+    deadline: Timestamp,
+    lookups: usize,
+    pause: Duration,
+    seed: u64,
+    notes: Notes,
+    refresh: Option<Background<T>>,
+    state: State<T, B>,
+}
+
+impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
+    /// The flow of the request planned as `plan` (a [`cachet_policy::Decision::Cache`]),
+    /// from `client`'s fields and its header lines `request` (what a fill may carry),
+    /// begun at `now`; `seed` feeds XFetch's draws. Start it with [`Event::Start`].
+    pub fn new(
+        policy: &'p Policy,
+        plan: &'p Plan<'a>,
+        client: &'p Client,
+        request: &'p [(String, Vec<u8>)],
+        now: Timestamp,
+        seed: u64,
+    ) -> Self {
+        let max_wait = Duration::from_millis(policy.config().collapse.max_wait_ms);
+        Self {
+            policy,
+            plan,
+            client,
+            request,
+            early: policy.early_refresh(plan),
+            started: now,
+            deadline: now.saturating_add(max_wait),
+            lookups: 0,
+            pause: FIRST_PAUSE,
+            seed,
+            notes: Notes::default(),
+            refresh: None,
+            state: State::Start,
+        }
+    }
+
+    /// A background refresh of `job` (handed out by a client exchange's [`Done`]), run
+    /// after that answer: a conditional fetch when the object has validators. Start it
+    /// with [`Event::Start`]; it ends with [`Respond::Refreshed`].
+    pub fn refresh(
+        policy: &'p Policy,
+        plan: &'p Plan<'a>,
+        client: &'p Client,
+        request: &'p [(String, Vec<u8>)],
+        job: Background<T>,
+        now: Timestamp,
+    ) -> Self {
+        let mut ex = Self::new(policy, plan, client, request, now, 0);
+        ex.refresh = Some(job);
+        ex
+    }
+
+    /// What the flow tells the access log so far.
+    pub fn notes(&self) -> &Notes {
+        &self.notes
+    }
+
+    /// The found object [`Action::CheckBan`] asks about.
+    pub fn found(&self) -> Option<&Meta> {
+        match &self.state {
+            State::Checking(c) | State::Flagging(c, _) | State::Reading(c, _) => Some(&c.meta),
+            _ => None,
+        }
+    }
+
+    /// The lookup handle [`Action::ReadStored`] reads through.
+    pub fn handle_ref(&self) -> Option<&T> {
+        match &self.state {
+            State::Checking(c) | State::Flagging(c, _) | State::Reading(c, _) => Some(&c.handle),
+            State::Fetching(f) | State::Receiving(f, _) => Some(&f.handle),
+            _ => None,
+        }
+    }
+
+    /// Takes `event` at `now`; returns what to do next. An event the machine did not ask
+    /// for (a host bug) ends the exchange with a `503`.
+    pub fn handle(&mut self, now: Timestamp, event: Event<T, B>) -> Action<T, B> {
+        match (std::mem::replace(&mut self.state, State::Done), event) {
+            (State::Start, Event::Start) => match self.refresh.take() {
+                Some(job) => self.fetch(job.handle, Why::Refresh(job.meta)),
+                None => self.lookup(now, None),
+            },
+            (State::Parked, Event::Woken) => self.lookup(now, None),
+            (State::LookingUp, Event::TimedOut) => self.timed_out(None),
+            (
+                State::LookingUp,
+                Event::Looked {
+                    handle,
+                    obligated,
+                    found,
+                },
+            ) => self.looked(now, handle, obligated, found),
+            (State::Checking(c), Event::Ban(banned)) => self.checked(now, c, banned),
+            (State::Flagging(c, freshness), Event::Flag(value)) => {
+                let ahead = value.as_deref()
+                    == Some(c.meta.times.stored_at.as_millis().to_string().as_bytes());
+                self.object(now, c, freshness, ahead)
+            }
+            (State::Reading(c, next), Event::Stored(body)) => self.act(now, next, c, Some(body)),
+            (State::Fetching(f), Event::Head(head)) => self.answered(now, f, head),
+            (State::Fetching(f), Event::OriginFailed(reason)) => {
+                self.failed(now, f, reason, Refreshed::KeptStored)
+            }
+            (State::Receiving(f, head), Event::Body(body)) => {
+                self.received(now, f, &head, Some(body))
+            }
+            (State::Receiving(f, head), Event::Oversize) => self.received(now, f, &head, None),
+            (State::Receiving(f, _), Event::BodyBroke(reason)) => {
+                self.failed(now, f, reason, Refreshed::OriginError)
+            }
+            (_, event) => done(
+                None,
+                Respond::Unavailable(format!("the exchange did not ask for {}", event.name())),
+            ),
+        }
+    }
+
+    /// The next lookup (after `purge`), or a pass once [`MAX_LOOKUPS`] were spent.
+    fn lookup(&mut self, now: Timestamp, purge: Option<Purge>) -> Action<T, B> {
+        if self.lookups >= MAX_LOOKUPS {
+            return done(None, Respond::Pass);
+        }
+        self.lookups += 1;
+        self.state = State::LookingUp;
+        Action::Lookup {
+            wait: self.left(now),
+            purge,
+        }
+    }
+
+    fn left(&self, now: Timestamp) -> Duration {
+        Duration::from_millis(self.deadline.as_millis().saturating_sub(now.as_millis()))
+    }
+
+    /// Past the wait for another request's fill: pass (`collapse-timeout`).
+    fn timed_out(&mut self, handle: Option<T>) -> Action<T, B> {
+        self.notes.pass_reason = Some("collapse-timeout");
+        done(handle.map(cancel), Respond::Pass)
+    }
+
+    fn rights(&self, obligated: bool, tagged: bool) -> Rights {
+        Rights {
+            fill: obligated,
+            relookup: self.lookups < MAX_LOOKUPS && tagged,
+            only_if_cached: self.client.only_if_cached,
+        }
+    }
+
+    /// Classifies a lookup's result as far as no host data is needed.
+    fn looked(
+        &mut self,
+        now: Timestamp,
+        handle: T,
+        obligated: bool,
+        found: Option<(Box<Meta>, bool)>,
+    ) -> Action<T, B> {
+        let Some((meta, platform_stale)) = found else {
+            let next = lookup::next(Found::Nothing, self.rights(obligated, false));
+            return self.act_without(now, next, handle, obligated);
+        };
+        let rights = self.rights(obligated, !meta.tag.is_empty());
+        // Strictly after: a request that began in the same millisecond as the failure was
+        // recorded cannot be told from one that began once it was answered (the next
+        // request of the same client, on a fast path), and that one must not be given
+        // the failure's answer: it asks the origin again (at worst one more fetch).
+        let what = if meta
+            .origin_failed_at_ms
+            .is_some_and(|at| at > self.started.as_millis())
+        {
+            // The fetch this request waited for failed: answer as it was answered.
+            self.notes.error = Some("the origin failed for the request this one waited for".into());
+            Found::Failed {
+                servable: !meta.is_failure_marker()
+                    && !meta.pass
+                    && stale_if_error(&meta, &meta.times, now),
+            }
+        } else if meta.is_failure_marker() {
+            Found::Nothing
+        } else if meta.pass {
+            // A hit-for-pass marker; with the fill right it expired: ask the origin again.
+            self.notes.pass_reason = Some("hit-for-pass");
+            if obligated {
+                Found::Nothing
+            } else {
+                Found::Marker
+            }
+        } else {
+            self.state = State::Checking(Held {
+                handle,
+                obligated,
+                meta,
+                platform_stale,
+            });
+            return Action::CheckBan;
+        };
+        let next = lookup::next(what, rights);
+        let c = Held {
+            handle,
+            obligated,
+            meta,
+            platform_stale,
+        };
+        self.with_body(now, next, c)
+    }
+
+    /// After the ban check: the object's freshness by its own times, and the flag when
+    /// the platform holds a copy our clock says fresh as stale.
+    fn checked(&mut self, now: Timestamp, c: Held<T>, banned: bool) -> Action<T, B> {
+        if banned {
+            let next = lookup::next(
+                Found::Banned,
+                self.rights(c.obligated, !c.meta.tag.is_empty()),
+            );
+            return self.with_body(now, next, c);
+        }
+        let draw = match self.early {
+            EarlyRefresh::Xfetch { .. } => Draw::from_bits(self.draw_bits()),
+            _ => Draw::ONE,
+        };
+        let freshness = decide(Some(&c.meta.times), now, &self.early, draw);
+        let fresh = matches!(freshness, Freshness::Fresh | Freshness::RefreshAhead);
+        if c.platform_stale && fresh {
+            let key = ahead_flag_key(&c.meta.tag);
+            self.state = State::Flagging(c, freshness);
+            return Action::ReadFlag { key };
+        }
+        self.object(now, c, freshness, false)
+    }
+
+    /// 64 bits from the seed (SplitMix64), one draw per lookup.
+    fn draw_bits(&mut self) -> u64 {
+        self.seed = self.seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn object(
+        &mut self,
+        now: Timestamp,
+        c: Held<T>,
+        freshness: Freshness,
+        ahead: bool,
+    ) -> Action<T, B> {
+        let what = Found::Object {
+            freshness,
+            soft_purged: c.platform_stale,
+            has_grace: !c.meta.times.grace.is_zero(),
+            ahead,
+        };
+        let next = lookup::next(what, self.rights(c.obligated, !c.meta.tag.is_empty()));
+        self.with_body(now, next, c)
+    }
+
+    /// Reads the stored body first when `next` needs it.
+    fn with_body(&mut self, now: Timestamp, next: Next, c: Held<T>) -> Action<T, B> {
+        if matches!(next, Next::Serve { .. } | Next::Revalidate) {
+            self.state = State::Reading(c, next);
+            return Action::ReadStored;
+        }
+        self.act(now, next, c, None)
+    }
+
+    /// Carries out `next` with nothing found.
+    fn act_without(
+        &mut self,
+        now: Timestamp,
+        next: Next,
+        handle: T,
+        obligated: bool,
+    ) -> Action<T, B> {
+        match next {
+            Next::Fill => self.fetch(handle, Why::Fill),
+            Next::Wait => self.wait(now, handle),
+            Next::NotCached => self.not_cached(handle, obligated),
+            _ => done(Some(cancel(handle)), Respond::Pass),
+        }
+    }
+
+    fn not_cached(&mut self, handle: T, obligated: bool) -> Action<T, B> {
+        self.notes.status = Some(CacheStatus::Miss);
+        done(obligated.then(|| cancel(handle)), Respond::NotCached)
+    }
+
+    /// Another request holds the key: pause and look up again, or pass past the deadline.
+    fn wait(&mut self, now: Timestamp, handle: T) -> Action<T, B> {
+        drop(handle);
+        let left = self.left(now);
+        if left.is_zero() {
+            return self.timed_out(None);
+        }
+        let pause = self.pause.min(left);
+        self.pause = (self.pause * 2).min(MAX_PAUSE);
+        // A pause is not a purge: the lookup after it does not count against MAX_LOOKUPS.
+        self.lookups = self.lookups.saturating_sub(1);
+        self.state = State::Parked;
+        Action::Park(pause)
+    }
+
+    /// Carries out `next` for the found copy `c` (with its stored body when read).
+    fn act(&mut self, now: Timestamp, next: Next, c: Held<T>, body: Option<B>) -> Action<T, B> {
+        let Held {
+            handle,
+            obligated,
+            meta,
+            ..
+        } = c;
+        match (next, body) {
+            (Next::Serve { status, refresh }, Some(body)) => {
+                self.notes.status = Some(status);
+                let (write, refresh) = if refresh {
+                    let cause = if status == CacheStatus::Stale {
+                        RefreshCause::Stale
+                    } else {
+                        RefreshCause::Ahead
+                    };
+                    let job = Background {
+                        handle,
+                        meta: meta.clone(),
+                        cause,
+                    };
+                    (None, Some(job))
+                } else {
+                    (obligated.then(|| cancel(handle)), None)
+                };
+                let respond = Respond::Object {
+                    status,
+                    meta: Some(meta),
+                    body: Some(body),
+                    cookies: Vec::new(),
+                };
+                Action::Done(Box::new(Done {
+                    write,
+                    respond,
+                    refresh,
+                }))
+            }
+            (Next::Relookup { soft }, _) => {
+                drop(handle);
+                let flag = soft.then(|| flag_ahead(&meta, now));
+                self.lookup(
+                    now,
+                    Some(Purge {
+                        tag: meta.tag.clone(),
+                        soft,
+                        flag,
+                    }),
+                )
+            }
+            (Next::Revalidate, Some(body)) => self.fetch(handle, Why::Revalidate(meta, body)),
+            (Next::Unavailable, _) => done(
+                obligated.then(|| cancel(handle)),
+                Respond::Unavailable(
+                    "the origin failed for the request this one waited for".into(),
+                ),
+            ),
+            (Next::Pass { status }, _) => {
+                if status != CacheStatus::Pass {
+                    self.notes.status = Some(status);
+                }
+                done(Some(cancel(handle)), Respond::Pass)
+            }
+            (next, _) => self.act_without(now, next, handle, obligated),
+        }
+    }
+
+    /// Sends the origin request for `why`, holding the fill right in `handle`.
+    fn fetch(&mut self, handle: T, why: Why<B>) -> Action<T, B> {
+        let stored = match &why {
+            Why::Fill => None,
+            Why::Revalidate(meta, _) | Why::Refresh(meta) => Some(&**meta),
+        };
+        let fields = fill::request_fields(self.policy, self.plan, self.request, stored);
+        self.state = State::Fetching(Fetch { handle, why });
+        Action::Fetch { fields }
+    }
+
+    /// The origin's head for a fetch.
+    fn answered(&mut self, now: Timestamp, f: Fetch<T, B>, head: AnswerHead) -> Action<T, B> {
+        let base = match &f.why {
+            Why::Fill => return self.verdict(now, f, head),
+            Why::Revalidate(meta, _) | Why::Refresh(meta) => meta,
+        };
+        let answer = Origin {
+            status: head.status,
+            fields: &head.fields,
+            body: &[],
+            elapsed: head.elapsed,
+        };
+        let plan = self.plan;
+        let verdict = fill::revalidated(self.policy, plan, &plan.cache_key, base, answer, now);
+        if let Why::Refresh(_) = f.why {
+            return self.refreshed(now, f, head, verdict);
+        }
+        self.origin_wait(head.elapsed);
+        self.notes.status = Some(CacheStatus::Miss);
+        let Fetch { handle, why } = f;
+        let Why::Revalidate(meta, body) = why else {
+            unreachable!("matched above")
+        };
+        match verdict {
+            Revalidated::Uncacheable { marker, theirs } => {
+                // This client gets the stored body with the 304's fields, nobody else does;
+                // their cookie is theirs: passed on, never stored.
+                self.notes.refresh = Some(Revalidation::NowUncacheable);
+                self.notes.status = Some(CacheStatus::Pass);
+                let cookies = head
+                    .fields
+                    .iter()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+                    .cloned()
+                    .collect();
+                let write = self.insert(handle, marker, Vec::new(), now);
+                let respond = Respond::Object {
+                    status: CacheStatus::Pass,
+                    meta: Some(theirs),
+                    body: Some(body),
+                    cookies,
+                };
+                done(Some(write), respond)
+            }
+            Revalidated::Freshen(fresh) => {
+                self.notes.refresh = Some(Revalidation::Revalidated);
+                let write = self.update(handle, fresh, now);
+                done(Some(write), object(CacheStatus::Miss, None, body))
+            }
+            Revalidated::Keep => {
+                // Past grace the stored copy is served only within the origin's
+                // stale-if-error (RFC 5861 §4); otherwise the origin's error goes out.
+                self.notes.refresh = Some(Revalidation::OriginError);
+                let servable = stale_if_error(&meta, &meta.times, now);
+                let write = self.record_failure(handle, Some(meta), now);
+                if servable {
+                    self.notes.status = Some(CacheStatus::Stale);
+                    return done(Some(write), object(CacheStatus::Stale, None, body));
+                }
+                self.notes.status = Some(CacheStatus::Pass);
+                done(
+                    Some(write),
+                    Respond::Unstored {
+                        status: CacheStatus::Pass,
+                        body: None,
+                    },
+                )
+            }
+            Revalidated::Replace => self.verdict(
+                now,
+                Fetch {
+                    handle,
+                    why: Why::Revalidate(meta, body),
+                },
+                head,
+            ),
+        }
+    }
+
+    /// A background refresh's answer.
+    fn refreshed(
+        &mut self,
+        now: Timestamp,
+        f: Fetch<T, B>,
+        head: AnswerHead,
+        verdict: Revalidated,
+    ) -> Action<T, B> {
+        match verdict {
+            Revalidated::Uncacheable { marker, .. } => {
+                let write = self.insert(f.handle, marker, Vec::new(), now);
+                done(Some(write), Respond::Refreshed(Refreshed::NowUncacheable))
+            }
+            Revalidated::Freshen(fresh) => {
+                let write = self.update(f.handle, fresh, now);
+                done(Some(write), Respond::Refreshed(Refreshed::Revalidated))
+            }
+            // Never a 304 (`fill::revalidated` keeps the object only for other statuses).
+            Revalidated::Keep => done(
+                Some(cancel(f.handle)),
+                Respond::Refreshed(Refreshed::OriginError),
+            ),
+            Revalidated::Replace => self.verdict(now, f, head),
+        }
+    }
+
+    /// A fill's (or a replacing revalidation's) answer by its head alone, or read its body.
+    fn verdict(&mut self, now: Timestamp, f: Fetch<T, B>, head: AnswerHead) -> Action<T, B> {
+        if let Why::Fill = f.why {
+            self.origin_wait(head.elapsed);
+        }
+        let replacing = !matches!(f.why, Why::Fill);
+        let plan = self.plan;
+        let key = &plan.cache_key;
+        if let Some(v) = fill::unstorable(
+            self.policy,
+            plan,
+            key,
+            head.status,
+            &head.fields,
+            now,
+            replacing,
+        ) {
+            return self.apply(now, f, v, None);
+        }
+        let limit = self.policy.config().edge.max_object_bytes;
+        self.state = State::Receiving(f, head);
+        Action::ReadBody { limit }
+    }
+
+    /// The body (`None`: over the limit) of the answer whose head is `head`.
+    fn received(
+        &mut self,
+        now: Timestamp,
+        f: Fetch<T, B>,
+        head: &AnswerHead,
+        body: Option<Vec<u8>>,
+    ) -> Action<T, B> {
+        let replacing = !matches!(f.why, Why::Fill);
+        let plan = self.plan;
+        let key = &plan.cache_key;
+        let Some(body) = body else {
+            let v = fill::oversized(
+                self.policy,
+                plan,
+                key,
+                head.status,
+                &head.fields,
+                now,
+                replacing,
+            );
+            return self.apply(now, f, v, None);
+        };
+        let origin = Origin {
+            status: head.status,
+            fields: &head.fields,
+            body: &body,
+            elapsed: head.elapsed,
+        };
+        match fill::filled(self.policy, plan, key, origin, now, replacing) {
+            Ok(v) => self.apply(now, f, v, Some(body)),
+            Err(e) => {
+                if let Why::Refresh(_) = f.why {
+                    self.notes.error = Some(e.to_string());
+                    return done(
+                        Some(cancel(f.handle)),
+                        Respond::Refreshed(Refreshed::KeptStored),
+                    );
+                }
+                done(Some(cancel(f.handle)), Respond::Broken(e))
+            }
+        }
+    }
+
+    /// Applies the engine's verdict on a fill's answer: insert the object or a marker, or
+    /// give up the fill right; answer from the stored object or with the origin's answer.
+    fn apply(
+        &mut self,
+        now: Timestamp,
+        f: Fetch<T, B>,
+        v: Filled,
+        read: Option<Vec<u8>>,
+    ) -> Action<T, B> {
+        let refresh = matches!(f.why, Why::Refresh(_));
+        match v {
+            Filled::Stored { meta, body } => {
+                let write = self.insert(f.handle, meta, body, now);
+                if refresh {
+                    return done(Some(write), Respond::Refreshed(Refreshed::Replaced));
+                }
+                self.notes.status = Some(CacheStatus::Miss);
+                done(
+                    Some(write),
+                    Respond::Object {
+                        status: CacheStatus::Miss,
+                        meta: None,
+                        body: None,
+                        cookies: Vec::new(),
+                    },
+                )
+            }
+            Filled::Marker { meta, why } => {
+                let write = self.insert(f.handle, meta, Vec::new(), now);
+                self.unstored(refresh, write, why.label(), read)
+            }
+            Filled::Unstored(why) => self.unstored(refresh, cancel(f.handle), why.label(), read),
+        }
+    }
+
+    fn unstored(
+        &mut self,
+        refresh: bool,
+        write: Write<T>,
+        why: &'static str,
+        read: Option<Vec<u8>>,
+    ) -> Action<T, B> {
+        if refresh {
+            return done(Some(write), Respond::Refreshed(Refreshed::NowUncacheable));
+        }
+        self.notes.pass_reason = Some(why);
+        self.notes.status = Some(CacheStatus::Pass);
+        done(
+            Some(write),
+            Respond::Unstored {
+                status: CacheStatus::Pass,
+                body: read,
+            },
+        )
+    }
+
+    /// The fetch failed or its body broke: recorded for the requests that waited for it,
+    /// then the stored copy within `stale-if-error` (RFC 5861 §4) or a `503`.
+    /// A background refresh keeps the stored copy and reports `kept` (`kept-stored` when
+    /// the origin was not reached, `origin-error-kept-stored` when its body broke).
+    fn failed(
+        &mut self,
+        now: Timestamp,
+        f: Fetch<T, B>,
+        reason: String,
+        kept: Refreshed,
+    ) -> Action<T, B> {
+        match f.why {
+            Why::Refresh(_) => {
+                self.notes.error = Some(reason);
+                done(Some(cancel(f.handle)), Respond::Refreshed(kept))
+            }
+            Why::Fill => {
+                let write = self.record_failure(f.handle, None, now);
+                done(Some(write), Respond::Unavailable(reason))
+            }
+            Why::Revalidate(meta, body) => {
+                let servable = stale_if_error(&meta, &meta.times, now);
+                let write = self.record_failure(f.handle, Some(meta), now);
+                if !servable {
+                    return done(Some(write), Respond::Unavailable(reason));
+                }
+                self.notes.error = Some(reason);
+                self.notes.status = Some(CacheStatus::Stale);
+                done(Some(write), object(CacheStatus::Stale, None, body))
+            }
+        }
+    }
+
+    /// Records an origin failure of this request's fetch, so the requests waiting for it
+    /// are answered as this one is: the stored copy keeps its content and gains the
+    /// failure time (the platform holds it stale), or, with nothing stored, a failure
+    /// marker.
+    fn record_failure(&self, handle: T, stored: Option<Box<Meta>>, now: Timestamp) -> Write<T> {
+        if let Some(mut m) = stored {
+            m.origin_failed_at_ms = Some(now.as_millis());
+            return self.update(handle, m, now);
+        }
+        let mut m = Meta::failure_marker(self.plan.route, now);
+        m.tag = cachet_policy::object::object_tag(&self.plan.cache_key);
+        self.insert(handle, Box::new(m), Vec::new(), now)
+    }
+
+    fn insert(&self, handle: T, meta: Box<Meta>, body: Vec<u8>, now: Timestamp) -> Write<T> {
+        let entry = CoreEntry::of(self.policy, &meta, now);
+        Write {
+            handle,
+            op: WriteOp::Insert { meta, body, entry },
+        }
+    }
+
+    fn update(&self, handle: T, meta: Box<Meta>, now: Timestamp) -> Write<T> {
+        let entry = CoreEntry::of(self.policy, &meta, now);
+        Write {
+            handle,
+            op: WriteOp::Update { meta, entry },
+        }
+    }
+
+    fn origin_wait(&mut self, elapsed: Duration) {
+        self.notes.origin_wait = Some(self.notes.origin_wait.unwrap_or_default() + elapsed);
+    }
+}
+
+fn cancel<T>(handle: T) -> Write<T> {
+    Write {
+        handle,
+        op: WriteOp::Cancel,
+    }
+}
+
+fn done<T, B>(write: Option<Write<T>>, respond: Respond<B>) -> Action<T, B> {
+    Action::Done(Box::new(Done {
+        write,
+        respond,
+        refresh: None,
+    }))
+}
+
+fn object<B>(status: CacheStatus, meta: Option<Box<Meta>>, body: B) -> Respond<B> {
+    Respond::Object {
+        status,
+        meta,
+        body: Some(body),
+        cookies: Vec::new(),
+    }
+}
+
+/// The refresh-ahead flag of the object tagged `tag`: written before refresh-ahead's own
+/// soft purge, holding the purged copy's `stored_at` (ms), so the requests that find the
+/// copy soft-purged tell refresh-ahead's purge from an operator's (issue 28 items 2, 3).
+pub fn ahead_flag_key(tag: &str) -> String {
+    format!("cachet-ahead:{tag}")
+}
+
+/// The flag for `meta`'s copy before refresh-ahead's soft purge, until its expiry.
+fn flag_ahead(meta: &Meta, now: Timestamp) -> (String, Vec<u8>, Duration) {
+    let t = &meta.times;
+    let expiry = t.stored_at.saturating_add(t.ttl);
+    let left = expiry.as_millis().saturating_sub(now.as_millis()).max(1);
+    (
+        ahead_flag_key(&meta.tag),
+        t.stored_at.as_millis().to_string().into_bytes(),
+        Duration::from_millis(left),
+    )
+}
+
+/// Whether an origin failure at `now` may be answered with the object `meta`, whose
+/// times are `times` (its own, or as a platform found it): within grace or its
+/// stale-if-error window (`cachet_refresh::on_origin_error`, RFC 5861 §4). Both adapters
+/// decide with this.
+pub fn stale_if_error(meta: &Meta, times: &EntryTimes, now: Timestamp) -> bool {
+    on_origin_error(
+        Some(times),
+        now,
+        Duration::from_secs(meta.stale_if_error_s),
+        RETRY_AFTER,
+    ) == ErrorAction::ServeStale
+}
+
+/// How a transactional core cache holds an object (Fastly's `insert`/`update` options),
+/// decided from its stored [`Meta`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoreEntry {
+    /// The core cache's TTL: the object's real TTL (zero for a failure marker; at most
+    /// its age once a revalidation failed, so the platform keeps it stale).
+    pub ttl: Duration,
+    /// The core cache's stale-while-revalidate: grace + keep, plus the TTL when the
+    /// object's route refreshes early (a soft purge then leaves it usable until its real
+    /// expiry and beyond, on platforms where a soft-purged object is only usable within
+    /// SWR); none for a hit-for-pass marker; `[collapse].max_wait_ms` for a failure
+    /// marker (the requests that waited for the failed fill must still find it).
+    pub swr: Duration,
+    /// The object's age when written (`now` − `stored_at`, rounded up to the next ms):
+    /// the core cache's initial age, so its clock and Cachet's agree on the expiry to the
+    /// millisecond (`Found::age` counts from the fill's request, RFC 9111 §4.2.3, not
+    /// from the insert; issue 28 item 1).
+    pub age: Duration,
+    /// Surrogate keys: the object's own (origin's, then the route's), then its per-object
+    /// tag (the key a ban's purge and refresh-ahead's soft purge use).
+    pub keys: Vec<String>,
+}
+
+impl CoreEntry {
+    /// The entry for `meta` written at `now` under `policy`'s routes.
+    pub fn of(policy: &Policy, meta: &Meta, now: Timestamp) -> Self {
+        let early = policy
+            .config()
+            .routes
+            .iter()
+            .find(|r| r.name == meta.route)
+            .is_some_and(|r| r.early_refresh != cachet_refresh::EarlyRefresh::None);
+        let t = &meta.times;
+        let swr = match (meta.pass, early) {
+            _ if meta.is_failure_marker() => {
+                Duration::from_millis(policy.config().collapse.max_wait_ms)
+            }
+            (true, _) => Duration::ZERO,
+            (false, false) => t.grace.saturating_add(t.keep),
+            (false, true) => t.grace.saturating_add(t.keep).saturating_add(t.ttl),
+        };
+        // Rounded up: the platform never holds a copy fresh after Cachet's expiry.
+        let age = Duration::from_millis(
+            now.as_millis()
+                .saturating_sub(t.stored_at.as_millis())
+                .saturating_add(1),
+        );
+        let mut ttl = t.ttl;
+        let mut swr = swr;
+        if let Some(left) = ttl
+            .checked_sub(age)
+            .filter(|_| meta.origin_failed_at_ms.is_some() && !meta.is_failure_marker())
+        {
+            // Its revalidation failed (it was stale, or soft-purged): still stale to the
+            // platform, usable until the same end.
+            swr = swr.saturating_add(left);
+            ttl = age;
+        }
+        let mut keys = meta.surrogate_keys.clone();
+        if !meta.tag.is_empty() {
+            keys.push(meta.tag.clone());
+        }
+        Self {
+            ttl,
+            swr,
+            age,
+            keys,
+        }
+    }
+}
