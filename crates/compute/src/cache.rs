@@ -101,9 +101,15 @@ pub(crate) fn cached<H: Host>(
     let client = client_of(cx, &req);
     let now = Timestamp::from_system_time(cx.host.now());
     let seed = cx.host.random_u64();
-    let mut ex = Exchange::new(cx.policy, plan, &client, &req.headers, now, seed);
+    let ecx = exchange::Cx {
+        policy: cx.policy,
+        plan,
+        client: &client,
+        request: &req.headers,
+    };
+    let mut ex = Exchange::new(ecx, now, seed);
     let mut d = Driver::new(cx, plan, &req, f);
-    let done = d.run(&mut ex, Event::Start);
+    let done = d.run(ecx, &mut ex, Event::Start);
     let notes = ex.notes().clone();
     drop(ex);
     let out = done.and_then(|done| d.finish(*done, &client));
@@ -150,7 +156,7 @@ struct Driver<'p, 'a, 'f, H: Host> {
     f: &'f mut Access,
 }
 
-type Ex<'p, 'a, H> = Exchange<'p, 'a, <H as Host>::Tx, Vec<u8>>;
+type Ex<H> = Exchange<<H as Host>::Tx, Vec<u8>>;
 
 /// An exchange's last action.
 type Last<H> = Box<Done<<H as Host>::Tx, Vec<u8>>>;
@@ -186,12 +192,13 @@ impl<'p, 'a, 'f, H: Host> Driver<'p, 'a, 'f, H> {
     /// Feeds `ex` from `event` until it is done.
     fn run(
         &mut self,
-        ex: &mut Ex<'_, '_, H>,
+        ecx: exchange::Cx<'_>,
+        ex: &mut Ex<H>,
         event: Event<H::Tx, Vec<u8>>,
     ) -> Result<Last<H>, EdgeError> {
         let mut event = event;
         loop {
-            event = match ex.handle(self.now(), event) {
+            event = match ex.handle(ecx, self.now(), event) {
                 Action::Done(done) => return Ok(done),
                 action => self.perform(ex, action)?,
             };
@@ -201,7 +208,7 @@ impl<'p, 'a, 'f, H: Host> Driver<'p, 'a, 'f, H> {
     /// Carries out one action; its outcome is the next event.
     fn perform(
         &mut self,
-        ex: &Ex<'_, '_, H>,
+        ex: &Ex<H>,
         action: Action<H::Tx, Vec<u8>>,
     ) -> Result<Event<H::Tx, Vec<u8>>, EdgeError> {
         let host = self.cx.host;
@@ -440,10 +447,16 @@ impl<H: Host> Job<H> {
         let plan = cx.policy.plan(&inputs.view(), now);
         let client = client_of(cx, &req);
         let now = Timestamp::from_system_time(now);
-        let mut ex = Exchange::refresh(cx.policy, &plan, &client, &req.headers, refresh, now);
+        let ecx = exchange::Cx {
+            policy: cx.policy,
+            plan: &plan,
+            client: &client,
+            request: &req.headers,
+        };
+        let mut ex = Exchange::refresh(ecx, refresh, now);
         let mut d = Driver::new(cx, &plan, &req, f);
         let done = d
-            .run(&mut ex, Event::Start)
+            .run(ecx, &mut ex, Event::Start)
             .and_then(|done| d.finish(*done, &client));
         let error = ex.notes().error.clone();
         drop(ex);

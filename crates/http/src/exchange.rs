@@ -331,13 +331,25 @@ enum State<T, B> {
     Done,
 }
 
+/// What an exchange works from, given with each [`Exchange::handle`]: the policy, the
+/// request's plan (a [`cachet_policy::Decision::Cache`]), its client fields and header
+/// lines (what a fill may carry). A host that keeps an exchange across callbacks gives the
+/// same request's every time.
+#[derive(Clone, Copy)]
+pub struct Cx<'c> {
+    /// The policy in force.
+    pub policy: &'c Policy,
+    /// The request's plan.
+    pub plan: &'c Plan<'c>,
+    /// The client fields answers depend on.
+    pub client: &'c Client,
+    /// The client request's header lines.
+    pub request: &'c [(String, Vec<u8>)],
+}
+
 /// One request's flow (module docs). `T` is the host's lookup handle, `B` its stored
-/// body.
-pub struct Exchange<'p, 'a, T, B> {
-    policy: &'p Policy,
-    plan: &'p Plan<'a>,
-    client: &'p Client,
-    request: &'p [(String, Vec<u8>)],
+/// body. It owns only the flow's state: a host may keep it across callbacks.
+pub struct Exchange<T, B> {
     early: EarlyRefresh,
     started: Timestamp,
     deadline: Timestamp,
@@ -349,25 +361,22 @@ pub struct Exchange<'p, 'a, T, B> {
     state: State<T, B>,
 }
 
-impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
-    /// The flow of the request planned as `plan` (a [`cachet_policy::Decision::Cache`]),
-    /// from `client`'s fields and its header lines `request` (what a fill may carry),
-    /// begun at `now`; `seed` feeds XFetch's draws. Start it with [`Event::Start`].
-    pub fn new(
-        policy: &'p Policy,
-        plan: &'p Plan<'a>,
-        client: &'p Client,
-        request: &'p [(String, Vec<u8>)],
-        now: Timestamp,
-        seed: u64,
-    ) -> Self {
-        let max_wait = Duration::from_millis(policy.config().collapse.max_wait_ms);
+/// An exchange at work on one event, with its context.
+struct Run<'r, 'c, T, B> {
+    ex: &'r mut Exchange<T, B>,
+    policy: &'c Policy,
+    plan: &'c Plan<'c>,
+    client: &'c Client,
+    request: &'c [(String, Vec<u8>)],
+}
+
+impl<T, B> Exchange<T, B> {
+    /// The flow of the request `cx` describes, begun at `now`; `seed` feeds XFetch's
+    /// draws. Start it with [`Event::Start`].
+    pub fn new(cx: Cx<'_>, now: Timestamp, seed: u64) -> Self {
+        let max_wait = Duration::from_millis(cx.policy.config().collapse.max_wait_ms);
         Self {
-            policy,
-            plan,
-            client,
-            request,
-            early: policy.early_refresh(plan),
+            early: cx.policy.early_refresh(cx.plan),
             started: now,
             deadline: now.saturating_add(max_wait),
             lookups: 0,
@@ -382,15 +391,8 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
     /// A background refresh of `job` (handed out by a client exchange's [`Done`]), run
     /// after that answer: a conditional fetch when the object has validators. Start it
     /// with [`Event::Start`]; it ends with [`Respond::Refreshed`].
-    pub fn refresh(
-        policy: &'p Policy,
-        plan: &'p Plan<'a>,
-        client: &'p Client,
-        request: &'p [(String, Vec<u8>)],
-        job: Background<T>,
-        now: Timestamp,
-    ) -> Self {
-        let mut ex = Self::new(policy, plan, client, request, now, 0);
+    pub fn refresh(cx: Cx<'_>, job: Background<T>, now: Timestamp) -> Self {
+        let mut ex = Self::new(cx, now, 0);
         ex.refresh = Some(job);
         ex
     }
@@ -419,9 +421,22 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
 
     /// Takes `event` at `now`; returns what to do next. An event the machine did not ask
     /// for (a host bug) ends the exchange with a `503`.
-    pub fn handle(&mut self, now: Timestamp, event: Event<T, B>) -> Action<T, B> {
-        match (std::mem::replace(&mut self.state, State::Done), event) {
-            (State::Start, Event::Start) => match self.refresh.take() {
+    pub fn handle(&mut self, cx: Cx<'_>, now: Timestamp, event: Event<T, B>) -> Action<T, B> {
+        Run {
+            ex: self,
+            policy: cx.policy,
+            plan: cx.plan,
+            client: cx.client,
+            request: cx.request,
+        }
+        .handle(now, event)
+    }
+}
+
+impl<T, B> Run<'_, '_, T, B> {
+    fn handle(&mut self, now: Timestamp, event: Event<T, B>) -> Action<T, B> {
+        match (std::mem::replace(&mut self.ex.state, State::Done), event) {
+            (State::Start, Event::Start) => match self.ex.refresh.take() {
                 Some(job) => self.fetch(job.handle, Why::Refresh(job.meta)),
                 None => self.lookup(now, None),
             },
@@ -462,11 +477,11 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
 
     /// The next lookup (after `purge`), or a pass once [`MAX_LOOKUPS`] were spent.
     fn lookup(&mut self, now: Timestamp, purge: Option<Purge>) -> Action<T, B> {
-        if self.lookups >= MAX_LOOKUPS {
+        if self.ex.lookups >= MAX_LOOKUPS {
             return done(None, Respond::Pass);
         }
-        self.lookups += 1;
-        self.state = State::LookingUp;
+        self.ex.lookups += 1;
+        self.ex.state = State::LookingUp;
         Action::Lookup {
             wait: self.left(now),
             purge,
@@ -474,19 +489,19 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
     }
 
     fn left(&self, now: Timestamp) -> Duration {
-        Duration::from_millis(self.deadline.as_millis().saturating_sub(now.as_millis()))
+        Duration::from_millis(self.ex.deadline.as_millis().saturating_sub(now.as_millis()))
     }
 
     /// Past the wait for another request's fill: pass (`collapse-timeout`).
     fn timed_out(&mut self, handle: Option<T>) -> Action<T, B> {
-        self.notes.pass_reason = Some("collapse-timeout");
+        self.ex.notes.pass_reason = Some("collapse-timeout");
         done(handle.map(cancel), Respond::Pass)
     }
 
     fn rights(&self, obligated: bool, tagged: bool) -> Rights {
         Rights {
             fill: obligated,
-            relookup: self.lookups < MAX_LOOKUPS && tagged,
+            relookup: self.ex.lookups < MAX_LOOKUPS && tagged,
             only_if_cached: self.client.only_if_cached,
         }
     }
@@ -510,10 +525,11 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
         // the failure's answer: it asks the origin again (at worst one more fetch).
         let what = if meta
             .origin_failed_at_ms
-            .is_some_and(|at| at > self.started.as_millis())
+            .is_some_and(|at| at > self.ex.started.as_millis())
         {
             // The fetch this request waited for failed: answer as it was answered.
-            self.notes.error = Some("the origin failed for the request this one waited for".into());
+            self.ex.notes.error =
+                Some("the origin failed for the request this one waited for".into());
             Found::Failed {
                 servable: !meta.is_failure_marker()
                     && !meta.pass
@@ -523,14 +539,14 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
             Found::Nothing
         } else if meta.pass {
             // A hit-for-pass marker; with the fill right it expired: ask the origin again.
-            self.notes.pass_reason = Some("hit-for-pass");
+            self.ex.notes.pass_reason = Some("hit-for-pass");
             if obligated {
                 Found::Nothing
             } else {
                 Found::Marker
             }
         } else {
-            self.state = State::Checking(Held {
+            self.ex.state = State::Checking(Held {
                 handle,
                 obligated,
                 meta,
@@ -558,15 +574,15 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
             );
             return self.with_body(now, next, c);
         }
-        let draw = match self.early {
+        let draw = match self.ex.early {
             EarlyRefresh::Xfetch { .. } => Draw::from_bits(self.draw_bits()),
             _ => Draw::ONE,
         };
-        let freshness = decide(Some(&c.meta.times), now, &self.early, draw);
+        let freshness = decide(Some(&c.meta.times), now, &self.ex.early, draw);
         let fresh = matches!(freshness, Freshness::Fresh | Freshness::RefreshAhead);
         if c.platform_stale && fresh {
             let key = ahead_flag_key(&c.meta.tag);
-            self.state = State::Flagging(c, freshness);
+            self.ex.state = State::Flagging(c, freshness);
             return Action::ReadFlag { key };
         }
         self.object(now, c, freshness, false)
@@ -574,8 +590,8 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
 
     /// 64 bits from the seed (SplitMix64), one draw per lookup.
     fn draw_bits(&mut self) -> u64 {
-        self.seed = self.seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.seed;
+        self.ex.seed = self.ex.seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.ex.seed;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
@@ -601,7 +617,7 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
     /// Reads the stored body first when `next` needs it.
     fn with_body(&mut self, now: Timestamp, next: Next, c: Held<T>) -> Action<T, B> {
         if matches!(next, Next::Serve { .. } | Next::Revalidate) {
-            self.state = State::Reading(c, next);
+            self.ex.state = State::Reading(c, next);
             return Action::ReadStored;
         }
         self.act(now, next, c, None)
@@ -624,7 +640,7 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
     }
 
     fn not_cached(&mut self, handle: T, obligated: bool) -> Action<T, B> {
-        self.notes.status = Some(CacheStatus::Miss);
+        self.ex.notes.status = Some(CacheStatus::Miss);
         done(obligated.then(|| cancel(handle)), Respond::NotCached)
     }
 
@@ -635,11 +651,11 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
         if left.is_zero() {
             return self.timed_out(None);
         }
-        let pause = self.pause.min(left);
-        self.pause = (self.pause * 2).min(MAX_PAUSE);
+        let pause = self.ex.pause.min(left);
+        self.ex.pause = (self.ex.pause * 2).min(MAX_PAUSE);
         // A pause is not a purge: the lookup after it does not count against MAX_LOOKUPS.
-        self.lookups = self.lookups.saturating_sub(1);
-        self.state = State::Parked;
+        self.ex.lookups = self.ex.lookups.saturating_sub(1);
+        self.ex.state = State::Parked;
         Action::Park(pause)
     }
 
@@ -653,7 +669,7 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
         } = c;
         match (next, body) {
             (Next::Serve { status, refresh }, Some(body)) => {
-                self.notes.status = Some(status);
+                self.ex.notes.status = Some(status);
                 let (write, refresh) = if refresh {
                     let cause = if status == CacheStatus::Stale {
                         RefreshCause::Stale
@@ -702,7 +718,7 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
             ),
             (Next::Pass { status }, _) => {
                 if status != CacheStatus::Pass {
-                    self.notes.status = Some(status);
+                    self.ex.notes.status = Some(status);
                 }
                 done(Some(cancel(handle)), Respond::Pass)
             }
@@ -717,7 +733,7 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
             Why::Revalidate(meta, _) | Why::Refresh(meta) => Some(&**meta),
         };
         let fields = fill::request_fields(self.policy, self.plan, self.request, stored);
-        self.state = State::Fetching(Fetch { handle, why });
+        self.ex.state = State::Fetching(Fetch { handle, why });
         Action::Fetch { fields }
     }
 
@@ -739,7 +755,7 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
             return self.refreshed(now, f, head, verdict);
         }
         self.origin_wait(head.elapsed);
-        self.notes.status = Some(CacheStatus::Miss);
+        self.ex.notes.status = Some(CacheStatus::Miss);
         let Fetch { handle, why } = f;
         let Why::Revalidate(meta, body) = why else {
             unreachable!("matched above")
@@ -748,8 +764,8 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
             Revalidated::Uncacheable { marker, theirs } => {
                 // This client gets the stored body with the 304's fields, nobody else does;
                 // their cookie is theirs: passed on, never stored.
-                self.notes.refresh = Some(Revalidation::NowUncacheable);
-                self.notes.status = Some(CacheStatus::Pass);
+                self.ex.notes.refresh = Some(Revalidation::NowUncacheable);
+                self.ex.notes.status = Some(CacheStatus::Pass);
                 let cookies = head
                     .fields
                     .iter()
@@ -766,21 +782,21 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
                 done(Some(write), respond)
             }
             Revalidated::Freshen(fresh) => {
-                self.notes.refresh = Some(Revalidation::Revalidated);
+                self.ex.notes.refresh = Some(Revalidation::Revalidated);
                 let write = self.update(handle, fresh, now);
                 done(Some(write), object(CacheStatus::Miss, None, body))
             }
             Revalidated::Keep => {
                 // Past grace the stored copy is served only within the origin's
                 // stale-if-error (RFC 5861 §4); otherwise the origin's error goes out.
-                self.notes.refresh = Some(Revalidation::OriginError);
+                self.ex.notes.refresh = Some(Revalidation::OriginError);
                 let servable = stale_if_error(&meta, &meta.times, now);
                 let write = self.record_failure(handle, Some(meta), now);
                 if servable {
-                    self.notes.status = Some(CacheStatus::Stale);
+                    self.ex.notes.status = Some(CacheStatus::Stale);
                     return done(Some(write), object(CacheStatus::Stale, None, body));
                 }
-                self.notes.status = Some(CacheStatus::Pass);
+                self.ex.notes.status = Some(CacheStatus::Pass);
                 done(
                     Some(write),
                     Respond::Unstored {
@@ -846,7 +862,7 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
             return self.apply(now, f, v, None);
         }
         let limit = self.policy.config().edge.max_object_bytes;
-        self.state = State::Receiving(f, head);
+        self.ex.state = State::Receiving(f, head);
         Action::ReadBody { limit }
     }
 
@@ -883,7 +899,7 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
             Ok(v) => self.apply(now, f, v, Some(body)),
             Err(e) => {
                 if let Why::Refresh(_) = f.why {
-                    self.notes.error = Some(e.to_string());
+                    self.ex.notes.error = Some(e.to_string());
                     return done(
                         Some(cancel(f.handle)),
                         Respond::Refreshed(Refreshed::KeptStored),
@@ -910,7 +926,7 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
                 if refresh {
                     return done(Some(write), Respond::Refreshed(Refreshed::Replaced));
                 }
-                self.notes.status = Some(CacheStatus::Miss);
+                self.ex.notes.status = Some(CacheStatus::Miss);
                 done(
                     Some(write),
                     Respond::Object {
@@ -939,8 +955,8 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
         if refresh {
             return done(Some(write), Respond::Refreshed(Refreshed::NowUncacheable));
         }
-        self.notes.pass_reason = Some(why);
-        self.notes.status = Some(CacheStatus::Pass);
+        self.ex.notes.pass_reason = Some(why);
+        self.ex.notes.status = Some(CacheStatus::Pass);
         done(
             Some(write),
             Respond::Unstored {
@@ -963,7 +979,7 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
     ) -> Action<T, B> {
         match f.why {
             Why::Refresh(_) => {
-                self.notes.error = Some(reason);
+                self.ex.notes.error = Some(reason);
                 done(Some(cancel(f.handle)), Respond::Refreshed(kept))
             }
             Why::Fill => {
@@ -976,8 +992,8 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
                 if !servable {
                     return done(Some(write), Respond::Unavailable(reason));
                 }
-                self.notes.error = Some(reason);
-                self.notes.status = Some(CacheStatus::Stale);
+                self.ex.notes.error = Some(reason);
+                self.ex.notes.status = Some(CacheStatus::Stale);
                 done(Some(write), object(CacheStatus::Stale, None, body))
             }
         }
@@ -1014,7 +1030,7 @@ impl<'p, 'a, T, B> Exchange<'p, 'a, T, B> {
     }
 
     fn origin_wait(&mut self, elapsed: Duration) {
-        self.notes.origin_wait = Some(self.notes.origin_wait.unwrap_or_default() + elapsed);
+        self.ex.notes.origin_wait = Some(self.ex.notes.origin_wait.unwrap_or_default() + elapsed);
     }
 }
 

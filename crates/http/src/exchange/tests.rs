@@ -32,7 +32,40 @@ const T0: u64 = 1_700_000_000_000;
 const PUBLIC: &[(&str, &str)] = &[("cache-control", "max-age=60"), ("etag", "\"v1\"")];
 
 /// The lookup handle of the tables: a number.
-type Ex<'p, 'a> = Exchange<'p, 'a, u8, Vec<u8>>;
+/// An exchange with its request's context, as a host keeps them.
+struct Ex<'c> {
+    ex: Exchange<u8, Vec<u8>>,
+    cx: Cx<'c>,
+}
+
+impl<'c> Ex<'c> {
+    fn new(
+        p: &'c Policy,
+        plan: &'c Plan<'c>,
+        client: &'c Client,
+        now: Timestamp,
+        seed: u64,
+    ) -> Self {
+        let cx = Cx {
+            policy: p,
+            plan,
+            client,
+            request: &[],
+        };
+        Self {
+            ex: Exchange::new(cx, now, seed),
+            cx,
+        }
+    }
+
+    fn handle(&mut self, now: Timestamp, event: Ev) -> Act {
+        self.ex.handle(self.cx, now, event)
+    }
+
+    fn notes(&self) -> &Notes {
+        self.ex.notes()
+    }
+}
 type Act = Action<u8, Vec<u8>>;
 type Ev = Event<u8, Vec<u8>>;
 
@@ -175,7 +208,7 @@ fn describe(a: &Act) -> String {
 
 /// Runs `rows` through `ex`: each event at its time must give the action described.
 /// Returns the last action.
-fn table(ex: &mut Ex<'_, '_>, rows: Vec<(u64, Ev, &str)>) -> Act {
+fn table(ex: &mut Ex<'_>, rows: Vec<(u64, Ev, &str)>) -> Act {
     let mut last = None;
     for (i, (ms, event, want)) in rows.into_iter().enumerate() {
         let got = ex.handle(at(ms), event);
@@ -192,7 +225,7 @@ fn stored(p: &Policy, ms: u64, fields: &[(&str, &str)], body: &[u8]) -> Box<Meta
         SystemTime::UNIX_EPOCH + Duration::from_millis(T0 + ms),
     );
     let client = Client::read("GET", NONE);
-    let mut ex: Ex<'_, '_> = Exchange::new(p, &plan, &client, &[], at(ms), 0);
+    let mut ex = Ex::new(p, &plan, &client, at(ms), 0);
     let read = format!("ReadBody {}", p.config().edge.max_object_bytes);
     let done = table(
         &mut ex,
@@ -227,7 +260,7 @@ macro_rules! exchange {
             SystemTime::UNIX_EPOCH + Duration::from_millis(T0 + $ms),
         );
         let client = Client::read("GET", $h);
-        let mut $ex: Ex<'_, '_> = Exchange::new(&$p, &plan, &client, &[], at($ms), 1);
+        let mut $ex = Ex::new(&$p, &plan, &client, at($ms), 1);
     };
 }
 
@@ -564,7 +597,16 @@ fn stale_within_grace_is_served_at_once_and_refreshed_after_with_validators() {
             meta: job.meta.clone(),
             cause: job.cause,
         };
-        let mut r: Ex<'_, '_> = Exchange::refresh(&p, &plan, &client, &[], job, at(75_000));
+        let cx = Cx {
+            policy: &p,
+            plan: &plan,
+            client: &client,
+            request: &[],
+        };
+        let mut r = Ex {
+            ex: Exchange::refresh(cx, job, at(75_000)),
+            cx,
+        };
         let mut rows = vec![(75_001, Event::Start, "Fetch conditional")];
         match body {
             Some(b) => {
@@ -591,13 +633,13 @@ fn refresh_ahead_soft_purges_with_its_flag_and_everyone_keeps_getting_hits() {
     let client = Client::read("GET", NONE);
     let fires = (0..64u64)
         .find(|seed| {
-            let mut ex: Ex<'_, '_> = Exchange::new(&p, &plan, &client, &[], at(t), *seed);
+            let mut ex = Ex::new(&p, &plan, &client, at(t), *seed);
             ex.handle(at(t), Event::Start);
             ex.handle(at(t), looked(false, Some(&meta)));
             describe(&ex.handle(at(t), Event::Ban(false))).starts_with("Lookup")
         })
         .expect("some seed's draw fires 2 ms before expiry");
-    let mut ex: Ex<'_, '_> = Exchange::new(&p, &plan, &client, &[], at(t), fires);
+    let mut ex = Ex::new(&p, &plan, &client, at(t), fires);
     table(
         &mut ex,
         vec![
