@@ -31,8 +31,8 @@
 
 use cachet_http::access::{Access, RefreshOutcome, Refreshed, millis};
 use cachet_http::exchange::{
-    self, Action, AnswerHead, Background, CoreEntry, Done, Event, Exchange, Purge, Respond, Write,
-    WriteOp,
+    self, Action, AnswerHead, Background, Claim, CoreEntry, Done, Event, Exchange, MetaFrom, Purge,
+    Respond, Right, Write, WriteOp,
 };
 use cachet_http::{CacheStatus, Client, Failure};
 use cachet_policy::Plan;
@@ -134,7 +134,7 @@ pub(crate) fn cached<H: Host>(
 /// How an exchange ended, once its write is done.
 enum Finished<H: Host> {
     /// This answer, and maybe a refresh to run after it.
-    Out(Outcome<H>, Option<Background<H::Tx>>),
+    Out(Outcome<H>, Option<Background<H::Tx, Box<Meta>>>),
     /// Pass the client's request to the origin.
     Pass,
     /// A background refresh's outcome.
@@ -156,10 +156,13 @@ struct Driver<'p, 'a, 'f, H: Host> {
     f: &'f mut Access,
 }
 
-type Ex<H> = Exchange<<H as Host>::Tx, Vec<u8>>;
+type Ex<H> = Exchange<<H as Host>::Tx, Box<Meta>, Vec<u8>>;
 
 /// An exchange's last action.
-type Last<H> = Box<Done<<H as Host>::Tx, Vec<u8>>>;
+type Last<H> = Box<Done<<H as Host>::Tx, Box<Meta>, Vec<u8>>>;
+
+/// An event of the edge's exchange.
+type Ev<H> = Event<<H as Host>::Tx, Box<Meta>, Vec<u8>>;
 
 /// What a write wrote: metadata, and the body of an insert.
 type Written = Option<(Box<Meta>, Option<Vec<u8>>)>;
@@ -194,7 +197,7 @@ impl<'p, 'a, 'f, H: Host> Driver<'p, 'a, 'f, H> {
         &mut self,
         ecx: exchange::Cx<'_>,
         ex: &mut Ex<H>,
-        event: Event<H::Tx, Vec<u8>>,
+        event: Ev<H>,
     ) -> Result<Last<H>, EdgeError> {
         let mut event = event;
         loop {
@@ -209,8 +212,8 @@ impl<'p, 'a, 'f, H: Host> Driver<'p, 'a, 'f, H> {
     fn perform(
         &mut self,
         ex: &Ex<H>,
-        action: Action<H::Tx, Vec<u8>>,
-    ) -> Result<Event<H::Tx, Vec<u8>>, EdgeError> {
+        action: Action<H::Tx, Box<Meta>, Vec<u8>>,
+    ) -> Result<Ev<H>, EdgeError> {
         let host = self.cx.host;
         Ok(match action {
             Action::Lookup { wait, purge } => {
@@ -229,6 +232,9 @@ impl<'p, 'a, 'f, H: Host> Driver<'p, 'a, 'f, H> {
                     None => Vec::new(),
                 })
             }
+            // The core cache settles the right with the lookup: never asked; a request
+            // without it waits.
+            Action::Claim(handle) => Event::Claimed(handle, Claim::Follower),
             Action::Park(d) => {
                 host.sleep(d);
                 Event::Woken
@@ -271,7 +277,7 @@ impl<'p, 'a, 'f, H: Host> Driver<'p, 'a, 'f, H> {
         purge(self.cx.host, &p.tag, p.soft, self.f);
     }
 
-    fn lookup(&mut self, wait: Duration) -> Result<Event<H::Tx, Vec<u8>>, EdgeError> {
+    fn lookup(&mut self, wait: Duration) -> Result<Ev<H>, EdgeError> {
         let host = self.cx.host;
         let key = self.plan.cache_key.as_bytes();
         let Some(tx) = host
@@ -287,10 +293,16 @@ impl<'p, 'a, 'f, H: Host> Driver<'p, 'a, 'f, H> {
                 host.found_stale(&f),
             ))
         });
+        let right = if host.tx_obligated(&tx) {
+            Right::Held
+        } else {
+            Right::Elsewhere
+        };
         Ok(Event::Looked {
-            obligated: host.tx_obligated(&tx),
             handle: tx,
+            right,
             found,
+            failed_at: None,
         })
     }
 
@@ -314,7 +326,7 @@ impl<'p, 'a, 'f, H: Host> Driver<'p, 'a, 'f, H> {
     /// A longer one (a chunked body declares no length) is not held: the answer gets back
     /// a body that replays the `limit + 1` bytes read and streams the rest from the
     /// origin, so memory stays bounded by `limit` whatever the body's size.
-    fn read_bounded(&mut self, limit: u64) -> Event<H::Tx, Vec<u8>> {
+    fn read_bounded(&mut self, limit: u64) -> Ev<H> {
         let host = self.cx.host;
         let Some(a) = self.answer.as_mut() else {
             return Event::BodyBroke("no origin answer".into());
@@ -336,7 +348,7 @@ impl<'p, 'a, 'f, H: Host> Driver<'p, 'a, 'f, H> {
     /// Carries out the exchange's last write, then builds its answer.
     fn finish(
         &mut self,
-        done: Done<H::Tx, Vec<u8>>,
+        done: Done<H::Tx, Box<Meta>, Vec<u8>>,
         client: &Client,
     ) -> Result<Finished<H>, EdgeError> {
         let Done {
@@ -351,12 +363,18 @@ impl<'p, 'a, 'f, H: Host> Driver<'p, 'a, 'f, H> {
         let out: Outcome<H> = match respond {
             Respond::Object {
                 status,
+                found,
                 meta,
-                body,
                 cookies,
             } => {
                 let (wm, wb) = written.unzip();
-                let (Some(meta), Some(body)) = (meta.or(wm), body.or(wb.flatten())) else {
+                let (found_meta, found_body) = found.unzip();
+                let meta = match meta {
+                    MetaFrom::Found => found_meta,
+                    MetaFrom::Written => wm,
+                    MetaFrom::Own(m) => Some(m),
+                };
+                let (Some(meta), Some(body)) = (meta, found_body.or(wb.flatten())) else {
                     return Err(EdgeError::Cache(
                         "an answer from a write that was not made".into(),
                     ));
@@ -399,7 +417,17 @@ impl<'p, 'a, 'f, H: Host> Driver<'p, 'a, 'f, H> {
                     .map_err(EdgeError::Cache)?;
                 Ok(Some((meta, Some(body))))
             }
-            WriteOp::Update { meta, entry: e } => {
+            WriteOp::Failure {
+                meta,
+                update: false,
+                entry: e,
+            } => {
+                let md = meta.to_bytes();
+                host.tx_insert(w.handle, &entry(&e, &meta, &md), &[])
+                    .map_err(EdgeError::Cache)?;
+                Ok(Some((meta, None)))
+            }
+            WriteOp::Update { meta, entry: e } | WriteOp::Failure { meta, entry: e, .. } => {
                 let md = meta.to_bytes();
                 host.tx_update(w.handle, &entry(&e, &meta, &md))
                     .map_err(EdgeError::Cache)?;
@@ -430,7 +458,7 @@ fn entry<'e>(e: &'e CoreEntry, meta: &'e Meta, md: &'e [u8]) -> Entry<'e> {
 /// A refresh that runs after the client's response has been sent, holding the core
 /// cache's obligation for the key (other requests are served the cached copy meanwhile).
 pub(crate) struct Job<H: Host> {
-    refresh: Background<H::Tx>,
+    refresh: Background<H::Tx, Box<Meta>>,
     /// The client's request (without body), planned again for the refresh.
     req: ClientRequest<H::Body>,
 }

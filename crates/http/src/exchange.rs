@@ -94,37 +94,95 @@ pub struct Notes {
     pub origin_wait: Option<Duration>,
 }
 
+/// The found object as the machine reads it: its metadata (the host keeps the rest).
+/// Fastly's is the decoded `Box<Meta>`; Envoy's the stored object itself (no copy on a
+/// hit).
+pub trait StoredMeta {
+    /// Its metadata.
+    fn meta(&self) -> &Meta;
+}
+
+impl StoredMeta for Box<Meta> {
+    fn meta(&self) -> &Meta {
+        self
+    }
+}
+
+impl<S: StoredMeta> StoredMeta for std::rc::Rc<S> {
+    fn meta(&self) -> &Meta {
+        (**self).meta()
+    }
+}
+
+/// The request's right to fill or revalidate the key, as its lookup left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Right {
+    /// It holds the right (Fastly: the core cache's obligation came with the lookup).
+    Held,
+    /// Another request holds it (Fastly: no obligation).
+    Elsewhere,
+    /// Not known yet: the machine asks with [`Action::Claim`] when it needs the right
+    /// (Envoy: a lock in shared data, elected after the lookup).
+    Ask,
+}
+
+/// What a claim of the fill right ([`Action::Claim`]) got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// The right: fill, revalidate or refresh.
+    Leader,
+    /// No right could be settled (the lock table kept changing): fetch without it,
+    /// uncollapsed; no background refresh.
+    Uncollapsed,
+    /// Another request holds it: wait for its answer (or serve without refreshing).
+    Follower,
+}
+
 /// What the host tells the machine.
 #[derive(Debug)]
-pub enum Event<T, B> {
+pub enum Event<T, S, B> {
     /// Begin: a client exchange looks up, a background refresh fetches.
     Start,
     /// What a lookup ([`Action::Lookup`]) found.
     Looked {
         /// The lookup's handle (the host reads the found body through it; holds the fill
-        /// right when `obligated`).
+        /// right when `right` is [`Right::Held`]).
         handle: T,
-        /// This request holds the key's fill right (it may insert or update).
-        obligated: bool,
-        /// The stored object's metadata (`None`: nothing stored, or metadata of another
+        /// The request's fill right.
+        right: Right,
+        /// The stored object (`None`: nothing usable stored, or metadata of another
         /// layout) and whether the platform holds it as stale (soft-purged).
-        found: Option<(Box<Meta>, bool)>,
+        found: Option<(S, bool)>,
+        /// When the origin last failed a fetch of this key, if the host keeps that apart
+        /// from the object (Envoy's failure list; Fastly's is the object's own
+        /// `origin_failed_at_ms`).
+        failed_at: Option<Timestamp>,
     },
     /// The platform's wait for another request's fill ran out before the lookup answered.
     TimedOut,
+    /// The request's variant cannot be keyed (a varying field's value over the bound).
+    Unkeyable,
     /// The ban verdict on [`Exchange::found`] ([`Action::CheckBan`]): covered or not.
     Ban(bool),
     /// The refresh-ahead flag's value ([`Action::ReadFlag`]; `None`: absent).
     Flag(Option<Vec<u8>>),
+    /// What the claim got ([`Action::Claim`]), with the handle back (holding the right
+    /// for [`Claim::Leader`]).
+    Claimed(T, Claim),
     /// The found object's stored body ([`Action::ReadStored`]).
     Stored(B),
-    /// The pause asked for ([`Action::Park`]) is over.
+    /// The pause asked for ([`Action::Park`]) is over, or the request it waits for
+    /// ended.
     Woken,
+    /// The host could not park the request (its wait queue is full).
+    Refused,
     /// The origin answered the fetch ([`Action::Fetch`]): its head; the host holds the
     /// body.
     Head(AnswerHead),
     /// The fetch failed: unreachable, refused, timed out.
     OriginFailed(String),
+    /// The fetch's fields hold a value the host cannot carry exactly: nothing was sent.
+    CannotCarry,
     /// The origin's whole body, at most the limit asked for ([`Action::ReadBody`]).
     Body(Vec<u8>),
     /// The origin's body is longer than the limit (the host keeps it whole, streaming).
@@ -133,19 +191,23 @@ pub enum Event<T, B> {
     BodyBroke(String),
 }
 
-impl<T, B> Event<T, B> {
+impl<T, S, B> Event<T, S, B> {
     /// The event's name (a host bug's message).
     pub const fn name(&self) -> &'static str {
         match self {
             Self::Start => "Start",
             Self::Looked { .. } => "Looked",
             Self::TimedOut => "TimedOut",
+            Self::Unkeyable => "Unkeyable",
             Self::Ban(_) => "Ban",
             Self::Flag(_) => "Flag",
+            Self::Claimed(..) => "Claimed",
             Self::Stored(_) => "Stored",
             Self::Woken => "Woken",
+            Self::Refused => "Refused",
             Self::Head(_) => "Head",
             Self::OriginFailed(_) => "OriginFailed",
+            Self::CannotCarry => "CannotCarry",
             Self::Body(_) => "Body",
             Self::Oversize => "Oversize",
             Self::BodyBroke(_) => "BodyBroke",
@@ -155,11 +217,11 @@ impl<T, B> Event<T, B> {
 
 /// What the host does next.
 #[derive(Debug)]
-pub enum Action<T, B> {
+pub enum Action<T, S, B> {
     /// Look up the request's key (its variant chosen by the request's fields), waiting at
     /// most `wait` for another request's fill; first purge `purge`'s tag when given
-    /// (after dropping the previous handle). Answer with [`Event::Looked`] or
-    /// [`Event::TimedOut`].
+    /// (after dropping the previous handle). Answer with [`Event::Looked`],
+    /// [`Event::TimedOut`] or [`Event::Unkeyable`].
     Lookup {
         /// The longest wait in the lookup.
         wait: Duration,
@@ -173,13 +235,15 @@ pub enum Action<T, B> {
         /// Its key (outside the request's key).
         key: String,
     },
+    /// Claim the fill right for the key: [`Event::Claimed`] with this handle.
+    Claim(T),
     /// Read the found object's stored body through [`Exchange::handle_ref`]:
     /// [`Event::Stored`].
     ReadStored,
-    /// Wait this long, then [`Event::Woken`].
+    /// Wait at most this long, then [`Event::Woken`] (or [`Event::Refused`]).
     Park(Duration),
     /// Send the fill's origin request with exactly these fields (`GET`, the client's URL):
-    /// [`Event::Head`] or [`Event::OriginFailed`].
+    /// [`Event::Head`], [`Event::OriginFailed`] or [`Event::CannotCarry`].
     Fetch {
         /// Its header lines (`cachet_http::fill::request_fields`).
         fields: Fields,
@@ -192,18 +256,18 @@ pub enum Action<T, B> {
     },
     /// The end: carry out `write` (if any), then `respond`; run `refresh` after the answer
     /// is sent.
-    Done(Box<Done<T, B>>),
+    Done(Box<Done<T, S, B>>),
 }
 
 /// The last action of an exchange.
 #[derive(Debug)]
-pub struct Done<T, B> {
+pub struct Done<T, S, B> {
     /// A write under the fill right, before the answer.
     pub write: Option<Write<T>>,
     /// The answer.
-    pub respond: Respond<B>,
+    pub respond: Respond<S, B>,
     /// A background refresh to run after the answer ([`Exchange::refresh`]).
-    pub refresh: Option<Background<T>>,
+    pub refresh: Option<Background<T, S>>,
 }
 
 /// A purge before a lookup.
@@ -238,10 +302,21 @@ pub enum WriteOp {
         /// How the core cache holds it.
         entry: CoreEntry,
     },
-    /// Replace the stored object's metadata (same body).
+    /// Replace the found object's metadata (same body: the handle's found object).
     Update {
         /// The new metadata.
         meta: Box<Meta>,
+        /// How the core cache holds it.
+        entry: CoreEntry,
+    },
+    /// The origin failed this fetch: recorded for the requests waiting for it (as the
+    /// metadata says: the found object with `origin_failed_at_ms`, or a failure marker;
+    /// Envoy keeps a failure list instead).
+    Failure {
+        /// The found object with the failure's time, or a failure marker.
+        meta: Box<Meta>,
+        /// Whether `meta` is the found object (update) rather than a marker (insert).
+        update: bool,
         /// How the core cache holds it.
         entry: CoreEntry,
     },
@@ -249,17 +324,28 @@ pub enum WriteOp {
     Cancel,
 }
 
+/// Where an answer's metadata comes from.
+#[derive(Debug)]
+pub enum MetaFrom {
+    /// The found object's.
+    Found,
+    /// What the write carried.
+    Written,
+    /// This (a per-user 304's fields over the stored body).
+    Own(Box<Meta>),
+}
+
 /// The client's answer.
 #[derive(Debug)]
-pub enum Respond<B> {
+pub enum Respond<S, B> {
     /// From a stored object (`cachet_http::deliver`), labelled `status`.
     Object {
         /// `X-Cache`.
         status: CacheStatus,
-        /// Its metadata; `None`: the one the write carried.
-        meta: Option<Box<Meta>>,
-        /// Its body; `None`: the one the write carried.
-        body: Option<B>,
+        /// The found object and its stored body; `None`: the object the write inserted.
+        found: Option<(S, B)>,
+        /// Where its metadata comes from.
+        meta: MetaFrom,
         /// `Set-Cookie` lines of this client's own 304, added to the answer.
         cookies: Fields,
     },
@@ -286,48 +372,67 @@ pub enum Respond<B> {
 
 /// A refresh to run after the client's answer is sent, holding the fill right.
 #[derive(Debug)]
-pub struct Background<T> {
+pub struct Background<T, S> {
     /// The handle holding the fill right.
     pub handle: T,
-    /// The stored object's metadata.
-    pub meta: Box<Meta>,
+    /// The stored object.
+    pub found: S,
     /// Why it runs: stale within grace, or refresh-ahead.
     pub cause: RefreshCause,
 }
 
-/// A found object under examination.
-struct Held<T> {
+/// A lookup's result under examination.
+struct Held<T, S> {
     handle: T,
-    obligated: bool,
-    meta: Box<Meta>,
-    platform_stale: bool,
+    right: Right,
+    found: Option<(S, bool)>,
+}
+
+impl<T, S: StoredMeta> Held<T, S> {
+    fn meta(&self) -> Option<&Meta> {
+        self.found.as_ref().map(|(s, _)| s.meta())
+    }
+
+    fn tagged(&self) -> bool {
+        self.meta().is_some_and(|m| !m.tag.is_empty())
+    }
 }
 
 /// Why an origin fetch runs.
-enum Why<B> {
+enum Why<S, B> {
     /// A miss.
     Fill,
     /// Past grace, in the foreground: the stored copy and its body.
-    Revalidate(Box<Meta>, B),
+    Revalidate(S, B),
     /// In the background, after the answer.
-    Refresh(Box<Meta>),
+    Refresh(S),
+}
+
+impl<S: StoredMeta, B> Why<S, B> {
+    fn base(&self) -> Option<&Meta> {
+        match self {
+            Self::Fill => None,
+            Self::Revalidate(s, _) | Self::Refresh(s) => Some(s.meta()),
+        }
+    }
 }
 
 /// An origin fetch in flight.
-struct Fetch<T, B> {
+struct Fetch<T, S, B> {
     handle: T,
-    why: Why<B>,
+    why: Why<S, B>,
 }
 
-enum State<T, B> {
+enum State<T, S, B> {
     Start,
     LookingUp,
-    Checking(Held<T>),
-    Flagging(Held<T>, Freshness),
-    Reading(Held<T>, Next),
+    Checking(Held<T, S>),
+    Flagging(Held<T, S>, Freshness),
+    Claiming(Option<(S, bool)>, Next),
+    Reading(Held<T, S>, Next),
     Parked,
-    Fetching(Fetch<T, B>),
-    Receiving(Fetch<T, B>, AnswerHead),
+    Fetching(Fetch<T, S, B>),
+    Receiving(Fetch<T, S, B>, AnswerHead),
     Done,
 }
 
@@ -347,9 +452,10 @@ pub struct Cx<'c> {
     pub request: &'c [(String, Vec<u8>)],
 }
 
-/// One request's flow (module docs). `T` is the host's lookup handle, `B` its stored
-/// body. It owns only the flow's state: a host may keep it across callbacks.
-pub struct Exchange<T, B> {
+/// One request's flow (module docs). `T` is the host's lookup handle, `S` a found object
+/// ([`StoredMeta`]), `B` a stored body. It owns only the flow's state: a host may keep it
+/// across callbacks.
+pub struct Exchange<T, S, B> {
     early: EarlyRefresh,
     started: Timestamp,
     deadline: Timestamp,
@@ -357,20 +463,22 @@ pub struct Exchange<T, B> {
     pause: Duration,
     seed: u64,
     notes: Notes,
-    refresh: Option<Background<T>>,
-    state: State<T, B>,
+    refresh: Option<Background<T, S>>,
+    state: State<T, S, B>,
 }
 
 /// An exchange at work on one event, with its context.
-struct Run<'r, 'c, T, B> {
-    ex: &'r mut Exchange<T, B>,
+struct Run<'r, 'c, T, S, B> {
+    ex: &'r mut Exchange<T, S, B>,
     policy: &'c Policy,
     plan: &'c Plan<'c>,
     client: &'c Client,
     request: &'c [(String, Vec<u8>)],
 }
 
-impl<T, B> Exchange<T, B> {
+type Act<T, S, B> = Action<T, S, B>;
+
+impl<T, S: StoredMeta + Clone, B> Exchange<T, S, B> {
     /// The flow of the request `cx` describes, begun at `now`; `seed` feeds XFetch's
     /// draws. Start it with [`Event::Start`].
     pub fn new(cx: Cx<'_>, now: Timestamp, seed: u64) -> Self {
@@ -391,7 +499,7 @@ impl<T, B> Exchange<T, B> {
     /// A background refresh of `job` (handed out by a client exchange's [`Done`]), run
     /// after that answer: a conditional fetch when the object has validators. Start it
     /// with [`Event::Start`]; it ends with [`Respond::Refreshed`].
-    pub fn refresh(cx: Cx<'_>, job: Background<T>, now: Timestamp) -> Self {
+    pub fn refresh(cx: Cx<'_>, job: Background<T, S>, now: Timestamp) -> Self {
         let mut ex = Self::new(cx, now, 0);
         ex.refresh = Some(job);
         ex
@@ -405,7 +513,7 @@ impl<T, B> Exchange<T, B> {
     /// The found object [`Action::CheckBan`] asks about.
     pub fn found(&self) -> Option<&Meta> {
         match &self.state {
-            State::Checking(c) | State::Flagging(c, _) | State::Reading(c, _) => Some(&c.meta),
+            State::Checking(c) | State::Flagging(c, _) | State::Reading(c, _) => c.meta(),
             _ => None,
         }
     }
@@ -419,9 +527,14 @@ impl<T, B> Exchange<T, B> {
         }
     }
 
+    /// Whether the exchange is parked ([`Action::Park`]) and waits for [`Event::Woken`].
+    pub fn parked(&self) -> bool {
+        matches!(self.state, State::Parked)
+    }
+
     /// Takes `event` at `now`; returns what to do next. An event the machine did not ask
     /// for (a host bug) ends the exchange with a `503`.
-    pub fn handle(&mut self, cx: Cx<'_>, now: Timestamp, event: Event<T, B>) -> Action<T, B> {
+    pub fn handle(&mut self, cx: Cx<'_>, now: Timestamp, event: Event<T, S, B>) -> Act<T, S, B> {
         Run {
             ex: self,
             policy: cx.policy,
@@ -433,33 +546,63 @@ impl<T, B> Exchange<T, B> {
     }
 }
 
-impl<T, B> Run<'_, '_, T, B> {
-    fn handle(&mut self, now: Timestamp, event: Event<T, B>) -> Action<T, B> {
+impl<T, S: StoredMeta + Clone, B> Run<'_, '_, T, S, B> {
+    fn handle(&mut self, now: Timestamp, event: Event<T, S, B>) -> Act<T, S, B> {
         match (std::mem::replace(&mut self.ex.state, State::Done), event) {
             (State::Start, Event::Start) => match self.ex.refresh.take() {
-                Some(job) => self.fetch(job.handle, Why::Refresh(job.meta)),
+                Some(job) => self.fetch(job.handle, Why::Refresh(job.found)),
                 None => self.lookup(now, None),
             },
             (State::Parked, Event::Woken) => self.lookup(now, None),
+            (State::Parked, Event::Refused) | (State::LookingUp, Event::Unkeyable) => {
+                done(None, Respond::Pass)
+            }
             (State::LookingUp, Event::TimedOut) => self.timed_out(None),
             (
                 State::LookingUp,
                 Event::Looked {
                     handle,
-                    obligated,
+                    right,
+                    found,
+                    failed_at,
+                },
+            ) => self.looked(
+                now,
+                Held {
+                    handle,
+                    right,
                     found,
                 },
-            ) => self.looked(now, handle, obligated, found),
+                failed_at,
+            ),
             (State::Checking(c), Event::Ban(banned)) => self.checked(now, c, banned),
             (State::Flagging(c, freshness), Event::Flag(value)) => {
-                let ahead = value.as_deref()
-                    == Some(c.meta.times.stored_at.as_millis().to_string().as_bytes());
+                let stored_at = c.meta().map(|m| m.times.stored_at.as_millis().to_string());
+                let ahead =
+                    value.is_some() && value.as_deref() == stored_at.as_deref().map(str::as_bytes);
                 self.object(now, c, freshness, ahead)
+            }
+            (State::Claiming(found, next), Event::Claimed(handle, claim)) => {
+                let c = Held {
+                    handle,
+                    right: Right::Ask,
+                    found,
+                };
+                self.claimed(now, c, next, claim)
             }
             (State::Reading(c, next), Event::Stored(body)) => self.act(now, next, c, Some(body)),
             (State::Fetching(f), Event::Head(head)) => self.answered(now, f, head),
             (State::Fetching(f), Event::OriginFailed(reason)) => {
                 self.failed(now, f, reason, Refreshed::KeptStored)
+            }
+            (State::Fetching(f), Event::CannotCarry) => {
+                if let Why::Refresh(_) = f.why {
+                    return done(
+                        Some(cancel(f.handle)),
+                        Respond::Refreshed(Refreshed::KeptStored),
+                    );
+                }
+                done(Some(cancel(f.handle)), Respond::Pass)
             }
             (State::Receiving(f, head), Event::Body(body)) => {
                 self.received(now, f, &head, Some(body))
@@ -476,7 +619,7 @@ impl<T, B> Run<'_, '_, T, B> {
     }
 
     /// The next lookup (after `purge`), or a pass once [`MAX_LOOKUPS`] were spent.
-    fn lookup(&mut self, now: Timestamp, purge: Option<Purge>) -> Action<T, B> {
+    fn lookup(&mut self, now: Timestamp, purge: Option<Purge>) -> Act<T, S, B> {
         if self.ex.lookups >= MAX_LOOKUPS {
             return done(None, Respond::Pass);
         }
@@ -493,15 +636,17 @@ impl<T, B> Run<'_, '_, T, B> {
     }
 
     /// Past the wait for another request's fill: pass (`collapse-timeout`).
-    fn timed_out(&mut self, handle: Option<T>) -> Action<T, B> {
+    fn timed_out(&mut self, handle: Option<T>) -> Act<T, S, B> {
         self.ex.notes.pass_reason = Some("collapse-timeout");
         done(handle.map(cancel), Respond::Pass)
     }
 
-    fn rights(&self, obligated: bool, tagged: bool) -> Rights {
+    /// What the platform lets this request do; with [`Right::Ask`] as if it held the right
+    /// (the claim comes after, only when the step needs it).
+    fn rights(&self, c: &Held<T, S>) -> Rights {
         Rights {
-            fill: obligated,
-            relookup: self.ex.lookups < MAX_LOOKUPS && tagged,
+            fill: c.right != Right::Elsewhere,
+            relookup: self.ex.lookups < MAX_LOOKUPS && c.tagged() && c.right != Right::Ask,
             only_if_cached: self.client.only_if_cached,
         }
     }
@@ -510,78 +655,70 @@ impl<T, B> Run<'_, '_, T, B> {
     fn looked(
         &mut self,
         now: Timestamp,
-        handle: T,
-        obligated: bool,
-        found: Option<(Box<Meta>, bool)>,
-    ) -> Action<T, B> {
-        let Some((meta, platform_stale)) = found else {
-            let next = lookup::next(Found::Nothing, self.rights(obligated, false));
-            return self.act_without(now, next, handle, obligated);
-        };
-        let rights = self.rights(obligated, !meta.tag.is_empty());
+        c: Held<T, S>,
+        failed_at: Option<Timestamp>,
+    ) -> Act<T, S, B> {
+        let started = self.ex.started.as_millis();
         // Strictly after: a request that began in the same millisecond as the failure was
         // recorded cannot be told from one that began once it was answered (the next
         // request of the same client, on a fast path), and that one must not be given
         // the failure's answer: it asks the origin again (at worst one more fetch).
-        let what = if meta
-            .origin_failed_at_ms
-            .is_some_and(|at| at > self.ex.started.as_millis())
-        {
-            // The fetch this request waited for failed: answer as it was answered.
-            self.ex.notes.error =
-                Some("the origin failed for the request this one waited for".into());
-            Found::Failed {
-                servable: !meta.is_failure_marker()
-                    && !meta.pass
-                    && stale_if_error(&meta, &meta.times, now),
+        let failed = c
+            .meta()
+            .and_then(|m| m.origin_failed_at_ms)
+            .max(failed_at.map(Timestamp::as_millis))
+            .is_some_and(|at| at > started);
+        let what = match c.meta() {
+            _ if failed => {
+                // The fetch this request waited for failed: answer as it was answered.
+                self.ex.notes.error =
+                    Some("the origin failed for the request this one waited for".into());
+                Found::Failed {
+                    servable: c.meta().is_some_and(|m| {
+                        !m.is_failure_marker() && !m.pass && stale_if_error(m, &m.times, now)
+                    }),
+                }
             }
-        } else if meta.is_failure_marker() {
-            Found::Nothing
-        } else if meta.pass {
-            // A hit-for-pass marker; with the fill right it expired: ask the origin again.
-            self.ex.notes.pass_reason = Some("hit-for-pass");
-            if obligated {
-                Found::Nothing
-            } else {
-                Found::Marker
+            None => Found::Nothing,
+            Some(m) if m.is_failure_marker() => Found::Nothing,
+            Some(m) if m.pass => {
+                // A hit-for-pass marker; with the fill right it expired: ask the origin
+                // again.
+                self.ex.notes.pass_reason = Some("hit-for-pass");
+                if c.right == Right::Held {
+                    Found::Nothing
+                } else {
+                    Found::Marker
+                }
             }
-        } else {
-            self.ex.state = State::Checking(Held {
-                handle,
-                obligated,
-                meta,
-                platform_stale,
-            });
-            return Action::CheckBan;
+            Some(_) => {
+                self.ex.state = State::Checking(c);
+                return Action::CheckBan;
+            }
         };
-        let next = lookup::next(what, rights);
-        let c = Held {
-            handle,
-            obligated,
-            meta,
-            platform_stale,
-        };
-        self.with_body(now, next, c)
+        let next = lookup::next(what, self.rights(&c));
+        self.decided(now, next, c)
     }
 
     /// After the ban check: the object's freshness by its own times, and the flag when
     /// the platform holds a copy our clock says fresh as stale.
-    fn checked(&mut self, now: Timestamp, c: Held<T>, banned: bool) -> Action<T, B> {
+    fn checked(&mut self, now: Timestamp, c: Held<T, S>, banned: bool) -> Act<T, S, B> {
         if banned {
-            let next = lookup::next(
-                Found::Banned,
-                self.rights(c.obligated, !c.meta.tag.is_empty()),
-            );
-            return self.with_body(now, next, c);
+            let next = lookup::next(Found::Banned, self.rights(&c));
+            return self.decided(now, next, c);
         }
         let draw = match self.ex.early {
             EarlyRefresh::Xfetch { .. } => Draw::from_bits(self.draw_bits()),
             _ => Draw::ONE,
         };
-        let freshness = decide(Some(&c.meta.times), now, &self.ex.early, draw);
+        let Some((s, platform_stale)) = &c.found else {
+            return self.decided(now, Next::Fill, c);
+        };
+        let m = s.meta();
+        let freshness = decide(Some(&m.times), now, &self.ex.early, draw);
         let fresh = matches!(freshness, Freshness::Fresh | Freshness::RefreshAhead);
-        if c.platform_stale && fresh {
-            let key = ahead_flag_key(&c.meta.tag);
+        if *platform_stale && fresh {
+            let key = ahead_flag_key(&m.tag);
             self.ex.state = State::Flagging(c, freshness);
             return Action::ReadFlag { key };
         }
@@ -600,22 +737,32 @@ impl<T, B> Run<'_, '_, T, B> {
     fn object(
         &mut self,
         now: Timestamp,
-        c: Held<T>,
+        c: Held<T, S>,
         freshness: Freshness,
         ahead: bool,
-    ) -> Action<T, B> {
+    ) -> Act<T, S, B> {
         let what = Found::Object {
             freshness,
-            soft_purged: c.platform_stale,
-            has_grace: !c.meta.times.grace.is_zero(),
+            soft_purged: c.found.as_ref().is_some_and(|(_, stale)| *stale),
+            has_grace: c.meta().is_some_and(|m| !m.times.grace.is_zero()),
             ahead,
         };
-        let next = lookup::next(what, self.rights(c.obligated, !c.meta.tag.is_empty()));
-        self.with_body(now, next, c)
+        let next = lookup::next(what, self.rights(&c));
+        self.decided(now, next, c)
     }
 
-    /// Reads the stored body first when `next` needs it.
-    fn with_body(&mut self, now: Timestamp, next: Next, c: Held<T>) -> Action<T, B> {
+    /// `next` is decided: claim the right first when it needs one and the lookup did not
+    /// settle it ([`Right::Ask`]); read the stored body when it is served or revalidated.
+    fn decided(&mut self, now: Timestamp, next: Next, c: Held<T, S>) -> Act<T, S, B> {
+        let needs_right = matches!(
+            next,
+            Next::Fill | Next::Revalidate | Next::Serve { refresh: true, .. }
+        );
+        if needs_right && c.right == Right::Ask {
+            let Held { handle, found, .. } = c;
+            self.ex.state = State::Claiming(found, next);
+            return Action::Claim(handle);
+        }
         if matches!(next, Next::Serve { .. } | Next::Revalidate) {
             self.ex.state = State::Reading(c, next);
             return Action::ReadStored;
@@ -623,29 +770,53 @@ impl<T, B> Run<'_, '_, T, B> {
         self.act(now, next, c, None)
     }
 
-    /// Carries out `next` with nothing found.
-    fn act_without(
+    /// The claim's outcome: the step as decided with the right, or the step of a request
+    /// without it.
+    fn claimed(
         &mut self,
         now: Timestamp,
+        mut c: Held<T, S>,
         next: Next,
-        handle: T,
-        obligated: bool,
-    ) -> Action<T, B> {
-        match next {
-            Next::Fill => self.fetch(handle, Why::Fill),
-            Next::Wait => self.wait(now, handle),
-            Next::NotCached => self.not_cached(handle, obligated),
-            _ => done(Some(cancel(handle)), Respond::Pass),
-        }
+        claim: Claim,
+    ) -> Act<T, S, B> {
+        let next = match (claim, next) {
+            (Claim::Leader, next) => {
+                c.right = Right::Held;
+                next
+            }
+            (Claim::Uncollapsed, Next::Serve { status, .. })
+            | (Claim::Follower, Next::Serve { status, .. }) => {
+                c.right = Right::Elsewhere;
+                Next::Serve {
+                    status,
+                    refresh: false,
+                }
+            }
+            (Claim::Uncollapsed, next) => {
+                // Fetch without the right: the writes go ahead, nothing is collapsed.
+                c.right = Right::Held;
+                next
+            }
+            (Claim::Follower, _) => {
+                c.right = Right::Elsewhere;
+                Next::Wait
+            }
+        };
+        self.decided(now, next, c)
     }
 
-    fn not_cached(&mut self, handle: T, obligated: bool) -> Action<T, B> {
+    fn not_cached(&mut self, c: Held<T, S>) -> Act<T, S, B> {
         self.ex.notes.status = Some(CacheStatus::Miss);
-        done(obligated.then(|| cancel(handle)), Respond::NotCached)
+        done(Self::give_back(c.handle, c.right), Respond::NotCached)
+    }
+
+    /// The handle's fill right given back (a cancel) when it is held.
+    fn give_back(handle: T, right: Right) -> Option<Write<T>> {
+        (right == Right::Held).then(|| cancel(handle))
     }
 
     /// Another request holds the key: pause and look up again, or pass past the deadline.
-    fn wait(&mut self, now: Timestamp, handle: T) -> Action<T, B> {
+    fn wait(&mut self, now: Timestamp, handle: T) -> Act<T, S, B> {
         drop(handle);
         let left = self.left(now);
         if left.is_zero() {
@@ -659,36 +830,38 @@ impl<T, B> Run<'_, '_, T, B> {
         Action::Park(pause)
     }
 
-    /// Carries out `next` for the found copy `c` (with its stored body when read).
-    fn act(&mut self, now: Timestamp, next: Next, c: Held<T>, body: Option<B>) -> Action<T, B> {
+    /// Carries out `next` for the lookup's result `c` (with its stored body when read).
+    fn act(&mut self, now: Timestamp, next: Next, c: Held<T, S>, body: Option<B>) -> Act<T, S, B> {
         let Held {
             handle,
-            obligated,
-            meta,
-            ..
+            right,
+            found,
         } = c;
-        match (next, body) {
-            (Next::Serve { status, refresh }, Some(body)) => {
+        match (next, found, body) {
+            (Next::Serve { status, refresh }, Some((s, _)), Some(body)) => {
                 self.ex.notes.status = Some(status);
-                let (write, refresh) = if refresh {
+                let (write, refresh) = if refresh && right == Right::Held {
                     let cause = if status == CacheStatus::Stale {
                         RefreshCause::Stale
                     } else {
                         RefreshCause::Ahead
                     };
-                    let job = Background {
-                        handle,
-                        meta: meta.clone(),
-                        cause,
-                    };
-                    (None, Some(job))
+                    let found = s.clone();
+                    (
+                        None,
+                        Some(Background {
+                            handle,
+                            found,
+                            cause,
+                        }),
+                    )
                 } else {
-                    (obligated.then(|| cancel(handle)), None)
+                    (Self::give_back(handle, right), None)
                 };
                 let respond = Respond::Object {
                     status,
-                    meta: Some(meta),
-                    body: Some(body),
+                    found: Some((s, body)),
+                    meta: MetaFrom::Found,
                     cookies: Vec::new(),
                 };
                 Action::Done(Box::new(Done {
@@ -697,51 +870,50 @@ impl<T, B> Run<'_, '_, T, B> {
                     refresh,
                 }))
             }
-            (Next::Relookup { soft }, _) => {
+            (Next::Relookup { soft }, Some((s, _)), _) => {
                 drop(handle);
-                let flag = soft.then(|| flag_ahead(&meta, now));
-                self.lookup(
-                    now,
-                    Some(Purge {
-                        tag: meta.tag.clone(),
-                        soft,
-                        flag,
-                    }),
-                )
+                let m = s.meta();
+                let flag = soft.then(|| flag_ahead(m, now));
+                let tag = m.tag.clone();
+                self.lookup(now, Some(Purge { tag, soft, flag }))
             }
-            (Next::Revalidate, Some(body)) => self.fetch(handle, Why::Revalidate(meta, body)),
-            (Next::Unavailable, _) => done(
-                obligated.then(|| cancel(handle)),
+            (Next::Revalidate, Some((s, _)), Some(body)) => {
+                self.fetch(handle, Why::Revalidate(s, body))
+            }
+            (Next::Fill, ..) => self.fetch(handle, Why::Fill),
+            (Next::Wait, ..) => self.wait(now, handle),
+            (Next::NotCached, ..) => self.not_cached(Held {
+                handle,
+                right,
+                found: None,
+            }),
+            (Next::Unavailable, ..) => done(
+                Self::give_back(handle, right),
                 Respond::Unavailable(
                     "the origin failed for the request this one waited for".into(),
                 ),
             ),
-            (Next::Pass { status }, _) => {
+            (Next::Pass { status }, ..) => {
                 if status != CacheStatus::Pass {
                     self.ex.notes.status = Some(status);
                 }
                 done(Some(cancel(handle)), Respond::Pass)
             }
-            (next, _) => self.act_without(now, next, handle, obligated),
+            _ => done(Some(cancel(handle)), Respond::Pass),
         }
     }
 
     /// Sends the origin request for `why`, holding the fill right in `handle`.
-    fn fetch(&mut self, handle: T, why: Why<B>) -> Action<T, B> {
-        let stored = match &why {
-            Why::Fill => None,
-            Why::Revalidate(meta, _) | Why::Refresh(meta) => Some(&**meta),
-        };
-        let fields = fill::request_fields(self.policy, self.plan, self.request, stored);
+    fn fetch(&mut self, handle: T, why: Why<S, B>) -> Act<T, S, B> {
+        let fields = fill::request_fields(self.policy, self.plan, self.request, why.base());
         self.ex.state = State::Fetching(Fetch { handle, why });
         Action::Fetch { fields }
     }
 
     /// The origin's head for a fetch.
-    fn answered(&mut self, now: Timestamp, f: Fetch<T, B>, head: AnswerHead) -> Action<T, B> {
-        let base = match &f.why {
-            Why::Fill => return self.verdict(now, f, head),
-            Why::Revalidate(meta, _) | Why::Refresh(meta) => meta,
+    fn answered(&mut self, now: Timestamp, f: Fetch<T, S, B>, head: AnswerHead) -> Act<T, S, B> {
+        let Some(base) = f.why.base() else {
+            return self.verdict(now, f, head);
         };
         let answer = Origin {
             status: head.status,
@@ -751,15 +923,13 @@ impl<T, B> Run<'_, '_, T, B> {
         };
         let plan = self.plan;
         let verdict = fill::revalidated(self.policy, plan, &plan.cache_key, base, answer, now);
-        if let Why::Refresh(_) = f.why {
-            return self.refreshed(now, f, head, verdict);
-        }
+        let Fetch { handle, why } = f;
+        let (s, body) = match why {
+            Why::Revalidate(s, body) => (s, body),
+            why => return self.refreshed(now, Fetch { handle, why }, head, verdict),
+        };
         self.origin_wait(head.elapsed);
         self.ex.notes.status = Some(CacheStatus::Miss);
-        let Fetch { handle, why } = f;
-        let Why::Revalidate(meta, body) = why else {
-            unreachable!("matched above")
-        };
         match verdict {
             Revalidated::Uncacheable { marker, theirs } => {
                 // This client gets the stored body with the 304's fields, nobody else does;
@@ -775,8 +945,8 @@ impl<T, B> Run<'_, '_, T, B> {
                 let write = self.insert(handle, marker, Vec::new(), now);
                 let respond = Respond::Object {
                     status: CacheStatus::Pass,
-                    meta: Some(theirs),
-                    body: Some(body),
+                    found: Some((s, body)),
+                    meta: MetaFrom::Own(theirs),
                     cookies,
                 };
                 done(Some(write), respond)
@@ -784,35 +954,39 @@ impl<T, B> Run<'_, '_, T, B> {
             Revalidated::Freshen(fresh) => {
                 self.ex.notes.refresh = Some(Revalidation::Revalidated);
                 let write = self.update(handle, fresh, now);
-                done(Some(write), object(CacheStatus::Miss, None, body))
+                done(
+                    Some(write),
+                    object(CacheStatus::Miss, s, body, MetaFrom::Written),
+                )
             }
             Revalidated::Keep => {
                 // Past grace the stored copy is served only within the origin's
                 // stale-if-error (RFC 5861 §4); otherwise the origin's error goes out.
                 self.ex.notes.refresh = Some(Revalidation::OriginError);
-                let servable = stale_if_error(&meta, &meta.times, now);
-                let write = self.record_failure(handle, Some(meta), now);
+                let m = s.meta();
+                let servable = stale_if_error(m, &m.times, now);
+                let write = self.record_failure(handle, Some(m), now);
                 if servable {
                     self.ex.notes.status = Some(CacheStatus::Stale);
-                    return done(Some(write), object(CacheStatus::Stale, None, body));
+                    return done(
+                        Some(write),
+                        object(CacheStatus::Stale, s, body, MetaFrom::Found),
+                    );
                 }
                 self.ex.notes.status = Some(CacheStatus::Pass);
-                done(
-                    Some(write),
-                    Respond::Unstored {
-                        status: CacheStatus::Pass,
-                        body: None,
-                    },
-                )
+                let respond = Respond::Unstored {
+                    status: CacheStatus::Pass,
+                    body: None,
+                };
+                done(Some(write), respond)
             }
-            Revalidated::Replace => self.verdict(
-                now,
-                Fetch {
+            Revalidated::Replace => {
+                let f = Fetch {
                     handle,
-                    why: Why::Revalidate(meta, body),
-                },
-                head,
-            ),
+                    why: Why::Revalidate(s, body),
+                };
+                self.verdict(now, f, head)
+            }
         }
     }
 
@@ -820,10 +994,10 @@ impl<T, B> Run<'_, '_, T, B> {
     fn refreshed(
         &mut self,
         now: Timestamp,
-        f: Fetch<T, B>,
+        f: Fetch<T, S, B>,
         head: AnswerHead,
         verdict: Revalidated,
-    ) -> Action<T, B> {
+    ) -> Act<T, S, B> {
         match verdict {
             Revalidated::Uncacheable { marker, .. } => {
                 let write = self.insert(f.handle, marker, Vec::new(), now);
@@ -843,22 +1017,15 @@ impl<T, B> Run<'_, '_, T, B> {
     }
 
     /// A fill's (or a replacing revalidation's) answer by its head alone, or read its body.
-    fn verdict(&mut self, now: Timestamp, f: Fetch<T, B>, head: AnswerHead) -> Action<T, B> {
+    fn verdict(&mut self, now: Timestamp, f: Fetch<T, S, B>, head: AnswerHead) -> Act<T, S, B> {
         if let Why::Fill = f.why {
             self.origin_wait(head.elapsed);
         }
         let replacing = !matches!(f.why, Why::Fill);
         let plan = self.plan;
         let key = &plan.cache_key;
-        if let Some(v) = fill::unstorable(
-            self.policy,
-            plan,
-            key,
-            head.status,
-            &head.fields,
-            now,
-            replacing,
-        ) {
+        let (status, fields) = (head.status, &head.fields);
+        if let Some(v) = fill::unstorable(self.policy, plan, key, status, fields, now, replacing) {
             return self.apply(now, f, v, None);
         }
         let limit = self.policy.config().edge.max_object_bytes;
@@ -870,23 +1037,16 @@ impl<T, B> Run<'_, '_, T, B> {
     fn received(
         &mut self,
         now: Timestamp,
-        f: Fetch<T, B>,
+        f: Fetch<T, S, B>,
         head: &AnswerHead,
         body: Option<Vec<u8>>,
-    ) -> Action<T, B> {
+    ) -> Act<T, S, B> {
         let replacing = !matches!(f.why, Why::Fill);
         let plan = self.plan;
         let key = &plan.cache_key;
         let Some(body) = body else {
-            let v = fill::oversized(
-                self.policy,
-                plan,
-                key,
-                head.status,
-                &head.fields,
-                now,
-                replacing,
-            );
+            let (status, fields) = (head.status, &head.fields);
+            let v = fill::oversized(self.policy, plan, key, status, fields, now, replacing);
             return self.apply(now, f, v, None);
         };
         let origin = Origin {
@@ -900,10 +1060,8 @@ impl<T, B> Run<'_, '_, T, B> {
             Err(e) => {
                 if let Why::Refresh(_) = f.why {
                     self.ex.notes.error = Some(e.to_string());
-                    return done(
-                        Some(cancel(f.handle)),
-                        Respond::Refreshed(Refreshed::KeptStored),
-                    );
+                    let respond = Respond::Refreshed(Refreshed::KeptStored);
+                    return done(Some(cancel(f.handle)), respond);
                 }
                 done(Some(cancel(f.handle)), Respond::Broken(e))
             }
@@ -915,10 +1073,10 @@ impl<T, B> Run<'_, '_, T, B> {
     fn apply(
         &mut self,
         now: Timestamp,
-        f: Fetch<T, B>,
+        f: Fetch<T, S, B>,
         v: Filled,
         read: Option<Vec<u8>>,
-    ) -> Action<T, B> {
+    ) -> Act<T, S, B> {
         let refresh = matches!(f.why, Why::Refresh(_));
         match v {
             Filled::Stored { meta, body } => {
@@ -927,15 +1085,13 @@ impl<T, B> Run<'_, '_, T, B> {
                     return done(Some(write), Respond::Refreshed(Refreshed::Replaced));
                 }
                 self.ex.notes.status = Some(CacheStatus::Miss);
-                done(
-                    Some(write),
-                    Respond::Object {
-                        status: CacheStatus::Miss,
-                        meta: None,
-                        body: None,
-                        cookies: Vec::new(),
-                    },
-                )
+                let respond = Respond::Object {
+                    status: CacheStatus::Miss,
+                    found: None,
+                    meta: MetaFrom::Written,
+                    cookies: Vec::new(),
+                };
+                done(Some(write), respond)
             }
             Filled::Marker { meta, why } => {
                 let write = self.insert(f.handle, meta, Vec::new(), now);
@@ -951,32 +1107,30 @@ impl<T, B> Run<'_, '_, T, B> {
         write: Write<T>,
         why: &'static str,
         read: Option<Vec<u8>>,
-    ) -> Action<T, B> {
+    ) -> Act<T, S, B> {
         if refresh {
             return done(Some(write), Respond::Refreshed(Refreshed::NowUncacheable));
         }
         self.ex.notes.pass_reason = Some(why);
         self.ex.notes.status = Some(CacheStatus::Pass);
-        done(
-            Some(write),
-            Respond::Unstored {
-                status: CacheStatus::Pass,
-                body: read,
-            },
-        )
+        let respond = Respond::Unstored {
+            status: CacheStatus::Pass,
+            body: read,
+        };
+        done(Some(write), respond)
     }
 
     /// The fetch failed or its body broke: recorded for the requests that waited for it,
-    /// then the stored copy within `stale-if-error` (RFC 5861 §4) or a `503`.
-    /// A background refresh keeps the stored copy and reports `kept` (`kept-stored` when
-    /// the origin was not reached, `origin-error-kept-stored` when its body broke).
+    /// then the stored copy within `stale-if-error` (RFC 5861 §4) or a `503`. A background
+    /// refresh keeps the stored copy and reports `kept` (`kept-stored` when the origin was
+    /// not reached, `origin-error-kept-stored` when its body broke).
     fn failed(
         &mut self,
         now: Timestamp,
-        f: Fetch<T, B>,
+        f: Fetch<T, S, B>,
         reason: String,
         kept: Refreshed,
-    ) -> Action<T, B> {
+    ) -> Act<T, S, B> {
         match f.why {
             Why::Refresh(_) => {
                 self.ex.notes.error = Some(reason);
@@ -986,15 +1140,19 @@ impl<T, B> Run<'_, '_, T, B> {
                 let write = self.record_failure(f.handle, None, now);
                 done(Some(write), Respond::Unavailable(reason))
             }
-            Why::Revalidate(meta, body) => {
-                let servable = stale_if_error(&meta, &meta.times, now);
-                let write = self.record_failure(f.handle, Some(meta), now);
+            Why::Revalidate(s, body) => {
+                let m = s.meta();
+                let servable = stale_if_error(m, &m.times, now);
+                let write = self.record_failure(f.handle, Some(m), now);
                 if !servable {
                     return done(Some(write), Respond::Unavailable(reason));
                 }
                 self.ex.notes.error = Some(reason);
                 self.ex.notes.status = Some(CacheStatus::Stale);
-                done(Some(write), object(CacheStatus::Stale, None, body))
+                done(
+                    Some(write),
+                    object(CacheStatus::Stale, s, body, MetaFrom::Found),
+                )
             }
         }
     }
@@ -1003,14 +1161,25 @@ impl<T, B> Run<'_, '_, T, B> {
     /// are answered as this one is: the stored copy keeps its content and gains the
     /// failure time (the platform holds it stale), or, with nothing stored, a failure
     /// marker.
-    fn record_failure(&self, handle: T, stored: Option<Box<Meta>>, now: Timestamp) -> Write<T> {
-        if let Some(mut m) = stored {
+    fn record_failure(&self, handle: T, stored: Option<&Meta>, now: Timestamp) -> Write<T> {
+        let (meta, update) = if let Some(m) = stored {
+            let mut m = Box::new(m.clone());
             m.origin_failed_at_ms = Some(now.as_millis());
-            return self.update(handle, m, now);
+            (m, true)
+        } else {
+            let mut m = Meta::failure_marker(self.plan.route, now);
+            m.tag = cachet_policy::object::object_tag(&self.plan.cache_key);
+            (Box::new(m), false)
+        };
+        let entry = CoreEntry::of(self.policy, &meta, now);
+        Write {
+            handle,
+            op: WriteOp::Failure {
+                meta,
+                update,
+                entry,
+            },
         }
-        let mut m = Meta::failure_marker(self.plan.route, now);
-        m.tag = cachet_policy::object::object_tag(&self.plan.cache_key);
-        self.insert(handle, Box::new(m), Vec::new(), now)
     }
 
     fn insert(&self, handle: T, meta: Box<Meta>, body: Vec<u8>, now: Timestamp) -> Write<T> {
@@ -1041,7 +1210,7 @@ fn cancel<T>(handle: T) -> Write<T> {
     }
 }
 
-fn done<T, B>(write: Option<Write<T>>, respond: Respond<B>) -> Action<T, B> {
+fn done<T, S, B>(write: Option<Write<T>>, respond: Respond<S, B>) -> Action<T, S, B> {
     Action::Done(Box::new(Done {
         write,
         respond,
@@ -1049,11 +1218,11 @@ fn done<T, B>(write: Option<Write<T>>, respond: Respond<B>) -> Action<T, B> {
     }))
 }
 
-fn object<B>(status: CacheStatus, meta: Option<Box<Meta>>, body: B) -> Respond<B> {
+fn object<S, B>(status: CacheStatus, found: S, body: B, meta: MetaFrom) -> Respond<S, B> {
     Respond::Object {
         status,
+        found: Some((found, body)),
         meta,
-        body: Some(body),
         cookies: Vec::new(),
     }
 }

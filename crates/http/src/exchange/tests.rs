@@ -34,7 +34,7 @@ const PUBLIC: &[(&str, &str)] = &[("cache-control", "max-age=60"), ("etag", "\"v
 /// The lookup handle of the tables: a number.
 /// An exchange with its request's context, as a host keeps them.
 struct Ex<'c> {
-    ex: Exchange<u8, Vec<u8>>,
+    ex: Exchange<u8, Box<Meta>, Vec<u8>>,
     cx: Cx<'c>,
 }
 
@@ -66,8 +66,8 @@ impl<'c> Ex<'c> {
         self.ex.notes()
     }
 }
-type Act = Action<u8, Vec<u8>>;
-type Ev = Event<u8, Vec<u8>>;
+type Act = Action<u8, Box<Meta>, Vec<u8>>;
+type Ev = Event<u8, Box<Meta>, Vec<u8>>;
 
 fn policy(toml: &str) -> Policy {
     Policy::from_toml(toml).expect("test config is valid")
@@ -98,19 +98,40 @@ fn head(status: u16, fields: &[(&str, &str)]) -> Ev {
     })
 }
 
+fn right(obligated: bool) -> Right {
+    if obligated {
+        Right::Held
+    } else {
+        Right::Elsewhere
+    }
+}
+
 fn looked(obligated: bool, found: Option<&Meta>) -> Ev {
     Event::Looked {
         handle: 1,
-        obligated,
+        right: right(obligated),
         found: found.map(|m| (Box::new(m.clone()), false)),
+        failed_at: None,
+    }
+}
+
+/// A lookup that leaves the right to be claimed (Envoy), with the failure list's last
+/// entry for the key.
+fn asks(found: Option<&Meta>, failed_ms: Option<u64>) -> Ev {
+    Event::Looked {
+        handle: 1,
+        right: Right::Ask,
+        found: found.map(|m| (Box::new(m.clone()), false)),
+        failed_at: failed_ms.map(at),
     }
 }
 
 fn soft_purged(obligated: bool, meta: &Meta) -> Ev {
     Event::Looked {
         handle: 1,
-        obligated,
+        right: right(obligated),
         found: Some((Box::new(meta.clone()), true)),
+        failed_at: None,
     }
 }
 
@@ -132,6 +153,7 @@ fn describe(a: &Act) -> String {
             s
         }
         Action::CheckBan => "CheckBan".into(),
+        Action::Claim(_) => "Claim".into(),
         Action::ReadFlag { .. } => "ReadFlag".into(),
         Action::ReadStored => "ReadStored".into(),
         Action::Park(d) => format!("Park {}ms", d.as_millis()),
@@ -153,14 +175,10 @@ fn describe(a: &Act) -> String {
                 None => {}
                 Some(Write { op, .. }) => {
                     s += match op {
-                        WriteOp::Insert { meta, .. } if meta.is_failure_marker() => {
-                            " insert failure-marker;"
-                        }
+                        WriteOp::Failure { update: false, .. } => " insert failure-marker;",
+                        WriteOp::Failure { update: true, .. } => " update failed;",
                         WriteOp::Insert { meta, .. } if meta.pass => " insert marker;",
                         WriteOp::Insert { .. } => " insert;",
-                        WriteOp::Update { meta, .. } if meta.origin_failed_at_ms.is_some() => {
-                            " update failed;"
-                        }
                         WriteOp::Update { .. } => " update;",
                         WriteOp::Cancel => " cancel;",
                     }
@@ -168,14 +186,18 @@ fn describe(a: &Act) -> String {
             }
             let respond = match &d.respond {
                 Respond::Object {
-                    status, meta, body, ..
+                    status,
+                    found,
+                    meta,
+                    ..
                 } => format!(
                     " object {}{}",
                     status.as_str(),
-                    match (meta, body) {
-                        (None, None) => " as written",
-                        (None, Some(_)) => " as updated",
-                        _ => "",
+                    match (found, meta) {
+                        (None, _) => " as written",
+                        (Some(_), MetaFrom::Written) => " as updated",
+                        (Some(_), MetaFrom::Own(_)) => " with its own fields",
+                        (Some(_), MetaFrom::Found) => "",
                     }
                 ),
                 Respond::Unstored { status, body } => format!(
@@ -292,7 +314,7 @@ fn a_miss_fills_and_stores_and_a_later_lookup_is_a_hit_from_the_stored_body() {
         ],
     );
     let Action::Done(d) = last else { panic!() };
-    assert!(matches!(d.respond, Respond::Object { body: Some(ref b), .. } if b == b"hello"));
+    assert!(matches!(d.respond, Respond::Object { found: Some((_, ref b)), .. } if b == b"hello"));
     // With the right to fill and nothing to refresh, the right goes back.
     exchange!(obligated, p, 10_000, NONE);
     table(
@@ -391,7 +413,7 @@ fn a_revalidation_that_fails_records_it_then_serves_stale_if_error_or_a_503() {
     for (cc, want) in [
         (
             "max-age=60, stale-if-error=3600",
-            "Done update failed; object STALE as updated",
+            "Done update failed; object STALE",
         ),
         ("max-age=60", "Done update failed; 503"),
     ] {
@@ -470,12 +492,13 @@ fn a_failed_fill_leaves_a_failure_marker_for_its_waiters_and_a_later_request_fil
             panic!()
         };
         let Some(Write {
-            op: WriteOp::Insert { meta, entry, .. },
+            op: WriteOp::Failure { meta, entry, .. },
             ..
         }) = d.write
         else {
             panic!()
         };
+        assert!(meta.is_failure_marker());
         assert_eq!(
             (entry.ttl, entry.swr),
             (Duration::ZERO, Duration::from_secs(10))
@@ -525,7 +548,7 @@ fn a_revalidation_whose_replacement_body_breaks_serves_stale_if_error() {
             (
                 200_002,
                 Event::BodyBroke("reset".into()),
-                "Done update failed; object STALE as updated",
+                "Done update failed; object STALE",
             ),
         ],
     );
@@ -594,7 +617,7 @@ fn stale_within_grace_is_served_at_once_and_refreshed_after_with_validators() {
     for (answer, body, want) in cases {
         let job = Background {
             handle: 1,
-            meta: job.meta.clone(),
+            found: job.found.clone(),
             cause: job.cause,
         };
         let cx = Cx {
@@ -841,16 +864,16 @@ fn a_304_that_makes_the_page_private_reaches_only_its_client_with_its_cookie() {
             (
                 200_001,
                 head(304, &[("cache-control", "private"), ("set-cookie", "s=1")]),
-                "Done insert marker; object PASS",
+                "Done insert marker; object PASS with its own fields",
             ),
         ],
     ) else {
         panic!()
     };
-    let Respond::Object { body, cookies, .. } = d.respond else {
+    let Respond::Object { found, cookies, .. } = d.respond else {
         panic!()
     };
-    assert_eq!(body.as_deref(), Some(&b"v1"[..]));
+    assert_eq!(found.map(|(_, b)| b).as_deref(), Some(&b"v1"[..]));
     assert_eq!(cookies, vec![("set-cookie".to_owned(), b"s=1".to_vec())]);
     assert_eq!(ex.notes().refresh, Some(Revalidation::NowUncacheable));
 }
@@ -906,4 +929,143 @@ fn the_core_entry_holds_grace_and_keep_and_the_ttl_too_when_the_route_refreshes_
     meta.origin_failed_at_ms = None;
     meta.pass = true;
     assert_eq!(CoreEntry::of(&early, &meta, now).swr, Duration::ZERO);
+}
+
+#[test]
+fn a_host_that_elects_the_leader_after_the_lookup_claims_only_when_the_step_needs_the_right() {
+    let p = policy(CONFIG);
+    let meta = stored(&p, 0, PUBLIC, b"v1");
+    // A miss: claimed; the leader fetches, a contended lock fetches uncollapsed.
+    for (claim, want) in [(Claim::Leader, "Fetch"), (Claim::Uncollapsed, "Fetch")] {
+        exchange!(ex, p, 0, NONE);
+        table(
+            &mut ex,
+            vec![
+                (0, Event::Start, "Lookup 10000ms"),
+                (0, asks(None, None), "Claim"),
+                (0, Event::Claimed(1, claim), want),
+            ],
+        );
+    }
+    // A fresh hit needs no right: no claim.
+    exchange!(hit, p, 1_000, NONE);
+    table(
+        &mut hit,
+        vec![
+            (1_000, Event::Start, "Lookup 10000ms"),
+            (1_000, asks(Some(&meta), None), "CheckBan"),
+            (1_000, Event::Ban(false), "ReadStored"),
+            (1_000, Event::Stored(b"v1".to_vec()), "Done object HIT"),
+        ],
+    );
+    // Stale within grace: the leader refreshes after the answer, a follower only serves.
+    for (claim, want) in [
+        (Claim::Leader, "Done object STALE + refresh stale"),
+        (Claim::Follower, "Done object STALE"),
+        (Claim::Uncollapsed, "Done object STALE"),
+    ] {
+        exchange!(ex, p, 75_000, NONE);
+        table(
+            &mut ex,
+            vec![
+                (75_000, Event::Start, "Lookup 10000ms"),
+                (75_000, asks(Some(&meta), None), "CheckBan"),
+                (75_000, Event::Ban(false), "Claim"),
+                (75_000, Event::Claimed(1, claim), "ReadStored"),
+                (75_000, Event::Stored(b"v1".to_vec()), want),
+            ],
+        );
+    }
+}
+
+#[test]
+fn a_follower_parks_until_woken_and_shares_the_leaders_answer_or_its_failure() {
+    let p = policy(CONFIG);
+    let cc = [
+        ("cache-control", "max-age=60, stale-if-error=3600"),
+        ("etag", "\"v1\""),
+    ];
+    let meta = stored(&p, 0, &cc, b"v1");
+    // Nothing stored, another request fills: parked, woken, served what it stored.
+    exchange!(ex, p, 0, NONE);
+    table(
+        &mut ex,
+        vec![
+            (0, Event::Start, "Lookup 10000ms"),
+            (0, asks(None, None), "Claim"),
+            (0, Event::Claimed(1, Claim::Follower), "Park 5ms"),
+            (300, Event::Woken, "Lookup 9700ms"),
+            (300, asks(Some(&meta), None), "CheckBan"),
+            (300, Event::Ban(false), "ReadStored"),
+            (300, Event::Stored(b"v1".to_vec()), "Done object HIT"),
+        ],
+    );
+    // The fill it waited for failed (recorded after it began): 503 at once, no fetch.
+    exchange!(ex, p, 0, NONE);
+    table(
+        &mut ex,
+        vec![
+            (0, Event::Start, "Lookup 10000ms"),
+            (0, asks(None, None), "Claim"),
+            (0, Event::Claimed(1, Claim::Follower), "Park 5ms"),
+            (300, Event::Woken, "Lookup 9700ms"),
+            (300, asks(None, Some(200)), "Done 503"),
+        ],
+    );
+    // A revalidation it waited for failed: the copy within stale-if-error.
+    exchange!(ex, p, 200_000, NONE);
+    table(
+        &mut ex,
+        vec![
+            (200_000, Event::Start, "Lookup 10000ms"),
+            (200_000, asks(Some(&meta), None), "CheckBan"),
+            (200_000, Event::Ban(false), "Claim"),
+            (200_000, Event::Claimed(1, Claim::Follower), "Park 5ms"),
+            (200_300, Event::Woken, "Lookup 9700ms"),
+            (200_300, asks(Some(&meta), Some(200_200)), "ReadStored"),
+            (200_300, Event::Stored(b"v1".to_vec()), "Done object STALE"),
+        ],
+    );
+    // A failure recorded in the millisecond it began is not the one it waited for.
+    exchange!(ex, p, 0, NONE);
+    table(
+        &mut ex,
+        vec![
+            (0, Event::Start, "Lookup 10000ms"),
+            (0, asks(None, Some(0)), "Claim"),
+        ],
+    );
+    // The host's queue is full: passed.
+    exchange!(ex, p, 0, NONE);
+    table(
+        &mut ex,
+        vec![
+            (0, Event::Start, "Lookup 10000ms"),
+            (0, asks(None, None), "Claim"),
+            (0, Event::Claimed(1, Claim::Follower), "Park 5ms"),
+            (0, Event::Refused, "Done pass"),
+        ],
+    );
+}
+
+#[test]
+fn an_unkeyable_variant_and_a_fetch_the_host_cannot_carry_are_passed() {
+    let p = policy(CONFIG);
+    exchange!(ex, p, 0, NONE);
+    table(
+        &mut ex,
+        vec![
+            (0, Event::Start, "Lookup 10000ms"),
+            (0, Event::Unkeyable, "Done pass"),
+        ],
+    );
+    exchange!(ex, p, 0, NONE);
+    table(
+        &mut ex,
+        vec![
+            (0, Event::Start, "Lookup 10000ms"),
+            (0, looked(true, None), "Fetch"),
+            (0, Event::CannotCarry, "Done cancel; pass"),
+        ],
+    );
 }
