@@ -17,8 +17,12 @@ ENVOY_VERSION=${ENVOY_VERSION:-1.40.0}
 # as bytes, the configuration fallback, the authority check, the shield's content time)
 # brought it to 1,324,329 (2026-11-27), over the target: the budget is that + 2% until a
 # size pass wins it back, as it was while the fleet mode was over it (docs/performance.md,
-# "Size"). regex-automata or cachet-ban at "z" win only 3-4 KB (measured).
-ENVOY_WASM_BUDGET=${ENVOY_WASM_BUDGET:-1366000}
+# "Size"). regex-automata or cachet-ban at "z" win only 3-4 KB (measured). Issue 32 moved
+# the request flow into the exchange state machine (`cachet_http::exchange`, instantiated
+# in cachet-worker at opt-level 3): 1,361,867 → 1,380,104 bytes (2026-11-28, +1.3%; wasm-opt
+# --converge wins 1 KB, `#[inline(never)]` on the machine's steps 0.4 KB, measured); the
+# budget is that + 1% until the size pass.
+ENVOY_WASM_BUDGET=${ENVOY_WASM_BUDGET:-1394000}
 
 ensure_envoy() {
   local venv="$ROOT/.venv"

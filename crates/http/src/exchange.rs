@@ -461,6 +461,8 @@ pub struct Exchange<T, S, B> {
     deadline: Timestamp,
     lookups: usize,
     pause: Duration,
+    /// It has parked behind another request's fetch.
+    waited: bool,
     seed: u64,
     notes: Notes,
     refresh: Option<Background<T, S>>,
@@ -489,6 +491,7 @@ impl<T, S: StoredMeta + Clone, B> Exchange<T, S, B> {
             deadline: now.saturating_add(max_wait),
             lookups: 0,
             pause: FIRST_PAUSE,
+            waited: false,
             seed,
             notes: Notes::default(),
             refresh: None,
@@ -525,6 +528,12 @@ impl<T, S: StoredMeta + Clone, B> Exchange<T, S, B> {
             State::Fetching(f) | State::Receiving(f, _) => Some(&f.handle),
             _ => None,
         }
+    }
+
+    /// Whether the exchange has parked behind another request's fetch: a host that keeps
+    /// failures apart from objects reads them for [`Event::Looked`] only then.
+    pub fn waited(&self) -> bool {
+        self.waited
     }
 
     /// Whether the exchange is parked ([`Action::Park`]) and waits for [`Event::Woken`].
@@ -659,15 +668,18 @@ impl<T, S: StoredMeta + Clone, B> Run<'_, '_, T, S, B> {
         failed_at: Option<Timestamp>,
     ) -> Act<T, S, B> {
         let started = self.ex.started.as_millis();
-        // Strictly after: a request that began in the same millisecond as the failure was
-        // recorded cannot be told from one that began once it was answered (the next
-        // request of the same client, on a fast path), and that one must not be given
-        // the failure's answer: it asks the origin again (at worst one more fetch).
+        // Strictly after for a failure recorded on the object: a request that began in
+        // the same millisecond as the failure was recorded cannot be told from one that
+        // began once it was answered (the next request of the same client, on a fast
+        // path), and that one must not be given the failure's answer: it asks the origin
+        // again (at worst one more fetch). A failure the host keeps apart (`failed_at`)
+        // counts from the request's start included once the request has waited: it was
+        // parked behind that very fetch.
         let failed = c
             .meta()
             .and_then(|m| m.origin_failed_at_ms)
-            .max(failed_at.map(Timestamp::as_millis))
-            .is_some_and(|at| at > started);
+            .is_some_and(|at| at > started)
+            || (self.ex.waited && failed_at.is_some_and(|t| t.as_millis() >= started));
         let what = match c.meta() {
             _ if failed => {
                 // The fetch this request waited for failed: answer as it was answered.
@@ -826,6 +838,7 @@ impl<T, S: StoredMeta + Clone, B> Run<'_, '_, T, S, B> {
         self.ex.pause = (self.ex.pause * 2).min(MAX_PAUSE);
         // A pause is not a purge: the lookup after it does not count against MAX_LOOKUPS.
         self.ex.lookups = self.ex.lookups.saturating_sub(1);
+        self.ex.waited = true;
         self.ex.state = State::Parked;
         Action::Park(pause)
     }

@@ -9,11 +9,9 @@
 
 use std::rc::Rc;
 
-use cachet_http::fill::{self, Filled};
-use cachet_http::store::Origin;
 use cachet_http::vary;
+use cachet_policy::Policy;
 use cachet_policy::object::{self, Meta};
-use cachet_policy::{Plan, Policy};
 use cachet_refresh::{Draw, EarlyRefresh, EntryTimes, Freshness, Timestamp, decide};
 
 use crate::SharedData;
@@ -69,39 +67,6 @@ pub struct Found {
 /// `cachet_http::vary::variant_key`): answer it uncached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unkeyable;
-
-/// What a fill's origin answer became ([`Cache::store`]).
-#[derive(Debug, Clone)]
-pub enum Stored {
-    /// Stored in both tiers: serve it from the cache format.
-    Object(Rc<StoredObject>),
-    /// Not stored (unstorable, a hit-for-pass marker left, or over a bound): serve the
-    /// origin's answer as it is.
-    Pass,
-}
-
-/// What a revalidation of a stored object did (RFC 9111 §4.3.3, §4.3.4).
-#[derive(Debug, Clone)]
-pub enum Revalidated {
-    /// `304`: the stored body and headers with new times and validators, inserted in both
-    /// tiers under a new version.
-    Freshened(Rc<StoredObject>),
-    /// A full response: handled as a fill (stored, or a hit-for-pass marker left in place
-    /// of the stored object).
-    Replaced(Stored),
-    /// A `304` that cannot be applied: a ban or purge added while the request was out
-    /// matches the stored object (a 304 must not give it a new insertion time), or another
-    /// fetch stored a newer object meanwhile. Nothing changes; a client still waiting is
-    /// fetched for unconditionally.
-    Unusable,
-    /// A `304` whose fields make the response per-user (`private`, `no-store`,
-    /// `Set-Cookie`): a hit-for-pass marker replaced the stored object; this client alone
-    /// gets the stored body described by the metadata (the stored object with the 304's
-    /// fields, `cachet_http::fill::Revalidated::Uncacheable`), as on the edge.
-    Uncacheable(Box<Meta>),
-    /// `5xx` or a failed callout: the stored object is kept as it is.
-    Kept,
-}
 
 /// What the cache did since the adapter last asked ([`Cache::take_counts`]): counters
 /// to add, gauges to set (`None`: unchanged).
@@ -285,35 +250,6 @@ impl Cache {
         Ok(found)
     }
 
-    /// The newest object stored under `want.key`, whatever its freshness (not a vary
-    /// marker, not banned), and its insert version: what a collapsed request waits for.
-    /// A request parked behind a fetch notes the version present when it parked
-    /// ([`Self::version_of`]); an object of a newer version is the answer fetched for it,
-    /// served even when its TTL ran out during the fetch (objects are stamped when their
-    /// fill was sent, so a TTL shorter than the fetch is over on arrival).
-    pub fn fetched_for(
-        &mut self,
-        sd: &dyn SharedData,
-        want: &Wanted,
-        after_version: u64,
-    ) -> Option<Rc<StoredObject>> {
-        let obj = Rc::new(self.shared.get(sd, &want.key)?);
-        let req = Req {
-            url: &want.target,
-            headers: &want.fields,
-        };
-        let usable = obj.h.version > after_version
-            && !obj.h.meta.pass
-            && !obj.h.meta.is_vary_marker()
-            && self.bans.check(&obj, &req) != Check::Banned;
-        usable.then_some(obj)
-    }
-
-    /// The insert version held in the shared tier under `key` (0 when none).
-    pub fn version_of(&self, sd: &dyn SharedData, key: &str) -> u64 {
-        self.shared.get(sd, key).map_or(0, |o| o.h.version)
-    }
-
     /// Freshness of `obj` for this request after bans, the times it was decided on, and
     /// whether a soft purge covers it; `None` when the object is of no use (banned, past
     /// its keep window, an expired hit-for-pass marker).
@@ -455,8 +391,8 @@ impl Cache {
     /// An object whose origin `Vary` names request fields is one variant of its URL
     /// (RFC 9111 §4.1): it is stored under its variant key, and the primary key holds a
     /// vary marker listing the fields and the variants stored so far. `None` when the URL
-    /// already has `[edge].max_variants` variants or the request's variant can't be keyed:
-    /// answer it uncached.
+    /// already has `[edge].max_variants` variants or the request's variant can't be keyed
+    /// (the object back with `false`): answer it uncached.
     fn place_variant(
         &mut self,
         sd: &dyn SharedData,
@@ -464,10 +400,10 @@ impl Cache {
         want: &Wanted,
         mut obj: StoredObject,
         now: Timestamp,
-    ) -> Option<StoredObject> {
+    ) -> (StoredObject, bool) {
         let fields = obj.h.meta.vary_fields.clone();
         if fields.is_empty() {
-            return Some(obj);
+            return (obj, true);
         }
         let primary = want
             .key
@@ -478,7 +414,10 @@ impl Cache {
         let key = if vary::is_variant_key(&want.key) {
             want.key.clone()
         } else {
-            vary::variant_key(&primary, &fields, want.fields.as_slice())?
+            match vary::variant_key(&primary, &fields, want.fields.as_slice()) {
+                Some(k) => k,
+                None => return (obj, false),
+            }
         };
         let mut variants = self
             .vary_marker(sd, &primary)
@@ -487,7 +426,7 @@ impl Cache {
             .unwrap_or_default();
         if !variants.contains(&key) {
             if variants.len() >= p.config().edge.max_variants {
-                return None;
+                return (obj, false);
             }
             variants.push(key.clone());
             let t = obj.h.meta.times;
@@ -501,7 +440,7 @@ impl Cache {
             self.insert(sd, StoredObject::new(primary, marker, Vec::new()), now);
         }
         obj.h.key = key;
-        Some(obj)
+        (obj, true)
     }
 
     /// Inserts into both tiers; returns the in-VM handle.
@@ -531,140 +470,55 @@ impl Cache {
         self.counts.local_evictions += self.local.enrich(Rc::new(obj.with_identity(inflated)));
     }
 
-    /// Applies the engine's verdict on an origin answer to a fill of `want`
-    /// (`cachet_http::fill::filled`, planned as `plan`): stores it in both tiers (as a
-    /// variant when the origin varies), or leaves a hit-for-pass marker, or leaves the
-    /// cache alone. With `replacing` (it answers a revalidation of a stored object) an
-    /// answer that may not be stored leaves a marker: the old copy must never be served
-    /// again.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the fill's whole context: store, policy, plan, request, answer, clock"
-    )]
-    pub fn store(
+    /// Stores `obj` for `want` in both tiers: an object the engine said to store
+    /// (`cachet_http::fill`), under the request's variant key when the origin varies (the
+    /// URL's primary key then holds a vary marker listing the variants, RFC 9111 §4.1), or
+    /// a hit-for-pass marker under `want.key`. Returns the object and whether it was
+    /// stored: `false` when the URL already has `[edge].max_variants` variants or the
+    /// request's variant can't be keyed (the answer then goes to this client only).
+    pub fn put(
         &mut self,
         sd: &dyn SharedData,
         p: &Policy,
-        plan: &Plan<'_>,
         want: &Wanted,
-        origin: Origin<'_>,
+        obj: StoredObject,
         now: Timestamp,
-        replacing: bool,
-    ) -> Stored {
-        match fill::filled(p, plan, &want.key, origin, now, replacing) {
-            Ok(Filled::Stored { meta, body }) => {
-                let obj = StoredObject::new(want.key.clone(), *meta, body);
-                match self.place_variant(sd, p, want, obj, now) {
-                    Some(obj) => Stored::Object(self.insert(sd, obj, now)),
-                    None => Stored::Pass,
-                }
-            }
-            Ok(Filled::Marker { meta, .. }) => {
-                self.insert(
-                    sd,
-                    StoredObject::new(want.key.clone(), *meta, Vec::new()),
-                    now,
-                );
-                Stored::Pass
-            }
-            Ok(Filled::Unstored(_)) | Err(_) => Stored::Pass,
+    ) -> (Rc<StoredObject>, bool) {
+        if obj.h.meta.pass {
+            return (self.insert(sd, obj, now), true);
+        }
+        match self.place_variant(sd, p, want, obj, now) {
+            (obj, true) => (self.insert(sd, obj, now), true),
+            (obj, false) => (Rc::new(obj), false),
         }
     }
 
-    /// Applies the verdict on an origin answer whose body is over `[edge].max_object_bytes`
-    /// and was therefore never read into the VM (`cachet_http::fill::oversized`): a
-    /// hit-for-pass marker when it replaces a stored object (so the outdated copy is never
-    /// served again) or is per-user, else nothing. Always [`Stored::Pass`]: the client is
-    /// answered by the origin directly.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the fill's whole context: store, policy, plan, request, status, fields, clock, mode"
-    )]
-    pub fn store_oversized(
+    /// Writes `fresh`, a 304's freshened copy of `base` (found for `want`), to both tiers
+    /// under a new version (so other workers' in-VM copies are replaced on their next
+    /// non-fresh lookup), unless a ban or purge added while the request was out covers
+    /// `base` (a 304 must not give it a new insertion time) or another fetch stored a newer
+    /// object meanwhile: then nothing is written. Returns the copy and whether it was
+    /// written.
+    pub fn freshen(
         &mut self,
         sd: &dyn SharedData,
-        p: &Policy,
-        plan: &Plan<'_>,
-        want: &Wanted,
-        status: u16,
-        fields: &[(String, Vec<u8>)],
-        now: Timestamp,
-        replacing: bool,
-    ) -> Stored {
-        if let Filled::Marker { meta, .. } =
-            fill::oversized(p, plan, &want.key, status, fields, now, replacing)
-        {
-            self.insert(
-                sd,
-                StoredObject::new(want.key.clone(), *meta, Vec::new()),
-                now,
-            );
-        }
-        Stored::Pass
-    }
-
-    /// Applies the origin's answer (`None`: the callout failed) to a revalidation of
-    /// `base`, found for `want` (`cachet_http::fill::revalidated`): a 304 freshens it in
-    /// both tiers (new version, so other workers' in-VM copies are replaced on their next
-    /// non-fresh lookup) unless a ban added meanwhile or a newer insert makes it
-    /// [`Revalidated::Unusable`]; a full answer replaces it; a 5xx or a failed callout
-    /// keeps it (a good object is never replaced with a 5xx).
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the revalidation's whole context: store, policy, plan, request, base, answer, clock"
-    )]
-    pub fn revalidate(
-        &mut self,
-        sd: &dyn SharedData,
-        p: &Policy,
-        plan: &Plan<'_>,
         want: &Wanted,
         base: &StoredObject,
-        answer: Option<Origin<'_>>,
+        fresh: StoredObject,
         now: Timestamp,
-    ) -> Revalidated {
-        let Some(answer) = answer else {
-            self.counts.origin_errors += 1;
-            return Revalidated::Kept;
+    ) -> (Rc<StoredObject>, bool) {
+        self.sync_bans(sd);
+        let req = Req {
+            url: &want.target,
+            headers: &want.fields,
         };
-        let head = Origin {
-            body: &[],
-            ..answer
-        };
-        match fill::revalidated(p, plan, &want.key, &base.h.meta, head, now) {
-            fill::Revalidated::Freshen(fresh) => {
-                // A ban or purge added while the request was out still applies to the
-                // stored copy: a 304 must not give it a new insertion time.
-                self.sync_bans(sd);
-                let req = Req {
-                    url: &want.target,
-                    headers: &want.fields,
-                };
-                let banned = self.bans.check(base, &req) == Check::Banned;
-                let current = self.shared.get(sd, &want.key);
-                if banned || current.is_some_and(|c| c.h.version > base.h.version) {
-                    return Revalidated::Unusable;
-                }
-                self.counts.revalidated += 1;
-                let obj = StoredObject::new(base.h.key.clone(), *fresh, base.body.clone());
-                Revalidated::Freshened(self.insert(sd, obj, now))
-            }
-            fill::Revalidated::Uncacheable { marker, theirs } => {
-                self.insert(
-                    sd,
-                    StoredObject::new(want.key.clone(), *marker, Vec::new()),
-                    now,
-                );
-                Revalidated::Uncacheable(theirs)
-            }
-            fill::Revalidated::Replace => {
-                Revalidated::Replaced(self.store(sd, p, plan, want, answer, now, true))
-            }
-            fill::Revalidated::Keep => {
-                self.counts.origin_errors += 1;
-                Revalidated::Kept
-            }
+        let banned = self.bans.check(base, &req) == Check::Banned;
+        let current = self.shared.get(sd, &base.h.key);
+        if banned || current.is_some_and(|c| c.h.version > base.h.version) {
+            return (Rc::new(fresh), false);
         }
+        self.counts.revalidated += 1;
+        (self.insert(sd, fresh, now), true)
     }
 
     /// One lurker step over the shared tier (Varnish's ban lurker): examines up to

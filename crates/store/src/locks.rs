@@ -142,12 +142,16 @@ pub fn record_failure(sd: &dyn SharedData, slot: u32, now_ms: u64, memory_ms: u6
     }
 }
 
-/// Whether the last fetch of `slot` failed at or after `since_ms` (when a waiter parked).
-pub fn failed_since(sd: &dyn SharedData, slot: u32, since_ms: u64) -> bool {
+/// When the origin last failed a fetch of `slot`, if within the failure's memory (ms;
+/// `None`: no failure recorded). A request that parked before it is answered as the
+/// failed fetch was (`cachet_http::exchange`, strictly after its start).
+pub fn failed_at(sd: &dyn SharedData, slot: u32) -> Option<u64> {
     let (v, _) = sd.get(FAILURES_KEY);
     decode_failures(v.as_deref().unwrap_or_default())
         .iter()
-        .any(|&(s, at)| s == slot && at >= since_ms)
+        .filter(|&&(s, _)| s == slot)
+        .map(|&(_, at)| at)
+        .max()
 }
 
 #[cfg(test)]
@@ -159,15 +163,10 @@ mod tests {
     fn a_failure_is_seen_by_waiters_parked_before_it_and_forgotten_after_its_memory() {
         let sd = MemoryStore::default();
         init(&sd);
-        assert!(!failed_since(&sd, 7, 0));
+        assert_eq!(failed_at(&sd, 7), None);
         record_failure(&sd, 7, 1_000, 10_000);
-        assert!(failed_since(&sd, 7, 900), "parked before the failure");
-        assert!(failed_since(&sd, 7, 1_000));
-        assert!(
-            !failed_since(&sd, 7, 1_001),
-            "parked after it: a fetch of its own"
-        );
-        assert!(!failed_since(&sd, 8, 0), "another slot");
+        assert_eq!(failed_at(&sd, 7), Some(1_000));
+        assert_eq!(failed_at(&sd, 8), None, "another slot");
         // A later failure of the slot replaces the record; an old one of another slot is
         // dropped once past its memory.
         record_failure(&sd, 8, 2_000, 10_000);

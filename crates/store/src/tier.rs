@@ -151,6 +151,13 @@ pub struct StoredObject {
     identity: Option<Vec<u8>>,
 }
 
+/// The exchange reads a found object's metadata in place (no copy on a hit).
+impl cachet_http::exchange::StoredMeta for StoredObject {
+    fn meta(&self) -> &cachet_policy::object::Meta {
+        &self.h.meta
+    }
+}
+
 impl StoredObject {
     /// An object under `key` (version 0 until the shared tier assigns one).
     pub fn new(key: String, meta: Meta, body: Vec<u8>) -> Self {

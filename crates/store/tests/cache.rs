@@ -6,7 +6,11 @@ use std::time::{Duration, SystemTime};
 use cachet_http::store::Origin;
 use cachet_policy::{Plan, Policy, RequestView};
 use cachet_refresh::{EarlyRefresh, Freshness, Timestamp};
-use cachet_store::cache::{Cache, Counts, Revalidated, Stored, Tier, Wanted};
+use std::rc::Rc;
+
+use cachet_http::fill::{self, Filled};
+use cachet_store::cache::{Cache, Counts, Tier, Wanted};
+use cachet_store::tier::StoredObject;
 use cachet_store::{MemoryStore, bans};
 
 const CONFIG: &str = r#"
@@ -62,6 +66,33 @@ fn answer<'a>(status: u16, fields: &'a [(String, Vec<u8>)], body: &'a [u8]) -> O
     }
 }
 
+/// A fill's answer as the exchange applies it in Envoy: the engine's verdict
+/// (`cachet_http::fill::filled`), the object put in both tiers. The stored object, or
+/// `None` when nothing was stored.
+fn fill(
+    w: &mut Cache,
+    sd: &MemoryStore,
+    p: &Policy,
+    plan: &Plan<'_>,
+    req: &Wanted,
+    answer: Origin<'_>,
+    now: Timestamp,
+) -> Option<Rc<StoredObject>> {
+    match fill::filled(p, plan, &req.key, answer, now, false) {
+        Ok(Filled::Stored { meta, body }) => {
+            let (obj, stored) = w.put(
+                sd,
+                p,
+                req,
+                StoredObject::new(req.key.clone(), *meta, body),
+                now,
+            );
+            stored.then_some(obj)
+        }
+        _ => None,
+    }
+}
+
 fn fields(pairs: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
     pairs
         .iter()
@@ -79,8 +110,8 @@ fn a_fill_is_found_by_this_worker_locally_and_by_another_in_the_shared_tier() {
     let now = Timestamp::from_millis(T0);
     assert!(w1.find(&sd, &mut req, now).expect("keyable").is_none());
     let h = fields(&[("cache-control", "max-age=60"), ("etag", "\"v1\"")]);
-    let stored = w1.store(&sd, &p, &plan, &req, answer(200, &h, b"body"), now, false);
-    assert!(matches!(stored, Stored::Object(_)));
+    let stored = fill(&mut w1, &sd, &p, &plan, &req, answer(200, &h, b"body"), now);
+    assert!(stored.is_some());
     let later = Timestamp::from_millis(T0 + 1_000);
     let here = w1
         .find(&sd, &mut req, later)
@@ -115,8 +146,8 @@ fn the_lurkers_removals_reach_the_running_totals_on_the_next_tick() {
     let now = Timestamp::from_millis(T0);
     assert!(w.find(&sd, &mut req, now).expect("keyable").is_none());
     let h = fields(&[("cache-control", "max-age=60")]);
-    let stored = w.store(&sd, &p, &plan, &req, answer(200, &h, b"body"), now, false);
-    assert!(matches!(stored, Stored::Object(_)));
+    let stored = fill(&mut w, &sd, &p, &plan, &req, answer(200, &h, b"body"), now);
+    assert!(stored.is_some());
     w.report_served(&sd);
     assert_eq!(w.take_counts().objects, Some(1));
     // Past TTL and keep (60 s + 1 h): the lurker removes the entry.
@@ -149,49 +180,34 @@ fn a_304_that_arrives_after_a_ban_never_freshens_the_banned_copy() {
     let req = want(&w, &plan, &[]);
     let h = fields(&[("cache-control", "max-age=60"), ("etag", "\"v1\"")]);
     let now = Timestamp::from_millis(T0);
-    let Stored::Object(base) = w.store(&sd, &p, &plan, &req, answer(200, &h, b"x"), now, false)
-    else {
+    let Some(base) = fill(&mut w, &sd, &p, &plan, &req, answer(200, &h, b"x"), now) else {
         panic!("stored")
     };
     // Revalidation goes out; meanwhile a ban on the URL is accepted.
     bans::add_ban(&sd, "obj.http.x-url ~ ^/a", 100, T0 + 10).expect("ban");
-    let not_modified = fields(&[("cache-control", "max-age=60"), ("etag", "\"v1\"")]);
     let later = Timestamp::from_millis(T0 + 70_000);
-    let r = w.revalidate(
-        &sd,
-        &p,
-        &plan,
-        &req,
-        &base,
-        Some(answer(304, &not_modified, b"")),
-        later,
-    );
-    assert!(matches!(r, Revalidated::Unusable), "{r:?}");
+    let fresh_copy = |base: &StoredObject| {
+        let mut m = base.h.meta.clone();
+        m.times.stored_at = later;
+        StoredObject::new(base.h.key.clone(), m, base.body.clone())
+    };
+    let (_, written) = w.freshen(&sd, &req, &base, fresh_copy(&base), later);
+    assert!(!written, "a ban added meanwhile: not freshened");
     // Without a ban the same 304 freshens it, under a new version.
     let (sd, mut w) = (MemoryStore::default(), Cache::new(1 << 20, 1 << 20, 1, KEY));
-    let Stored::Object(base) = w.store(&sd, &p, &plan, &req, answer(200, &h, b"x"), now, false)
-    else {
+    let Some(base) = fill(&mut w, &sd, &p, &plan, &req, answer(200, &h, b"x"), now) else {
         panic!("stored")
     };
-    let r = w.revalidate(
-        &sd,
-        &p,
-        &plan,
-        &req,
-        &base,
-        Some(answer(304, &not_modified, b"")),
-        later,
-    );
-    let Revalidated::Freshened(fresh) = r else {
-        panic!("freshened: {r:?}")
-    };
+    let (fresh, written) = w.freshen(&sd, &req, &base, fresh_copy(&base), later);
+    assert!(written);
     assert!(fresh.h.version > base.h.version);
     assert_eq!(fresh.body, b"x");
-    // A failed callout keeps it.
-    assert!(matches!(
-        w.revalidate(&sd, &p, &plan, &req, &fresh, None, later),
-        Revalidated::Kept
-    ));
+    // Another fill stored a newer object meanwhile: the old copy's 304 is not applied.
+    let Some(_newer) = fill(&mut w, &sd, &p, &plan, &req, answer(200, &h, b"y"), later) else {
+        panic!("stored")
+    };
+    let (_, written) = w.freshen(&sd, &req, &fresh, fresh_copy(&fresh), later);
+    assert!(!written, "a newer version is stored");
 }
 
 #[test]
@@ -204,16 +220,16 @@ fn an_origin_vary_stores_variants_behind_a_marker_and_selects_by_the_request() {
     for (lang, body) in [("en", "hello"), ("fr", "bonjour")] {
         let mut req = want(&w, &plan, &[("accept-language", lang.as_bytes())]);
         assert!(w.find(&sd, &mut req, now).expect("keyable").is_none());
-        let s = w.store(
+        let s = fill(
+            &mut w,
             &sd,
             &p,
             &plan,
             &req,
             answer(200, &h, body.as_bytes()),
             now,
-            false,
         );
-        assert!(matches!(s, Stored::Object(_)), "{lang}");
+        assert!(s.is_some(), "{lang}");
     }
     for (lang, body) in [("fr", "bonjour"), ("en", "hello")] {
         let mut req = want(&w, &plan, &[("accept-language", lang.as_bytes())]);
@@ -243,10 +259,8 @@ fn a_fill_that_spans_a_ban_is_banned_when_it_arrives() {
         elapsed: Duration::from_millis(100),
         ..answer(200, &h, b"old")
     };
-    let stored = w.store(&sd, &p, &plan, &req, slow, arrived, false);
-    let Stored::Object(obj) = stored else {
-        panic!("stored")
-    };
+    let stored = fill(&mut w, &sd, &p, &plan, &req, slow, arrived);
+    let Some(obj) = stored else { panic!("stored") };
     assert_eq!(obj.h.meta.times.stored_at, Timestamp::from_millis(T0));
     w.sync_bans(&sd);
     assert!(
@@ -270,10 +284,7 @@ fn a_steady_purge_stream_keeps_the_log_bounded_while_a_day_long_object_stays() {
         ("surrogate-key", "daylong"),
     ]);
     let t0 = Timestamp::from_millis(T0);
-    assert!(matches!(
-        w.store(&sd, &p, &plan, &req, answer(200, &h, b"day"), t0, false),
-        Stored::Object(_)
-    ));
+    assert!(fill(&mut w, &sd, &p, &plan, &req, answer(200, &h, b"day"), t0).is_some());
     let retire = Retirement {
         pass_started_ms: 0,
         fetch_bound_ms: 15_000,
@@ -341,7 +352,7 @@ fn request(sd: &MemoryStore, p: &Policy, w: &mut Cache, path: &str, now: Timesta
             x.to_le_bytes()[0]
         })
         .collect();
-    w.store(sd, p, &plan, &req, answer(200, &h, &body), now, false);
+    fill(w, sd, p, &plan, &req, answer(200, &h, &body), now);
     false
 }
 

@@ -26,11 +26,5 @@ use cachet_store::{bans, locks, tier as store};
 #[cfg(test)]
 mod tests;
 
-use std::cell::Cell;
-use std::rc::Rc;
-
 pub use host::Action;
 pub use vm::{Http, Vm, WorkerError};
-
-/// Whether a waiting request was resumed to the origin (pass) by the root context.
-type Flag = Rc<Cell<bool>>;

@@ -1518,12 +1518,19 @@ fn an_answer_over_max_object_bytes_passes_through_the_router_unstored() {
         body: vec![b'x'; 4096],
     };
     w.answer(call.token, &big).expect("answer");
-    for id in [leader, waiter] {
-        assert!(
-            matches!(w.poll(id), Outcome::Upstream(_)),
-            "stream {id} goes to the origin through the router"
-        );
-    }
+    assert!(
+        matches!(w.poll(leader), Outcome::Upstream(_)),
+        "the leader goes to the origin through the router"
+    );
+    // Nothing was stored, so the request behind it is not answered by it: it fills in
+    // turn, one origin fetch at a time per key (the edge's rule, docs/exchange.md D4).
+    assert_eq!(w.poll(waiter), Outcome::Paused);
+    let call = one_callout(&w);
+    w.answer(call.token, &big).expect("answer");
+    assert!(
+        matches!(w.poll(waiter), Outcome::Upstream(_)),
+        "the waiter goes to the origin through the router"
+    );
     assert_eq!(host.metric("cachet.objects"), 0, "nothing stored");
     // The next request is a plain miss again (no object, no marker: not per-user).
     let (_, o) = w.request(req("GET", BLOG, path, &[]), None).expect("req");

@@ -1026,13 +1026,17 @@ fn a_follower_parks_until_woken_and_shares_the_leaders_answer_or_its_failure() {
             (200_300, Event::Stored(b"v1".to_vec()), "Done object STALE"),
         ],
     );
-    // A failure recorded in the millisecond it began is not the one it waited for.
+    // A failure listed before it waited is not the one it waits for; once parked, one
+    // recorded in the very millisecond it began is (it was parked behind that fetch).
     exchange!(ex, p, 0, NONE);
     table(
         &mut ex,
         vec![
             (0, Event::Start, "Lookup 10000ms"),
             (0, asks(None, Some(0)), "Claim"),
+            (0, Event::Claimed(1, Claim::Follower), "Park 5ms"),
+            (5, Event::Woken, "Lookup 9995ms"),
+            (5, asks(None, Some(0)), "Done 503"),
         ],
     );
     // The host's queue is full: passed.

@@ -17,6 +17,7 @@ impl Vm {
         self.wake(None);
         self.resume_admin_bodies();
         self.dispatch_refreshes();
+        self.run_wakes();
         // One worker (the lurker-lease holder) lurks and polls the fleet ban feed.
         if self.lurk() {
             self.poll_feed();
@@ -66,26 +67,9 @@ impl Vm {
         };
         let Some(p) = self.policy() else { return };
         match call {
-            RootCall::Refresh {
-                refresh,
-                started_ms,
-            } => {
-                let limit = p.config().edge.max_object_bytes;
-                let r = OriginResponse::read(nh, body_size, started_ms, limit);
-                let Refresh { job, base } = *refresh;
-                // Whatever the answer, the lock goes: after a kept copy (5xx, failed
-                // callout, banned meanwhile) the next request schedules a new refresh.
-                match &r {
-                    // Grown over the limit: a marker replaces the outdated copy.
-                    Some(r) if r.oversized => {
-                        let _ = self.store_response(&p, &job, r, true);
-                    }
-                    _ => {
-                        let _ = self.revalidate(&p, &job, &base, r.as_ref());
-                    }
-                }
-                locks::release(&HostData, job.want.slot, self.owner(self.root_id));
-                self.wake(Some(job.want.slot));
+            RootCall::Flow(flow) => {
+                self.flow_callout_elsewhere(&flow, nh, body_size);
+                self.run_wakes();
             }
             RootCall::Feed => self.apply_feed(&p, OriginResponse::read(nh, body_size, 0, u64::MAX)),
             RootCall::Etcd(what) => self.on_etcd(&p, what, fleet::answer(nh, body_size)),

@@ -8,30 +8,19 @@ use super::*;
 use std::borrow::Cow;
 
 impl Vm {
-    /// Sends a stored object to the current stream: the engine (`cachet_http::deliver`)
-    /// decides status, headers and bytes; the header values go through the per-request
-    /// workspace (cachet-workspace), cleared to its high watermark right after.
+    /// Sends a stored object to the current stream, with `extra` header lines added (a
+    /// per-user 304's own `Set-Cookie`, never stored, as their bytes): the engine
+    /// (`cachet_http::deliver`) decides status, headers and bytes; the header values go
+    /// through the per-request workspace (cachet-workspace), cleared to its high watermark
+    /// right after.
     pub(super) fn respond(
         &self,
         obj: &StoredObject,
         status: CacheStatus,
         client: &Client,
-        at: SystemTime,
-    ) {
-        self.respond_with(obj, status, client, at, &[]);
-    }
-
-    /// [`Self::respond`] with `extra` header lines added (a per-user 304's own
-    /// `Set-Cookie`, never stored), as their bytes.
-    pub(super) fn respond_with(
-        &self,
-        obj: &StoredObject,
-        status: CacheStatus,
-        client: &Client,
-        at: SystemTime,
+        now: Timestamp,
         extra: &[(&str, &[u8])],
     ) {
-        let now = Timestamp::from_system_time(at);
         let meta = &obj.h.meta;
         let d = cachet_http::deliver(meta, client, now, status);
         let inflated = match (d.inflate(), obj.identity()) {

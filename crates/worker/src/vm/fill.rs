@@ -1,4 +1,4 @@
-//! Origin fetches and what their answers become: stored objects, markers, revalidations.
+//! Origin fetches: a fill sent as a callout.
 
 #[allow(
     clippy::wildcard_imports,
@@ -7,28 +7,25 @@
 use super::*;
 
 impl Vm {
-    /// Dispatches the origin fetch of `job` to `envoy.cluster`: the engine's field set
-    /// (`cachet_http::engine_fill::request_fields`, conditional on `base`'s validators when it has
-    /// usable ones) behind the pseudo-headers, values as their bytes.
+    /// Dispatches a fill of `target` to `envoy.cluster` with exactly `fields` (the
+    /// exchange's, `cachet_http::fill::request_fields`) behind the pseudo-headers, values
+    /// as their bytes.
     ///
     /// # Errors
     /// The host's refusal (unknown cluster, bad headers; `SerializationFailure` when a
     /// value is one the host's callouts cannot carry exactly: nothing was sent).
     pub(super) fn dispatch(
         p: &Policy,
-        job: &Job,
-        base: Option<&StoredObject>,
+        target: &str,
+        fields: &[(String, Vec<u8>)],
     ) -> Result<u32, crate::host::Status> {
-        let plan = job.plan(p, host::now());
-        let fields =
-            engine_fill::request_fields(p, &plan, &job.want.fields, base.map(|b| &b.h.meta));
         let authority: &[u8] = fields
             .iter()
             .find(|(n, _)| n == "host")
             .map_or(&[], |(_, v)| v.as_slice());
         let mut h: Vec<(&str, &[u8])> = vec![
             (":method", b"GET"),
-            (":path", job.want.target.as_bytes()),
+            (":path", target.as_bytes()),
             (":authority", authority),
             (":scheme", b"http"),
         ];
@@ -44,55 +41,5 @@ impl Vm {
             None,
             p.config().origin.first_byte_timeout.0,
         )
-    }
-
-    /// Applies a fill's origin answer `r` to the cache (`cachet_store::cache::Cache::store`:
-    /// the engine's verdict; `Cache::store_oversized` for a body over
-    /// `[edge].max_object_bytes`, never read into the VM). With `replacing` it answers a
-    /// revalidation.
-    pub(super) fn store_response(
-        &self,
-        p: &Policy,
-        job: &Job,
-        r: &OriginResponse,
-        replacing: bool,
-    ) -> Stored {
-        let at = host::now();
-        let plan = job.plan(p, at);
-        let now = Timestamp::from_system_time(at);
-        let mut cache = self.cache.borrow_mut();
-        let stored = if r.oversized {
-            // Never read into the VM: the verdict from its status and fields alone.
-            let (status, fields) = (r.status, &r.headers);
-            cache.store_oversized(
-                &HostData, p, &plan, &job.want, status, fields, now, replacing,
-            )
-        } else {
-            cache.store(&HostData, p, &plan, &job.want, r.origin(), now, replacing)
-        };
-        drop(cache);
-        self.flush();
-        stored
-    }
-
-    /// Applies the origin's answer `r` (`None`: the callout failed) to a revalidation of
-    /// `base`, found for `job` (`cachet_store::cache::Cache::revalidate`).
-    pub(super) fn revalidate(
-        &self,
-        p: &Policy,
-        job: &Job,
-        base: &StoredObject,
-        r: Option<&OriginResponse>,
-    ) -> Revalidated {
-        let at = host::now();
-        let plan = job.plan(p, at);
-        let now = Timestamp::from_system_time(at);
-        let answer = r.map(OriginResponse::origin);
-        let out = self
-            .cache
-            .borrow_mut()
-            .revalidate(&HostData, p, &plan, &job.want, base, answer, now);
-        self.flush();
-        out
     }
 }

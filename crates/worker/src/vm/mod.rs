@@ -9,25 +9,21 @@ use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
 use crate::host::{BufferType, LogLevel, MapType};
-use cachet_http::fill as engine_fill;
-use cachet_http::lookup::{self, Found, Next, Rights};
 use cachet_http::{CacheStatus, Failure, Reply, fields};
 use cachet_policy::inforce::{self, ConfigStatus, InForce, Source};
 use cachet_policy::object;
 use cachet_policy::{Config, Decision, Plan, Policy, PolicyError, Synth};
-use cachet_refresh::{
-    CollapseConfig, EntryTimes, Freshness, Parked, Refused, Timestamp, WaitQueue, retry_after_secs,
-};
-use cachet_store::cache::{Cache, Counts, Revalidated, Stored, Tier, Wanted};
+use cachet_refresh::{CollapseConfig, Parked, Refused, Timestamp, WaitQueue, retry_after_secs};
+use cachet_store::cache::{Cache, Counts, Tier, Wanted};
 use cachet_workspace::Workspace;
 
 use crate::admin::{self, AdminRequest};
 use crate::bans;
+use crate::host;
 use crate::host::HostData;
 use crate::locks::{self, Lock};
 use crate::metrics::Metrics;
 use crate::store::StoredObject;
-use crate::{Flag, host};
 
 /// Shared-data key of the VM id counter.
 const VM_ID_KEY: &str = "cachet.vmid";
@@ -81,18 +77,6 @@ impl WorkerError {
 /// What the client asked for that shapes the answer (`cachet_http::Client`).
 pub use cachet_http::Client;
 
-impl OriginResponse {
-    /// The answer as the engine reads it.
-    fn origin(&self) -> cachet_http::store::Origin<'_> {
-        cachet_http::store::Origin {
-            status: self.status,
-            fields: &self.headers,
-            body: &self.body,
-            elapsed: self.elapsed,
-        }
-    }
-}
-
 /// What an origin fetch needs after the request callback returned: the request inputs
 /// (to re-plan, so the filter never builds a `Plan` by hand) and what the cache looks up
 /// (`cachet_store::cache::Wanted`).
@@ -105,7 +89,8 @@ pub struct Job {
 }
 
 impl Job {
-    /// The plan of the `GET` this job fetches (pure, a few microseconds).
+    /// The plan of the `GET` this job fetches, made at `now` (pure, a few microseconds):
+    /// the same plan for the same `now`.
     fn plan<'a>(&'a self, p: &'a Policy, now: SystemTime) -> Plan<'a> {
         let mut view = self.inputs.view();
         view.method = "GET";
@@ -113,40 +98,23 @@ impl Job {
     }
 }
 
-/// A request parked until another request's fetch of the same slot completes.
+/// A flow parked until another request's fetch of the same slot ends.
 struct Waiter {
-    ctx: u32,
-    job: Job,
-    client: Client,
-    passed: Flag,
-    /// The shared-tier version under the key when it parked: a newer one is the answer
-    /// fetched for it (`Cache::fetched_for`).
-    seen: u64,
-    /// When it parked (ms): a failure recorded at or after it is the failure of the fetch
-    /// it waited for (`cachet_store::locks::failed_since`).
-    since_ms: u64,
-}
-
-/// A background refresh (refresh-ahead, stale within grace): the job (with the request
-/// fields of the lookup that scheduled it: a 304 is checked against bans added meanwhile)
-/// and the stored object it refreshes (whose validators make the request conditional).
-struct Refresh {
-    job: Job,
-    base: Rc<StoredObject>,
+    flow: flow::FlowRef,
 }
 
 /// A callout the root context made.
 enum RootCall {
-    Refresh {
-        refresh: Box<Refresh>,
-        started_ms: u64,
-    },
+    /// A flow's fetch sent from the root context (a woken follower that became the
+    /// leader, a background refresh): the host answers it to the root.
+    Flow(flow::FlowRef),
     Feed,
     Etcd(fleet::EtcdCall),
 }
 
 /// An origin answer to a callout (`None` from [`OriginResponse::read`] when the callout
 /// failed: reset, timeout, no cluster; Envoy then gives no headers).
+#[derive(Debug)]
 struct OriginResponse {
     status: u16,
     headers: Vec<(String, Vec<u8>)>,
@@ -209,7 +177,10 @@ pub struct Vm {
     metrics: Cell<Metrics>,
     /// Requests parked behind fetches, by slot (`[collapse]` bounds).
     waiters: RefCell<WaitQueue<u32, Waiter>>,
-    refresh_queue: RefCell<Vec<Refresh>>,
+    refresh_queue: RefCell<Vec<flow::FlowRef>>,
+    /// Slots whose fetch ended in the current callback: their waiters are woken at its
+    /// end ([`Vm::run_wakes`]).
+    pending_wakes: RefCell<Vec<u32>>,
     /// Admin calls paused at their headers waiting for a body: `(context, since ms)`.
     admin_waiting: RefCell<Vec<(u32, u64)>>,
     calls: RefCell<HashMap<u32, RootCall>>,
@@ -240,6 +211,7 @@ impl Vm {
             metrics: Cell::new(Metrics::default()),
             waiters: RefCell::new(WaitQueue::new(CollapseConfig::default())),
             refresh_queue: RefCell::new(Vec::new()),
+            pending_wakes: RefCell::new(Vec::new()),
             admin_waiting: RefCell::new(Vec::new()),
             calls: RefCell::new(HashMap::new()),
             ws: RefCell::new(None),
@@ -456,8 +428,8 @@ mod background;
 mod deliver;
 mod fill;
 mod fleet;
+mod flow;
 mod stream;
-mod waiters;
 
-use deliver::{send_error, send_reply, send_synth};
+use deliver::{error_response, send_error, send_reply, send_synth};
 pub use stream::Http;
