@@ -21,7 +21,7 @@
 use serde_json::{Map, Value};
 
 use super::query::{FIELDS, QueryError, text_of};
-use crate::simulate::logfmt::civil_from_days;
+use crate::simulate::logfmt::format_clf;
 
 /// The `--ncsa` format, NCSA combined: `host - - [time] "METHOD url" status bytes "-"
 /// "User-Agent"` (`cachet simulate` reads it back).
@@ -156,18 +156,7 @@ fn push(pieces: &mut Vec<Piece>, lit: &mut String, p: Piece) {
 
 /// `secs` since the epoch as `[10/Oct/2000:13:55:36 +0000]` (UTC).
 pub fn clf_time(secs: i64) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    let month = MONTHS[(m as usize).clamp(1, 12) - 1];
-    format!(
-        "[{d:02}/{month}/{y}:{:02}:{:02}:{:02} +0000]",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    format!("[{}]", format_clf(secs))
 }
 
 /// Appends `text` for a quoted field of a combined line: `"` and `\` backslash-escaped,

@@ -15,7 +15,7 @@ use std::io::{self, Write};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
-use super::logfmt::civil_from_days;
+use super::logfmt::format_clf;
 
 /// Blogs on the generated platform, most popular first.
 pub const BLOGS: [&str; 24] = [
@@ -728,18 +728,7 @@ fn app_js(referer: &'static str) -> Req {
 
 /// Formats `secs` as the CLF time `01/Mar/2025:00:00:00 +0000`.
 fn clf_time(secs: i64) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-    let s = secs.rem_euclid(86_400);
-    format!(
-        "{d:02}/{}/{y:04}:{:02}:{:02}:{:02} +0000",
-        MONTHS[(m as usize).saturating_sub(1) % 12],
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    )
+    format_clf(secs)
 }
 
 fn write_line(
