@@ -5,7 +5,6 @@ mod ban;
 mod fastly;
 mod fleet;
 mod follow;
-mod hit_ratio;
 mod log;
 mod purge;
 mod simulate;

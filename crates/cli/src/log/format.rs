@@ -21,7 +21,7 @@
 use serde_json::{Map, Value};
 
 use super::query::{FIELDS, QueryError, text_of};
-use crate::simulate::logfmt::format_clf;
+use cachet_sim::logfmt::format_clf;
 
 /// The `--ncsa` format, NCSA combined: `host - - [time] "METHOD url" status bytes "-"
 /// "User-Agent"` (`cachet simulate` reads it back).
@@ -206,7 +206,7 @@ impl Format {
                 Piece::Time => {
                     let at = get("time")
                         .and_then(Value::as_str)
-                        .and_then(crate::simulate::logfmt::parse_rfc3339);
+                        .and_then(cachet_sim::logfmt::parse_rfc3339);
                     o.push_str(&clf_time(at.unwrap_or(now)));
                 }
                 Piece::UserAgent => match get("user_agent").and_then(Value::as_str) {

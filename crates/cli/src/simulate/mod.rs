@@ -3,15 +3,8 @@
 //! See `docs/simulate.md` for the model (what counts as a hit, sizes, TTLs, memory) and
 //! the measured figures.
 
-pub mod distinct;
-pub mod fleet;
-pub mod generate;
 pub mod html;
-pub mod input;
-pub mod logfmt;
-pub mod lru;
-pub mod replay;
-pub mod report;
+pub mod table;
 
 use std::cell::Cell;
 use std::fs::File;
@@ -25,10 +18,11 @@ use cachet_policy::Policy;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use input::{Input, Line};
-use logfmt::Format;
-use replay::{Engine, Settings};
-use report::{BadLine, InputReport, InputsSummary, Report};
+use cachet_sim::input::{self, Input, Line};
+use cachet_sim::logfmt::{self, Format};
+use cachet_sim::replay::{Engine, Settings};
+use cachet_sim::report::{BadLine, InputReport, InputsSummary, Report};
+use cachet_sim::{fleet, generate};
 
 /// Default `--gzip-ratio`: gzip (level 6) size over raw size, summed over the demo
 /// origin's cacheable text pages (entry and blog top in both layouts, feed, design CSS,
@@ -382,13 +376,13 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
     if outcome.no_host > 0 && args.host.is_none() {
         eprintln!(
             "cachet: simulate: {} requests named no host; replayed with Host: {DEFAULT_HOST} (set --host)",
-            report::thousands(outcome.no_host)
+            table::thousands(outcome.no_host)
         );
     }
     if report.bad_lines > report.bad_line_examples.len() as u64 {
         eprintln!(
             "cachet: simulate: {} bad lines in all (first {} shown above); they were skipped",
-            report::thousands(report.bad_lines),
+            table::thousands(report.bad_lines),
             report.bad_line_examples.len()
         );
     }
@@ -405,8 +399,8 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
         let rate = (lines as f64 / secs) as u64;
         eprintln!(
             "cachet: simulate: {} lines in {secs:.2} s ({} lines/s)",
-            report::thousands(lines),
-            report::thousands(rate)
+            table::thousands(lines),
+            table::thousands(rate)
         );
     }
     code
@@ -429,19 +423,19 @@ fn nothing_read(summary: &InputsSummary) -> Option<String> {
         _ if lines == 0 => "no request read: the input is empty".to_owned(),
         Some(first) => format!(
             "no request read: {} of {} lines bad, the first ({}:{}) {}",
-            report::thousands(bad),
-            report::thousands(lines),
+            table::thousands(bad),
+            table::thousands(lines),
             first.file,
             first.line,
             first.reason
         ),
         None if not_traffic > 0 => format!(
             "no request read: {} lines, only Cachet admin calls and events",
-            report::thousands(lines)
+            table::thousands(lines)
         ),
         None => format!(
             "no request read: {} lines, all blank or unreadable",
-            report::thousands(lines)
+            table::thousands(lines)
         ),
     })
 }
@@ -460,9 +454,9 @@ fn write_outputs(args: &SimulateArgs, report: &Report, html_file: Option<(PathBu
             }
         }
     } else if report.fleet.is_some() {
-        report::fleet_text(report)
+        table::fleet_text(report)
     } else {
-        report::text(report, args.wide)
+        table::text(report, args.wide)
     };
     let mut stdout = io::stdout().lock();
     if let Err(e) = stdout
@@ -602,8 +596,8 @@ fn replay_all(args: &SimulateArgs, engine: &mut Engine<'_>, progress: &ProgressB
                 progress.set_position(count.get());
                 progress.set_message(format!(
                     "{} lines, {} bad",
-                    report::thousands(all_lines),
-                    report::thousands(bad_before + report.bad_lines)
+                    table::thousands(all_lines),
+                    table::thousands(bad_before + report.bad_lines)
                 ));
             }
         }
@@ -683,9 +677,9 @@ fn run_generate(args: &SimulateArgs, lines: u64) -> ExitCode {
 /// gen.log.gz (4.2 MiB, gzip)`; `≈` marks an estimated count, the size is the file's.
 fn generated_line(s: &generate::Summary, out: Option<&Path>) -> String {
     let urls = if s.urls.is_exact() {
-        report::thousands(s.urls.count())
+        table::thousands(s.urls.count())
     } else {
-        format!("≈{}", report::thousands(s.urls.count()))
+        format!("≈{}", table::thousands(s.urls.count()))
     };
     let span = s.span.map_or_else(String::new, |(f, l)| {
         format!(
@@ -703,12 +697,12 @@ fn generated_line(s: &generate::Summary, out: Option<&Path>) -> String {
             } else {
                 ""
             };
-            format!("{} ({}{gzip})", p.display(), report::bytes(size))
+            format!("{} ({}{gzip})", p.display(), table::bytes(size))
         },
     );
     format!(
         "cachet: simulate: wrote {} lines ({} host{}, {urls} distinct URLs{span}) to {target}",
-        report::thousands(s.lines),
+        table::thousands(s.lines),
         s.hosts.len(),
         if s.hosts.len() == 1 { "" } else { "s" },
     )

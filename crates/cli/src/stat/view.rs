@@ -11,7 +11,7 @@ use ratatui::widgets::{Block, Borders, Cell, Gauge, Paragraph, Row, Table};
 
 use super::rates::Rates;
 use super::snapshot::Snapshot;
-use crate::simulate::report::{bytes, percent, thousands};
+use crate::simulate::table::{bytes, percent, thousands};
 
 /// Counters in display order; others a source reports follow alphabetically.
 const ORDER: &[&str] = &[

@@ -3,16 +3,16 @@
 //! Each fleet holds two copies of its N edge nodes, fed the same requests: one whose
 //! misses go to the origin, one whose misses go to S shield nodes chosen by Envoy's
 //! `ring_hash` load balancer on the cache key. Every node is the single-node replay's
-//! cache ([`ByteLru`]) filled by the same code ([`super::replay::serve`] and
-//! [`super::replay::fill`]), so `Policy::plan`, `Policy::storability`, TTL, grace and keep
+//! cache ([`ByteLru`]) filled by the same code ([`crate::replay::serve`] and
+//! [`crate::replay::fill`]), so `Policy::plan`, `Policy::storability`, TTL, grace and keep
 //! decide alike on one node and in a fleet. The model is documented in
 //! `docs/fleet.md` ("Simulating a fleet").
 
 use cachet_policy::Storability;
 use xxhash_rust::xxh64::xxh64;
 
-use super::lru::{ByteLru, Lifetime, Lookup};
-use super::replay::{Counters, Fetch, fill, serve};
+use crate::lru::{ByteLru, Lifetime, Lookup};
+use crate::replay::{Counters, Fetch, fill, serve};
 
 /// Envoy's `ring_hash` default `minimum_ring_size`: with S equally weighted hosts each gets
 /// ⌈1024 / S⌉ ring entries (Envoy `ring_hash_lb.cc`: `scale = ⌈w_min · min_ring_size⌉ /
@@ -93,7 +93,8 @@ pub fn shield_names(n: usize) -> Vec<String> {
 }
 
 /// How requests are spread over the edge nodes (`--balance`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Balance {
     /// Request i of the log goes to edge i mod N (Envoy's default `round_robin` with

@@ -4,7 +4,7 @@
 //! key = host + raw target + full `User-Agent` (`Vary: User-Agent`), no compression, no
 //! routes. The **config** side is Cachet: `Policy::plan` decides synth / pass / cache,
 //! the key is `plan.cache_key`, `Policy::storability` decides storage, TTL, grace and
-//! compression. Both caches are byte-bounded LRUs ([`super::lru::ByteLru`]) and use the
+//! compression. Both caches are byte-bounded LRUs ([`crate::lru::ByteLru`]) and use the
 //! log's own timestamps as `now`.
 
 use std::cell::OnceCell;
@@ -16,10 +16,10 @@ use cachet_policy::{
     CacheControl, Decision, Policy, RequestView, ResponseView, Storability, Synth,
 };
 
-use super::distinct::Distinct;
-use super::fleet::Fleet;
-use super::logfmt::Record;
-use super::lru::{ByteLru, Lifetime, Lookup};
+use crate::distinct::Distinct;
+use crate::fleet::Fleet;
+use crate::logfmt::Record;
+use crate::lru::{ByteLru, Lifetime, Lookup};
 
 /// TTL of the baseline (and of the config side without a route) when neither the config
 /// nor the origin names one: Varnish's `default_ttl` (120 s).
@@ -481,7 +481,7 @@ impl<'p> Engine<'p> {
                     });
                 }
                 if !self.fleets.is_empty() {
-                    let ring_hash = super::fleet::request_hash(&plan.cache_key);
+                    let ring_hash = crate::fleet::request_hash(&plan.cache_key);
                     for fleet in &mut self.fleets {
                         fleet.cache(r.client.as_deref(), &fetch, ring_hash, r.bytes);
                     }

@@ -51,10 +51,10 @@ impl Format {
     /// The format of a file whose first non-empty line is `line`: JSON lines when it starts
     /// (after whitespace and an optional UTF-8 BOM) with `{`, or is one of Cachet's own
     /// access-log lines as Viceroy prints them (`cachet_log :: {…}`,
-    /// `crate::access::split_bytes`), combined otherwise.
+    /// `crate::access_line::split_bytes`), combined otherwise.
     pub fn detect(line: &[u8]) -> Self {
         let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-        if crate::access::split_bytes(line).is_some() {
+        if crate::access_line::split_bytes(line).is_some() {
             Self::Json
         } else {
             Self::Combined
@@ -508,7 +508,7 @@ pub const NOT_TRAFFIC: &str = "a Cachet admin call or event, not traffic";
 /// `status`) missing or of the wrong shape.
 pub fn parse_json(line: &[u8]) -> Result<Record<'_>, &'static str> {
     // Cachet's own lines may carry Viceroy's `cachet_log :: ` prefix.
-    let line = crate::access::split_bytes(line).unwrap_or(line);
+    let line = crate::access_line::split_bytes(line).unwrap_or(line);
     let r: JsonRecord<'_> =
         serde_json::from_slice(line).map_err(|_| "not a JSON object of the expected fields")?;
     if r.event.is_some() || r.route.as_ref().is_some_and(|x| x.0 == "admin") {
