@@ -7,10 +7,10 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use jiff::Timestamp;
 use jiff::civil::DateTime;
 use jiff::fmt::strtime;
 use jiff::tz::TimeZone;
-use jiff::Timestamp;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 

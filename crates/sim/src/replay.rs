@@ -481,6 +481,7 @@ impl<'p> Engine<'p> {
                     });
                 }
                 if !self.fleets.is_empty() {
+                    // The primary key's shard field value, hashed as Envoy hashes it.
                     let ring_hash = crate::fleet::request_hash(&plan.cache_key);
                     for fleet in &mut self.fleets {
                         fleet.cache(r.client.as_deref(), &fetch, ring_hash, r.bytes);
