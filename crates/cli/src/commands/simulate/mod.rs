@@ -270,8 +270,8 @@ fn prepare(
     args: &SimulateArgs,
     config_path: &Path,
 ) -> Result<(Policy, Option<(PathBuf, File)>), ExitCode> {
-    let policy = match crate::load(config_path).and_then(|c| {
-        Policy::new(c).map_err(|e| crate::LoadError::Policy(config_path.to_owned(), e))
+    let policy = match crate::config_file::load(config_path).and_then(|c| {
+        Policy::new(c).map_err(|e| crate::config_file::LoadError::Policy(config_path.to_owned(), e))
     }) {
         Ok(p) => p,
         Err(e) => {
