@@ -6,6 +6,7 @@
 //! the [`report::Report`] as tables, JSON or HTML; everything it prints is computed here:
 //!
 //! * [`input`] opens logs (files or stdin, gzip by its magic bytes, bounded lines);
+//! * [`inputs::replay_inputs`] replays whole inputs into an engine, counting bad lines;
 //! * [`logfmt`] reads a line (NCSA common/combined, JSON, Cachet's own access records)
 //!   into a [`logfmt::Record`], and reads and writes log times;
 //! * [`replay::Engine`] replays records on both sides into byte-bounded LRU caches
@@ -25,6 +26,7 @@ pub mod fleet;
 pub mod generate;
 pub mod hit_ratio;
 pub mod input;
+pub mod inputs;
 pub mod logfmt;
 pub mod lru;
 pub mod replay;

@@ -428,7 +428,8 @@ fn side_endpoint(s: &Side, i: usize) -> SideReport {
     )
 }
 
-/// Inputs' bookkeeping, gathered by the caller while reading.
+/// Inputs' bookkeeping, gathered while reading ([`crate::inputs::replay_inputs`]).
+#[derive(Debug, Clone)]
 pub struct InputsSummary {
     /// Per input.
     pub inputs: Vec<InputReport>,
