@@ -44,6 +44,14 @@ const SWEEP_VISITS_PER_REQUEST: u64 = 4;
 /// x-cachet-shard}}]` in `envoy-filter/fleet/edge.yaml`; Envoy's header hash method
 /// (`HashPolicyImpl`, `HeaderHashMethod`) hashes the header's value with
 /// `HashUtil::xxHash64` (seed 0), which the ring (`RingHashLoadBalancer`) then places.
+///
+/// ```
+/// use cachet_sim::fleet::{request_hash, shard_hash};
+///
+/// let key = "blog.example/entry/1|pc";
+/// let field = cachet_policy::object::shard_value(key); // "cachet-obj-…", sent by every fill
+/// assert_eq!(request_hash(key), shard_hash(&field));
+/// ```
 pub fn request_hash(cache_key: &str) -> u64 {
     shard_hash(&shard_value(cache_key))
 }

@@ -19,6 +19,45 @@
 //!
 //! The model (what counts as a hit, sizes, TTLs, memory) is documented in
 //! `docs/simulate.md`, the fleet model in `docs/fleet.md` ("Simulating a fleet").
+//!
+//! # Example
+//!
+//! One combined-log request replayed twice through a config that caches it for a minute:
+//! the baseline (raw URL, `Vary: User-Agent`) and the config side both miss, then hit.
+//!
+//! ```
+//! use cachet_policy::Policy;
+//! use cachet_sim::logfmt::{self, Format};
+//! use cachet_sim::replay::{Engine, Settings};
+//! use cachet_sim::report::{InputsSummary, Report};
+//!
+//! let policy = Policy::from_toml(
+//!     "[origin]\nurl = \"http://origin.example\"\n\
+//!      [[routes]]\nname = \"all\"\npath_prefix = \"/\"\nttl = \"60s\"\n",
+//! )?;
+//! let mut engine = Engine::new(
+//!     &policy,
+//!     Settings {
+//!         memory: 64 << 20,
+//!         gzip_ratio: 0.36,
+//!         object_overhead: 256,
+//!         baseline_ttl: None,
+//!         baseline_grace: None,
+//!         default_host: "blog.example".to_owned(),
+//!     },
+//! );
+//! let line = br#"203.0.113.9 - - [01/Mar/2025:00:00:00 +0000] "GET /a HTTP/1.1" 200 512 "-" "curl/8""#;
+//! let record = logfmt::parse_line(Format::Combined, line)?;
+//! assert_eq!(record.time, 1_740_787_200);
+//! engine.record(&record);
+//! engine.record(&record);
+//! engine.finish();
+//! let inputs = InputsSummary { inputs: Vec::new(), bad_line_examples: Vec::new() };
+//! let report = Report::build(&engine, "cachet.toml", inputs, 20);
+//! assert_eq!((report.config.requests, report.config.misses, report.config.hits), (2, 1, 1));
+//! assert_eq!(report.config.origin_requests, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod access_line;
 pub mod distinct;

@@ -635,6 +635,14 @@ pub fn format_clf(secs: i64) -> String {
 /// `10/Oct/2000:13:55:36 -0700` → seconds since the epoch (UTC); `None` when it is not
 /// that layout or names no real date (`31/Feb/…`) or time. A leap second (`:60`) reads
 /// as `:59` (jiff's rule for parsed leap seconds).
+///
+/// ```
+/// use cachet_sim::logfmt::{format_clf, parse_clf_time};
+///
+/// assert_eq!(parse_clf_time(b"10/Oct/2000:13:55:36 -0700"), Some(971_211_336));
+/// assert_eq!(format_clf(971_211_336), "10/Oct/2000:20:55:36 +0000");
+/// assert_eq!(parse_clf_time(b"31/Apr/2025:00:00:00 +0000"), None);
+/// ```
 pub fn parse_clf_time(b: &[u8]) -> Option<i64> {
     let s = std::str::from_utf8(b).ok()?;
     let parsed = strtime::parse(CLF_LAYOUT, s).ok()?;
@@ -646,6 +654,14 @@ pub fn parse_clf_time(b: &[u8]) -> Option<i64> {
 /// and time) → seconds since the epoch; no offset is UTC. `None` when it is not RFC 3339
 /// (or its ISO 8601 cousins jiff reads) or names no real date or time. A leap second
 /// (`:60`) reads as `:59`.
+///
+/// ```
+/// use cachet_sim::logfmt::parse_rfc3339;
+///
+/// assert_eq!(parse_rfc3339("2000-10-10T13:55:36-07:00"), Some(971_211_336));
+/// assert_eq!(parse_rfc3339("2000-10-10 20:55:36"), Some(971_211_336)); // no offset: UTC
+/// assert_eq!(parse_rfc3339("2001-02-29T00:00:00Z"), None); // no such day
+/// ```
 pub fn parse_rfc3339(s: &str) -> Option<i64> {
     // Date and time with seconds (jiff would also read `2000-10-10` or `…T13:55`).
     let b = s.as_bytes();
