@@ -3,9 +3,9 @@
 //! Each fleet holds two copies of its N edge nodes, fed the same requests: one whose
 //! misses go to the origin, one whose misses go to S shield nodes chosen by Envoy's
 //! `ring_hash` load balancer on the shard field's value ([`request_hash`]). Every node is
-//! the single-node replay's cache ([`ByteLru`]) filled by the same code ([`crate::replay::serve`] and
-//! [`crate::replay::fill`]), so `Policy::plan`, `Policy::storability`, TTL, grace and keep
-//! decide alike on one node and in a fleet. The model is documented in
+//! the single-node replay's cache ([`ByteLru`]) filled by the same code (`replay::serve`
+//! and `replay::fill`, internal), so `Policy::plan`, `Policy::storability`, TTL, grace and
+//! keep decide alike on one node and in a fleet. The model is documented in
 //! `docs/fleet.md` ("Simulating a fleet").
 
 use cachet_policy::Storability;
