@@ -328,7 +328,8 @@ pub fn template_of(host: &str, path: &str, out: &mut String) {
 }
 
 impl<'p> Engine<'p> {
-    /// A fresh replay for `policy`.
+    /// A fresh replay for `policy`: both sides' caches empty, `settings.memory` bytes
+    /// each, no fleet (push [`Fleet`]s onto [`Engine::fleets`] before the first record).
     pub fn new(policy: &'p Policy, settings: Settings) -> Self {
         let mut endpoints: Vec<String> = policy
             .config()
@@ -361,7 +362,10 @@ impl<'p> Engine<'p> {
         &self.settings
     }
 
-    /// Replays one record.
+    /// Replays one record at its time (`r.time`, seconds since the epoch: the log's
+    /// timestamps are the clock, records may come slightly out of order) on the baseline
+    /// and config sides and on every fleet, counting per endpoint, path template and
+    /// timeline bucket. The model (hits, sizes, TTLs) is `docs/simulate.md`'s.
     #[allow(clippy::too_many_lines)] // reason: one request's path through both sides, kept in one place
     pub fn record(&mut self, r: &Record<'_>) {
         let t = r.time;

@@ -1,4 +1,6 @@
-//! The replay's report: one serializable structure, printed as a table or as JSON.
+//! The replay's report: one serializable structure (`cachet simulate --json`; the CLI
+//! prints it as tables or HTML too). Counts are requests or objects, sizes bytes, times
+//! RFC 3339 UTC or seconds, ratios in [0, 1].
 
 use serde::Serialize;
 
