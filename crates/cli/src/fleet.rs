@@ -113,7 +113,8 @@ impl PrefixArgs {
         let Some(path) = &self.config else {
             return Ok(etcd::DEFAULT_PREFIX.to_owned());
         };
-        let config = crate::load(path).map_err(|e| e.to_string().trim_end().to_owned())?;
+        let config =
+            crate::config_file::load(path).map_err(|e| e.to_string().trim_end().to_owned())?;
         if config.envoy.etcd_cluster.is_empty() {
             return Err(format!(
                 "{}: envoy.etcd_cluster is not set: nodes running this config keep their ban \
@@ -675,5 +676,31 @@ impl Summary {
             eprintln!("cachet: purge: {p}");
         }
         failed == 0
+    }
+}
+
+/// Where a fleet write goes: etcd or a node (exactly one).
+#[derive(clap::Args, Debug, Clone)]
+#[group(required = true, multiple = false)]
+pub struct FleetTarget {
+    /// etcd's v3 JSON gateway holding the fleet's ban log, e.g. `http://127.0.0.1:2379`.
+    #[arg(long, value_name = "URL")]
+    pub etcd: Option<String>,
+    /// Any node's listener, e.g. `http://edge-1:10000` (admin API, $CACHET_ADMIN_TOKEN).
+    #[arg(long, value_name = "URL")]
+    pub node: Option<String>,
+}
+
+impl FleetTarget {
+    /// The destination, with `prefix` for etcd.
+    pub fn dest(&self, prefix: &str) -> Dest {
+        match (&self.etcd, &self.node) {
+            (Some(url), _) => Dest::Etcd {
+                url: url.clone(),
+                prefix: prefix.to_owned(),
+            },
+            (None, Some(n)) => Dest::Node(n.clone()),
+            (None, None) => Dest::Node(String::new()),
+        }
     }
 }

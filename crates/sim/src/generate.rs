@@ -15,7 +15,7 @@ use std::io::{self, Write};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
-use super::logfmt::civil_from_days;
+use crate::logfmt::format_clf;
 
 /// Blogs on the generated platform, most popular first.
 pub const BLOGS: [&str; 24] = [
@@ -66,7 +66,8 @@ pub mod sizes {
 }
 
 /// Output format of the generator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum GenFormat {
     /// Apache `vhost_combined` (`host:port` first), plus the response `Cache-Control` as a
     /// last quoted field unless `--no-cache-control`.
@@ -101,8 +102,8 @@ pub struct Summary {
     /// Distinct hosts, in order of first appearance.
     pub hosts: Vec<&'static str>,
     /// Distinct URLs (host + request target), exact up to
-    /// [`super::distinct::EXACT_LIMIT`], then estimated.
-    pub urls: super::distinct::Distinct,
+    /// [`crate::distinct::EXACT_LIMIT`], then estimated.
+    pub urls: crate::distinct::Distinct,
     /// Times of the first and last line, seconds since the epoch.
     pub span: Option<(i64, i64)>,
 }
@@ -113,7 +114,7 @@ impl Summary {
         if !self.hosts.contains(&req.host) {
             self.hosts.push(req.host);
         }
-        self.urls.insert(super::replay::hash_parts(&[
+        self.urls.insert(crate::replay::hash_parts(&[
             req.host.as_bytes(),
             req.target.as_bytes(),
         ]));
@@ -728,18 +729,7 @@ fn app_js(referer: &'static str) -> Req {
 
 /// Formats `secs` as the CLF time `01/Mar/2025:00:00:00 +0000`.
 fn clf_time(secs: i64) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-    let s = secs.rem_euclid(86_400);
-    format!(
-        "{d:02}/{}/{y:04}:{:02}:{:02}:{:02} +0000",
-        MONTHS[(m as usize).saturating_sub(1) % 12],
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    )
+    format_clf(secs)
 }
 
 fn write_line(
@@ -771,7 +761,7 @@ fn write_line(
         }
         GenFormat::Json => {
             let mut v = serde_json::json!({
-                "time": super::logfmt::format_rfc3339(time),
+                "time": crate::logfmt::format_rfc3339(time),
                 "host": req.host,
                 "url": req.target,
                 "method": req.method,
@@ -878,15 +868,15 @@ mod tests {
     #[test]
     fn lines_parse_in_both_formats() {
         for (format, fmt) in [
-            (GenFormat::Combined, super::super::logfmt::Format::Combined),
-            (GenFormat::Json, super::super::logfmt::Format::Json),
+            (GenFormat::Combined, crate::logfmt::Format::Combined),
+            (GenFormat::Json, crate::logfmt::Format::Json),
         ] {
             let text = run(3, 3000, format);
             let first = text.lines().next().unwrap();
-            assert_eq!(super::super::logfmt::Format::detect(first.as_bytes()), fmt);
+            assert_eq!(crate::logfmt::Format::detect(first.as_bytes()), fmt);
             let mut times = Vec::new();
             for line in text.lines() {
-                let r = super::super::logfmt::parse_line(fmt, line.as_bytes())
+                let r = crate::logfmt::parse_line(fmt, line.as_bytes())
                     .unwrap_or_else(|e| panic!("{e}: {line}"));
                 assert!(r.host.is_some() && r.user_agent.is_some() && r.cache_control.is_some());
                 times.push(r.time);
@@ -932,7 +922,7 @@ mod tests {
     fn clf_times() {
         assert_eq!(clf_time(971_211_336), "10/Oct/2000:20:55:36 +0000");
         assert_eq!(
-            super::super::logfmt::parse_clf_time(clf_time(1_740_787_200).as_bytes()),
+            crate::logfmt::parse_clf_time(clf_time(1_740_787_200).as_bytes()),
             Some(1_740_787_200)
         );
     }

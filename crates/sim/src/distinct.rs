@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
 
-use super::lru::IdHasher;
+use crate::lru::IdHasher;
 
 /// Keys counted exactly before switching to HyperLogLog (32 KiB of hashes).
 pub const EXACT_LIMIT: usize = 4096;

@@ -21,7 +21,7 @@
 use serde_json::{Map, Value};
 
 use super::query::{FIELDS, QueryError, text_of};
-use crate::simulate::logfmt::civil_from_days;
+use cachet_sim::logfmt::format_clf;
 
 /// The `--ncsa` format, NCSA combined: `host - - [time] "METHOD url" status bytes "-"
 /// "User-Agent"` (`cachet simulate` reads it back).
@@ -156,18 +156,7 @@ fn push(pieces: &mut Vec<Piece>, lit: &mut String, p: Piece) {
 
 /// `secs` since the epoch as `[10/Oct/2000:13:55:36 +0000]` (UTC).
 pub fn clf_time(secs: i64) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    let month = MONTHS[(m as usize).clamp(1, 12) - 1];
-    format!(
-        "[{d:02}/{month}/{y}:{:02}:{:02}:{:02} +0000]",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    format!("[{}]", format_clf(secs))
 }
 
 /// Appends `text` for a quoted field of a combined line: `"` and `\` backslash-escaped,
@@ -217,7 +206,7 @@ impl Format {
                 Piece::Time => {
                     let at = get("time")
                         .and_then(Value::as_str)
-                        .and_then(crate::simulate::logfmt::parse_rfc3339);
+                        .and_then(cachet_sim::logfmt::parse_rfc3339);
                     o.push_str(&clf_time(at.unwrap_or(now)));
                 }
                 Piece::UserAgent => match get("user_agent").and_then(Value::as_str) {

@@ -38,7 +38,7 @@ impl Snapshot {
     }
 
     /// `(hits + stale) / (hits + stale + misses + passes)`: the one definition
-    /// `cachet simulate` shares ([`crate::hit_ratio`]); `None` before any such request.
+    /// `cachet simulate` shares ([`cachet_sim::hit_ratio`]); `None` before any such request.
     pub fn hit_ratio(&self) -> Option<f64> {
         hit_ratio(
             self.counter("hits") + self.counter("stale"),
@@ -47,7 +47,7 @@ impl Snapshot {
     }
 }
 
-pub use crate::hit_ratio::hit_ratio;
+pub use cachet_sim::hit_ratio::hit_ratio;
 
 /// Parses Envoy's admin `/stats` text (`name: value` per line) and keeps the filter's
 /// metrics (`wasmcustom.cachet.<name>`, values of the same name summed), then adds the

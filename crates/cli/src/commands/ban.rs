@@ -1,11 +1,69 @@
-//! `cachet ban check` (offline scenario evaluation) and `cachet ban parse` (expression check).
+//! `cachet ban`: `check` (offline scenario evaluation), `parse` (expression check) and
+//! `add` (a ban for an Envoy fleet, through `crate::fleet`).
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use cachet_ban::{BanError, BanExpr, Scenario};
+use clap::Subcommand;
 use serde::Serialize;
+
+use crate::fleet::{self, FleetTarget};
+
+// The `cachet ban` subcommands.
+#[derive(Subcommand)]
+pub enum BanCommand {
+    /// Evaluates a JSON scenario (objects, bans, lookups) offline and prints the JSON
+    /// report: one entry per ban (accepted, lurker-friendly) and per lookup (banned/kept).
+    Check {
+        /// The scenario file (`-` for stdin).
+        #[arg(long, value_name = "FILE.json")]
+        scenario: PathBuf,
+    },
+    /// Adds a ban to an Envoy fleet (docs/fleet.md): written to its etcd ban log (under
+    /// the fleet's key prefix: `--etcd-prefix` or the nodes' `--config`), or sent to any
+    /// node's admin API (token from $CACHET_ADMIN_TOKEN). Prints the ban with its
+    /// fleet-wide id; exit 1 when refused or unreachable, 2 for usage errors.
+    Add {
+        /// The expression (Varnish syntax), e.g. `obj.http.x-url ~ ^/blog/bob/`.
+        #[arg(value_name = "EXPR", allow_hyphen_values = true)]
+        expr: String,
+        #[command(flatten)]
+        to: FleetTarget,
+        #[command(flatten)]
+        prefix: fleet::PrefixArgs,
+    },
+    /// Parses a ban expression: prints its canonical form and whether it is
+    /// lurker-friendly, or the error with its column; exit 1 when refused.
+    Parse {
+        /// The expression, e.g. `obj.http.surrogate-key ~ "(^|\s)post-42(\s|$)"`
+        /// (`-` reads it from stdin).
+        #[arg(value_name = "EXPR", allow_hyphen_values = true)]
+        expr: String,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs `cachet ban …`.
+pub fn run(command: BanCommand) -> ExitCode {
+    match command {
+        BanCommand::Check { scenario } => check(&scenario),
+        BanCommand::Parse { expr, json } => parse(&expr, json),
+        BanCommand::Add { expr, to, prefix } => {
+            let prefix = match prefix.prefix() {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("cachet: ban add: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            fleet::run(&to.dest(&prefix), &fleet::Write::Ban(expr))
+        }
+    }
+}
 
 /// Largest scenario file read, in bytes (64 MiB); a bigger file is refused before it is
 /// parsed.

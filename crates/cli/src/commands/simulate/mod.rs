@@ -3,32 +3,25 @@
 //! See `docs/simulate.md` for the model (what counts as a hit, sizes, TTLs, memory) and
 //! the measured figures.
 
-pub mod distinct;
-pub mod fleet;
-pub mod generate;
 pub mod html;
-pub mod input;
-pub mod logfmt;
-pub mod lru;
-pub mod replay;
-pub mod report;
+pub mod table;
 
-use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use cachet_policy::Policy;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use input::{Input, Line};
-use logfmt::Format;
-use replay::{Engine, Settings};
-use report::{BadLine, InputReport, InputsSummary, Report};
+use cachet_sim::input;
+use cachet_sim::inputs::{Observer, replay_inputs};
+use cachet_sim::logfmt;
+use cachet_sim::replay::{Engine, Settings};
+use cachet_sim::report::{BadLine, InputReport, InputsSummary, Report};
+use cachet_sim::{fleet, generate};
 
 /// Default `--gzip-ratio`: gzip (level 6) size over raw size, summed over the demo
 /// origin's cacheable text pages (entry and blog top in both layouts, feed, design CSS,
@@ -42,14 +35,12 @@ pub const DEFAULT_OBJECT_OVERHEAD: u64 = 256;
 /// Default `--host` for records whose log names no host.
 pub const DEFAULT_HOST: &str = "localhost";
 
-/// Bad lines shown with their line numbers (all are counted).
-pub const BAD_LINE_EXAMPLES: usize = 5;
-
 /// Default `--start` of `--generate`.
 pub const DEFAULT_START: &str = "2025-03-01T00:00:00Z";
 
-/// Lines between progress-bar updates.
-const PROGRESS_EVERY: u64 = 16_384;
+/// Lines between progress-bar updates of `--generate` (as the replay's,
+/// [`cachet_sim::inputs::PROGRESS_EVERY`]).
+const PROGRESS_EVERY: u64 = cachet_sim::inputs::PROGRESS_EVERY;
 
 /// `cachet simulate` arguments.
 #[derive(Args, Debug)]
@@ -276,8 +267,8 @@ fn prepare(
     args: &SimulateArgs,
     config_path: &Path,
 ) -> Result<(Policy, Option<(PathBuf, File)>), ExitCode> {
-    let policy = match crate::load(config_path).and_then(|c| {
-        Policy::new(c).map_err(|e| crate::LoadError::Policy(config_path.to_owned(), e))
+    let policy = match crate::config_file::load(config_path).and_then(|c| {
+        Policy::new(c).map_err(|e| crate::config_file::LoadError::Policy(config_path.to_owned(), e))
     }) {
         Ok(p) => p,
         Err(e) => {
@@ -357,7 +348,7 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
     }
     let started = Instant::now();
     let progress = progress_bar(args);
-    let outcome = replay_all(args, &mut engine, &progress);
+    let outcome = replay_inputs(&args.logs, &mut engine, &mut Shown(&progress));
     engine.finish();
     progress.finish_and_clear();
     let elapsed = started.elapsed();
@@ -382,13 +373,13 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
     if outcome.no_host > 0 && args.host.is_none() {
         eprintln!(
             "cachet: simulate: {} requests named no host; replayed with Host: {DEFAULT_HOST} (set --host)",
-            report::thousands(outcome.no_host)
+            table::thousands(outcome.no_host)
         );
     }
     if report.bad_lines > report.bad_line_examples.len() as u64 {
         eprintln!(
             "cachet: simulate: {} bad lines in all (first {} shown above); they were skipped",
-            report::thousands(report.bad_lines),
+            table::thousands(report.bad_lines),
             report.bad_line_examples.len()
         );
     }
@@ -405,8 +396,8 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
         let rate = (lines as f64 / secs) as u64;
         eprintln!(
             "cachet: simulate: {} lines in {secs:.2} s ({} lines/s)",
-            report::thousands(lines),
-            report::thousands(rate)
+            table::thousands(lines),
+            table::thousands(rate)
         );
     }
     code
@@ -429,19 +420,19 @@ fn nothing_read(summary: &InputsSummary) -> Option<String> {
         _ if lines == 0 => "no request read: the input is empty".to_owned(),
         Some(first) => format!(
             "no request read: {} of {} lines bad, the first ({}:{}) {}",
-            report::thousands(bad),
-            report::thousands(lines),
+            table::thousands(bad),
+            table::thousands(lines),
             first.file,
             first.line,
             first.reason
         ),
         None if not_traffic > 0 => format!(
             "no request read: {} lines, only Cachet admin calls and events",
-            report::thousands(lines)
+            table::thousands(lines)
         ),
         None => format!(
             "no request read: {} lines, all blank or unreadable",
-            report::thousands(lines)
+            table::thousands(lines)
         ),
     })
 }
@@ -460,9 +451,9 @@ fn write_outputs(args: &SimulateArgs, report: &Report, html_file: Option<(PathBu
             }
         }
     } else if report.fleet.is_some() {
-        report::fleet_text(report)
+        table::fleet_text(report)
     } else {
-        report::text(report, args.wide)
+        table::text(report, args.wide)
     };
     let mut stdout = io::stdout().lock();
     if let Err(e) = stdout
@@ -511,133 +502,29 @@ fn progress_bar(args: &SimulateArgs) -> ProgressBar {
     pb
 }
 
-/// What reading the inputs produced besides the engine's state.
-struct Outcome {
-    summary: InputsSummary,
-    read_failed: bool,
-    no_host: u64,
-}
+/// The replay's progress bar (bytes read, lines, bad lines) and its stderr lines (bad-line
+/// examples, failed inputs), printed above the bar.
+struct Shown<'p>(&'p ProgressBar);
 
-fn replay_all(args: &SimulateArgs, engine: &mut Engine<'_>, progress: &ProgressBar) -> Outcome {
-    let count = Rc::new(Cell::new(0u64));
-    let mut summary = InputsSummary {
-        inputs: Vec::new(),
-        bad_line_examples: Vec::new(),
-    };
-    let mut read_failed = false;
-    let mut no_host = 0u64;
-    let mut all_lines = 0u64;
-    let mut bad_before = 0u64;
-    let mut buf = Vec::with_capacity(4096);
-    for path in &args.logs {
-        let mut report = InputReport {
-            name: if path.as_os_str() == "-" {
-                "(stdin)".to_owned()
-            } else {
-                path.display().to_string()
-            },
-            format: None,
-            gzip: false,
-            lines: 0,
-            records: 0,
-            bad_lines: 0,
-            not_traffic: 0,
-            error: None,
-        };
-        let mut inp = match Input::open(path, Rc::clone(&count)) {
-            Ok(i) => i,
-            Err(e) => {
-                progress.suspend(|| eprintln!("cachet: simulate: {}: {e}", report.name));
-                report.error = Some(e.to_string());
-                read_failed = true;
-                summary.inputs.push(report);
-                continue;
-            }
-        };
-        report.gzip = inp.gzip;
-        loop {
-            match inp.next_line(&mut buf) {
-                Ok(None) => break,
-                Ok(Some(Line::TooLong)) => {
-                    report.lines += 1;
-                    let why = format!("line longer than {} bytes", input::MAX_LINE_BYTES);
-                    note_bad(&mut report, &mut summary.bad_line_examples, progress, &why);
-                }
-                Ok(Some(Line::Ok)) => {
-                    report.lines += 1;
-                    if buf.trim_ascii().is_empty() {
-                        continue;
-                    }
-                    // The first line that reads as either format decides the file's
-                    // (Viceroy prints messages before the log lines).
-                    let format = match report.format {
-                        Some(f) => f,
-                        None => match Format::detect_line(&buf) {
-                            Some(f) => *report.format.insert(f),
-                            None => Format::Combined,
-                        },
-                    };
-                    match logfmt::parse_line(format, &buf) {
-                        Ok(rec) => {
-                            no_host += u64::from(rec.host.is_none());
-                            engine.record(&rec);
-                            report.records += 1;
-                        }
-                        Err(logfmt::NOT_TRAFFIC) => report.not_traffic += 1,
-                        Err(why) => {
-                            note_bad(&mut report, &mut summary.bad_line_examples, progress, why);
-                        }
-                    }
-                }
-                Err(e) => {
-                    let msg = format!("read error after line {}: {e}", report.lines);
-                    progress.suspend(|| eprintln!("cachet: simulate: {}: {msg}", report.name));
-                    report.error = Some(msg);
-                    read_failed = true;
-                    break;
-                }
-            }
-            all_lines += 1;
-            if all_lines.is_multiple_of(PROGRESS_EVERY) {
-                progress.set_position(count.get());
-                progress.set_message(format!(
-                    "{} lines, {} bad",
-                    report::thousands(all_lines),
-                    report::thousands(bad_before + report.bad_lines)
-                ));
-            }
-        }
-        bad_before += report.bad_lines;
-        summary.inputs.push(report);
+impl Observer for Shown<'_> {
+    fn progress(&mut self, bytes_read: u64, lines: u64, bad_lines: u64) {
+        self.0.set_position(bytes_read);
+        self.0.set_message(format!(
+            "{} lines, {} bad",
+            table::thousands(lines),
+            table::thousands(bad_lines)
+        ));
     }
-    Outcome {
-        summary,
-        read_failed,
-        no_host,
-    }
-}
 
-/// Counts a bad line of `report` (its current line) and keeps the first few as examples,
-/// printing each on stderr as it is found.
-fn note_bad(
-    report: &mut InputReport,
-    examples: &mut Vec<BadLine>,
-    progress: &ProgressBar,
-    reason: &str,
-) {
-    report.bad_lines += 1;
-    if examples.len() < BAD_LINE_EXAMPLES {
-        progress.suspend(|| {
-            eprintln!(
-                "cachet: simulate: {}:{}: {reason}",
-                report.name, report.lines
-            );
+    fn bad_line(&mut self, e: &BadLine) {
+        self.0.suspend(|| {
+            eprintln!("cachet: simulate: {}:{}: {}", e.file, e.line, e.reason);
         });
-        examples.push(BadLine {
-            file: report.name.clone(),
-            line: report.lines,
-            reason: reason.to_owned(),
-        });
+    }
+
+    fn input_failed(&mut self, name: &str, error: &str) {
+        self.0
+            .suspend(|| eprintln!("cachet: simulate: {name}: {error}"));
     }
 }
 
@@ -683,9 +570,9 @@ fn run_generate(args: &SimulateArgs, lines: u64) -> ExitCode {
 /// gen.log.gz (4.2 MiB, gzip)`; `≈` marks an estimated count, the size is the file's.
 fn generated_line(s: &generate::Summary, out: Option<&Path>) -> String {
     let urls = if s.urls.is_exact() {
-        report::thousands(s.urls.count())
+        table::thousands(s.urls.count())
     } else {
-        format!("≈{}", report::thousands(s.urls.count()))
+        format!("≈{}", table::thousands(s.urls.count()))
     };
     let span = s.span.map_or_else(String::new, |(f, l)| {
         format!(
@@ -703,12 +590,12 @@ fn generated_line(s: &generate::Summary, out: Option<&Path>) -> String {
             } else {
                 ""
             };
-            format!("{} ({}{gzip})", p.display(), report::bytes(size))
+            format!("{} ({}{gzip})", p.display(), table::bytes(size))
         },
     );
     format!(
         "cachet: simulate: wrote {} lines ({} host{}, {urls} distinct URLs{span}) to {target}",
-        report::thousands(s.lines),
+        table::thousands(s.lines),
         s.hosts.len(),
         if s.hosts.len() == 1 { "" } else { "s" },
     )

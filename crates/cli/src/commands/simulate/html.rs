@@ -3,10 +3,12 @@
 
 use std::fmt::Write as _;
 
-use super::logfmt::{format_rfc3339, parse_rfc3339};
-use super::report::{
-    BucketReport, Report, SideReport, approx_note, bytes, duration, endpoint_cells,
-    hit_ratio_label, percent, summary_rows, template_config_label, thousands,
+use cachet_sim::logfmt::{format_rfc3339, parse_rfc3339};
+use cachet_sim::report::{BucketReport, Report, SideReport};
+
+use super::table::{
+    approx_note, bytes, duration, endpoint_cells, hit_ratio_label, percent, summary_rows,
+    template_config_label, thousands,
 };
 
 /// Chart width in SVG user units.

@@ -4,7 +4,7 @@
 //! key = host + raw target + full `User-Agent` (`Vary: User-Agent`), no compression, no
 //! routes. The **config** side is Cachet: `Policy::plan` decides synth / pass / cache,
 //! the key is `plan.cache_key`, `Policy::storability` decides storage, TTL, grace and
-//! compression. Both caches are byte-bounded LRUs ([`super::lru::ByteLru`]) and use the
+//! compression. Both caches are byte-bounded LRUs ([`crate::lru::ByteLru`]) and use the
 //! log's own timestamps as `now`.
 
 use std::cell::OnceCell;
@@ -16,10 +16,10 @@ use cachet_policy::{
     CacheControl, Decision, Policy, RequestView, ResponseView, Storability, Synth,
 };
 
-use super::distinct::Distinct;
-use super::fleet::Fleet;
-use super::logfmt::Record;
-use super::lru::{ByteLru, Lifetime, Lookup};
+use crate::distinct::Distinct;
+use crate::fleet::Fleet;
+use crate::logfmt::Record;
+use crate::lru::{ByteLru, Lifetime, Lookup};
 
 /// TTL of the baseline (and of the config side without a route) when neither the config
 /// nor the origin names one: Varnish's `default_ttl` (120 s).
@@ -328,7 +328,8 @@ pub fn template_of(host: &str, path: &str, out: &mut String) {
 }
 
 impl<'p> Engine<'p> {
-    /// A fresh replay for `policy`.
+    /// A fresh replay for `policy`: both sides' caches empty, `settings.memory` bytes
+    /// each, no fleet (push [`Fleet`]s onto [`Engine::fleets`] before the first record).
     pub fn new(policy: &'p Policy, settings: Settings) -> Self {
         let mut endpoints: Vec<String> = policy
             .config()
@@ -361,7 +362,10 @@ impl<'p> Engine<'p> {
         &self.settings
     }
 
-    /// Replays one record.
+    /// Replays one record at its time (`r.time`, seconds since the epoch: the log's
+    /// timestamps are the clock, records may come slightly out of order) on the baseline
+    /// and config sides and on every fleet, counting per endpoint, path template and
+    /// timeline bucket. The model (hits, sizes, TTLs) is `docs/simulate.md`'s.
     #[allow(clippy::too_many_lines)] // reason: one request's path through both sides, kept in one place
     pub fn record(&mut self, r: &Record<'_>) {
         let t = r.time;
@@ -481,7 +485,8 @@ impl<'p> Engine<'p> {
                     });
                 }
                 if !self.fleets.is_empty() {
-                    let ring_hash = super::fleet::request_hash(&plan.cache_key);
+                    // The primary key's shard field value, hashed as Envoy hashes it.
+                    let ring_hash = crate::fleet::request_hash(&plan.cache_key);
                     for fleet in &mut self.fleets {
                         fleet.cache(r.client.as_deref(), &fetch, ring_hash, r.bytes);
                     }

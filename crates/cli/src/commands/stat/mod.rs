@@ -176,7 +176,7 @@ fn stats_url(addr: &str) -> String {
 /// Runs `cachet stat`. Exit 0 (quit, input ended, or `--once`), 1 when the source failed
 /// after it had worked, 2 for usage, `--config` or a first reading that failed.
 pub fn run(args: &StatArgs) -> ExitCode {
-    let bound = match args.config.as_deref().map(crate::load) {
+    let bound = match args.config.as_deref().map(crate::config_file::load) {
         None => None,
         Some(Ok(c)) => Some(c.envoy.shared_bytes),
         Some(Err(e)) => {

@@ -11,7 +11,7 @@ use ratatui::widgets::{Block, Borders, Cell, Gauge, Paragraph, Row, Table};
 
 use super::rates::Rates;
 use super::snapshot::Snapshot;
-use crate::simulate::report::{bytes, percent, thousands};
+use crate::commands::simulate::table::{bytes, percent, thousands};
 
 /// Counters in display order; others a source reports follow alphabetically.
 const ORDER: &[&str] = &[
@@ -251,8 +251,8 @@ pub fn draw(f: &mut Frame<'_>, v: &View<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stat::rates::rates;
-    use crate::stat::snapshot::from_envoy_stats;
+    use crate::commands::stat::rates::rates;
+    use crate::commands::stat::snapshot::from_envoy_stats;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
 

@@ -7,6 +7,10 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use jiff::Timestamp;
+use jiff::civil::DateTime;
+use jiff::fmt::strtime;
+use jiff::tz::TimeZone;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
@@ -47,10 +51,10 @@ impl Format {
     /// The format of a file whose first non-empty line is `line`: JSON lines when it starts
     /// (after whitespace and an optional UTF-8 BOM) with `{`, or is one of Cachet's own
     /// access-log lines as Viceroy prints them (`cachet_log :: {…}`,
-    /// `crate::access::split_bytes`), combined otherwise.
+    /// `crate::access_line::split_bytes`), combined otherwise.
     pub fn detect(line: &[u8]) -> Self {
         let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-        if crate::access::split_bytes(line).is_some() {
+        if crate::access_line::split_bytes(line).is_some() {
             Self::Json
         } else {
             Self::Combined
@@ -400,22 +404,24 @@ impl Scalar<'_> {
         match self {
             #[allow(clippy::cast_precision_loss)]
             // reason: epoch seconds and milliseconds are far below 2^52
-            Self::Int(n) => Some(epoch_number(*n as f64)),
-            Self::Float(f) if f.is_finite() => Some(epoch_number(*f)),
+            Self::Int(n) => epoch_number(*n as f64),
+            Self::Float(f) if f.is_finite() => epoch_number(*f),
             Self::Float(_) => None,
             Self::Str(s) => parse_time_str(s),
         }
     }
 }
 
-/// Whole seconds from an epoch number (seconds, or milliseconds above 10^11).
-#[allow(clippy::cast_possible_truncation)] // reason: f64 → i64 saturates; times past ±2^63 s are nonsense anyway
-fn epoch_number(n: f64) -> i64 {
-    if n.abs() > EPOCH_MILLIS_ABOVE {
+/// Whole seconds from an epoch number (seconds, or milliseconds above 10^11); `None`
+/// outside the years -9999 to 9999 (jiff's [`Timestamp`] range: no log is dated there).
+#[allow(clippy::cast_possible_truncation)] // reason: f64 → i64 saturates; out of range is rejected below
+fn epoch_number(n: f64) -> Option<i64> {
+    let secs = if n.abs() > EPOCH_MILLIS_ABOVE {
         (n / 1000.0).floor() as i64
     } else {
         n.floor() as i64
-    }
+    };
+    Timestamp::from_second(secs).ok().map(|_| secs)
 }
 
 /// The fields read from a JSON line; unknown fields are ignored.
@@ -502,7 +508,7 @@ pub const NOT_TRAFFIC: &str = "a Cachet admin call or event, not traffic";
 /// `status`) missing or of the wrong shape.
 pub fn parse_json(line: &[u8]) -> Result<Record<'_>, &'static str> {
     // Cachet's own lines may carry Viceroy's `cachet_log :: ` prefix.
-    let line = crate::access::split_bytes(line).unwrap_or(line);
+    let line = crate::access_line::split_bytes(line).unwrap_or(line);
     let r: JsonRecord<'_> =
         serde_json::from_slice(line).map_err(|_| "not a JSON object of the expected fields")?;
     if r.event.is_some() || r.route.as_ref().is_some_and(|x| x.0 == "admin") {
@@ -593,148 +599,83 @@ fn split_absolute_cow(url: Cow<'_, str>) -> (Cow<'_, str>, Option<Cow<'_, str>>)
 // ---------------------------------------------------------------------------------------
 // Times
 
-const MONTHS: [&[u8; 3]; 12] = [
-    b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
-];
+/// The NCSA (common/combined log) time layout, `10/Oct/2000:13:55:36 -0700`, as
+/// `strftime`/`strptime` directives (Apache's `LogFormat` `%t`, without its brackets).
+const CLF_LAYOUT: &str = "%d/%b/%Y:%H:%M:%S %z";
 
-/// Days from 1970-01-01 to the civil date `y-m-d` (proleptic Gregorian; Howard Hinnant's
-/// `days_from_civil`).
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+/// `secs` since the epoch as a [`Timestamp`], clamped to the range jiff represents
+/// (years -9999 to 9999): a log's absurd epoch number never panics a formatter.
+fn timestamp(secs: i64) -> Timestamp {
+    let secs = secs.clamp(Timestamp::MIN.as_second(), Timestamp::MAX.as_second());
+    Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-/// The civil date of a day count from 1970-01-01 (inverse of [`days_from_civil`]).
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    // reason: d in 1..=31, m in 1..=12
-    (y, m as u32, d as u32)
+/// Whole seconds since the epoch of `ts`, rounded down (a fraction before 1970 counts
+/// as the second it falls in, as for times after).
+fn floor_second(ts: Timestamp) -> i64 {
+    ts.as_second() - i64::from(ts.subsec_nanosecond() < 0)
 }
 
-/// `secs` since the epoch as `2000-10-10T20:55:36Z`.
+/// `secs` since the epoch as `2000-10-10T20:55:36Z` (RFC 3339, UTC, whole seconds).
 pub fn format_rfc3339(secs: i64) -> String {
-    let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
-    let s = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    )
+    // A whole-second timestamp displays without a fraction.
+    timestamp(secs).to_string()
 }
 
-/// Reads exactly `n` ASCII digits at `b[at..]`.
-fn digits(b: &[u8], at: usize, n: usize) -> Option<u32> {
-    let s = b.get(at..at + n)?;
-    if !s.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(s.iter().fold(0u32, |acc, d| acc * 10 + u32::from(d - b'0')))
+/// `secs` since the epoch as the NCSA time `10/Oct/2000:20:55:36 +0000` (UTC, without
+/// the brackets of a log line).
+pub fn format_clf(secs: i64) -> String {
+    let utc = timestamp(secs).to_zoned(TimeZone::UTC);
+    strtime::format(CLF_LAYOUT, &utc).unwrap_or_else(|_| {
+        // Unreachable for a zoned time (every directive has its field); still no panic.
+        format_rfc3339(secs)
+    })
 }
 
-/// Seconds since the epoch of a validated civil time.
-fn civil_secs(y: i64, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> Option<i64> {
-    let dim = match mo {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        _ => return None,
-    };
-    // A leap second (:60) is read as the next second, as most log tools do.
-    if d == 0 || d > dim || h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    Some(days_from_civil(y, mo, d) * 86_400 + i64::from(h * 3600 + mi * 60 + s))
-}
-
-/// `10/Oct/2000:13:55:36 -0700` → seconds since the epoch (UTC).
-#[allow(clippy::many_single_char_names)] // reason: date fields d, y, h, s read as in the format
+/// `10/Oct/2000:13:55:36 -0700` → seconds since the epoch (UTC); `None` when it is not
+/// that layout or names no real date (`31/Feb/…`) or time. A leap second (`:60`) reads
+/// as `:59` (jiff's rule for parsed leap seconds).
+///
+/// ```
+/// use cachet_sim::logfmt::{format_clf, parse_clf_time};
+///
+/// assert_eq!(parse_clf_time(b"10/Oct/2000:13:55:36 -0700"), Some(971_211_336));
+/// assert_eq!(format_clf(971_211_336), "10/Oct/2000:20:55:36 +0000");
+/// assert_eq!(parse_clf_time(b"31/Apr/2025:00:00:00 +0000"), None);
+/// ```
 pub fn parse_clf_time(b: &[u8]) -> Option<i64> {
-    // dd/Mon/yyyy:HH:MM:SS +zzzz
-    if b.len() != 26 || b[2] != b'/' || b[6] != b'/' || b[11] != b':' || b[20] != b' ' {
-        return None;
-    }
-    let d = digits(b, 0, 2)?;
-    let mon = b.get(3..6)?;
-    let mo = MONTHS.iter().position(|m| m.as_slice() == mon)?;
-    let y = digits(b, 7, 4)?;
-    let h = digits(b, 12, 2)?;
-    let mi = digits(b, 15, 2)?;
-    let s = digits(b, 18, 2)?;
-    if b[14] != b':' || b[17] != b':' {
-        return None;
-    }
-    let sign = match b[21] {
-        b'+' => 1,
-        b'-' => -1,
-        _ => return None,
-    };
-    let oh = digits(b, 22, 2)?;
-    let om = digits(b, 24, 2)?;
-    #[allow(clippy::cast_possible_truncation)] // reason: position in a 12-element array
-    let local = civil_secs(i64::from(y), mo as u32 + 1, d, h, mi, s)?;
-    Some(local - sign * i64::from(oh * 3600 + om * 60))
+    let s = std::str::from_utf8(b).ok()?;
+    let parsed = strtime::parse(CLF_LAYOUT, s).ok()?;
+    // The layout requires every field and the offset: a full instant.
+    parsed.to_timestamp().ok().map(floor_second)
 }
 
-/// `2000-10-10T13:55:36[.123][Z|±hh:mm|±hhmm]` (or a space for `T`; no offset = UTC).
+/// `2000-10-10T13:55:36[.123][Z|±hh:mm|±hhmm|±hh]` (`T`, `t` or a space between date
+/// and time) → seconds since the epoch; no offset is UTC. `None` when it is not RFC 3339
+/// (or its ISO 8601 cousins jiff reads) or names no real date or time. A leap second
+/// (`:60`) reads as `:59`.
+///
+/// ```
+/// use cachet_sim::logfmt::parse_rfc3339;
+///
+/// assert_eq!(parse_rfc3339("2000-10-10T13:55:36-07:00"), Some(971_211_336));
+/// assert_eq!(parse_rfc3339("2000-10-10 20:55:36"), Some(971_211_336)); // no offset: UTC
+/// assert_eq!(parse_rfc3339("2001-02-29T00:00:00Z"), None); // no such day
+/// ```
 pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    // Date and time with seconds (jiff would also read `2000-10-10` or `…T13:55`).
     let b = s.as_bytes();
-    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
+    if b.len() < 19 || b[13] != b':' || b[16] != b':' {
         return None;
     }
-    if !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
+    let has_offset = s[19..].contains(['Z', 'z', '+', '-']);
+    if has_offset {
+        s.parse::<Timestamp>().ok().map(floor_second)
+    } else {
+        let civil: DateTime = s.parse().ok()?;
+        let ts = civil.to_zoned(TimeZone::UTC).ok()?.timestamp();
+        Some(floor_second(ts))
     }
-    let local = civil_secs(
-        i64::from(digits(b, 0, 4)?),
-        digits(b, 5, 2)?,
-        digits(b, 8, 2)?,
-        digits(b, 11, 2)?,
-        digits(b, 14, 2)?,
-        digits(b, 17, 2)?,
-    )?;
-    let mut rest = &b[19..];
-    if let Some(frac) = rest.strip_prefix(b".") {
-        let n = frac.iter().take_while(|c| c.is_ascii_digit()).count();
-        if n == 0 {
-            return None;
-        }
-        rest = &frac[n..];
-    }
-    let offset = match rest {
-        [] | [b'Z' | b'z'] => 0,
-        [sign @ (b'+' | b'-'), ..] => {
-            let tz = &rest[1..];
-            let (oh, om) = match tz.len() {
-                5 if tz[2] == b':' => (digits(tz, 0, 2)?, digits(tz, 3, 2)?),
-                4 => (digits(tz, 0, 2)?, digits(tz, 2, 2)?),
-                2 => (digits(tz, 0, 2)?, 0),
-                _ => return None,
-            };
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            let o = i64::from(oh * 3600 + om * 60);
-            if *sign == b'+' { o } else { -o }
-        }
-        _ => return None,
-    };
-    Some(local - offset)
 }
 
 /// A time string from a JSON log: epoch digits (optionally with a fraction), RFC 3339, or
@@ -745,7 +686,7 @@ pub fn parse_time_str(s: &str) -> Option<i64> {
         && s.bytes().all(|b| b.is_ascii_digit() || b == b'.')
         && s.bytes().filter(|&b| b == b'.').count() <= 1
     {
-        return s.parse::<f64>().ok().map(epoch_number);
+        return s.parse::<f64>().ok().and_then(epoch_number);
     }
     if let Some(t) = parse_rfc3339(s) {
         return Some(t);
@@ -1009,6 +950,59 @@ mod tests {
     }
 
     #[test]
+    fn calendar_edge_cases() {
+        // Leap days: every 4 years, not every 100, every 400.
+        assert_eq!(parse_rfc3339("2000-02-29T00:00:00Z"), Some(951_782_400));
+        assert_eq!(parse_rfc3339("2024-02-29T23:59:59Z"), Some(1_709_251_199));
+        assert_eq!(parse_rfc3339("1900-02-29T00:00:00Z"), None);
+        assert_eq!(parse_rfc3339("2100-02-29T00:00:00Z"), None);
+        assert_eq!(
+            parse_clf_time(b"29/Feb/2024:12:00:00 +0000"),
+            Some(1_709_208_000)
+        );
+        assert_eq!(parse_clf_time(b"29/Feb/2023:12:00:00 +0000"), None);
+        // Invalid dates and times are rejected, never wrapped into the next month.
+        for bad in [
+            "2025-04-31T00:00:00Z",
+            "2025-13-01T00:00:00Z",
+            "2025-00-10T00:00:00Z",
+            "2025-01-00T00:00:00Z",
+            "2025-01-01T24:00:00Z",
+            "2025-01-01T23:60:00Z",
+            "2025-01-01T00:00:00+99:00",
+            "2025-01-01T00:00:00Q",
+            "2025-01-01",
+            "2025-01-01T10:00",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+        assert_eq!(parse_clf_time(b"31/Apr/2025:00:00:00 +0000"), None);
+        assert_eq!(parse_clf_time(b"10/Foo/2000:13:55:36 -0700"), None);
+        assert_eq!(parse_clf_time(b"10/Oct/2000:13:55:36"), None);
+        // Offsets: the same instant written east and west of UTC, across a date line.
+        let utc = parse_rfc3339("2025-03-01T00:30:00Z");
+        assert_eq!(parse_rfc3339("2025-03-01T09:30:00+09:00"), utc);
+        assert_eq!(parse_rfc3339("2025-02-28T19:30:00-05"), utc);
+        assert_eq!(parse_clf_time(b"28/Feb/2025:19:30:00 -0500"), utc);
+        assert_eq!(parse_clf_time(b"01/Mar/2025:05:15:00 +0445"), utc);
+        // A leap second reads as :59 (jiff's rule); a fraction before 1970 rounds down.
+        assert_eq!(
+            parse_rfc3339("2016-12-31T23:59:60Z"),
+            parse_rfc3339("2016-12-31T23:59:59Z")
+        );
+        assert_eq!(parse_rfc3339("1969-12-31T23:59:59.5Z"), Some(-1));
+        // Formatting: UTC, whole seconds, the NCSA month names.
+        assert_eq!(format_clf(951_782_400), "29/Feb/2000:00:00:00 +0000");
+        assert_eq!(format_clf(-1), "31/Dec/1969:23:59:59 +0000");
+        assert_eq!(format_rfc3339(1_709_251_199), "2024-02-29T23:59:59Z");
+        // Epoch numbers beyond the years -9999..=9999 are not times; formatting clamps.
+        assert_eq!(parse_time_str("99999999999999999"), None);
+        assert_eq!(parse_time_str("1740787200000"), Some(1_740_787_200));
+        assert!(format_rfc3339(i64::MAX).starts_with("9999-12-"));
+        assert!(!format_clf(i64::MIN).is_empty());
+    }
+
+    #[test]
     fn cache_control_detection() {
         assert!(is_cache_control("public, max-age=300"));
         assert!(is_cache_control("Private"));
@@ -1054,6 +1048,16 @@ mod tests {
             #[test]
             fn rfc3339_round_trips(secs in -62_135_596_800i64..253_402_300_799) {
                 prop_assert_eq!(parse_rfc3339(&format_rfc3339(secs)), Some(secs));
+            }
+
+            #[test]
+            fn clf_round_trips(secs in -62_135_596_800i64..253_402_300_799) {
+                prop_assert_eq!(parse_clf_time(format_clf(secs).as_bytes()), Some(secs));
+            }
+
+            #[test]
+            fn time_strings_never_panic(s in "[0-9A-Za-z/:.+ \\[\\]-]{0,40}") {
+                let _ = parse_time_str(&s);
             }
         }
     }

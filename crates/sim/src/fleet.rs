@@ -2,17 +2,18 @@
 //!
 //! Each fleet holds two copies of its N edge nodes, fed the same requests: one whose
 //! misses go to the origin, one whose misses go to S shield nodes chosen by Envoy's
-//! `ring_hash` load balancer on the cache key. Every node is the single-node replay's
-//! cache ([`ByteLru`]) filled by the same code ([`super::replay::serve`] and
-//! [`super::replay::fill`]), so `Policy::plan`, `Policy::storability`, TTL, grace and keep
-//! decide alike on one node and in a fleet. The model is documented in
+//! `ring_hash` load balancer on the shard field's value ([`request_hash`]). Every node is
+//! the single-node replay's cache ([`ByteLru`]) filled by the same code (`replay::serve`
+//! and `replay::fill`, internal), so `Policy::plan`, `Policy::storability`, TTL, grace and
+//! keep decide alike on one node and in a fleet. The model is documented in
 //! `docs/fleet.md` ("Simulating a fleet").
 
 use cachet_policy::Storability;
+use cachet_policy::object::shard_value;
 use xxhash_rust::xxh64::xxh64;
 
-use super::lru::{ByteLru, Lifetime, Lookup};
-use super::replay::{Counters, Fetch, fill, serve};
+use crate::lru::{ByteLru, Lifetime, Lookup};
+use crate::replay::{Counters, Fetch, fill, serve};
 
 /// Envoy's `ring_hash` default `minimum_ring_size`: with S equally weighted hosts each gets
 /// ⌈1024 / S⌉ ring entries (Envoy `ring_hash_lb.cc`: `scale = ⌈w_min · min_ring_size⌉ /
@@ -34,10 +35,31 @@ const SWEEP_SECONDS: i64 = 60;
 /// Resident objects a sweep may visit per request replayed since the last one.
 const SWEEP_VISITS_PER_REQUEST: u64 = 4;
 
-/// The hash a request carries to the ring: xxHash64 (seed 0) of the cache key, what
-/// Envoy's route `hash_policy` computes on the header the filter sets to the cache key.
+/// The hash a fill for `cache_key` carries to the shields' ring: xxHash64 (seed 0) of the
+/// **shard field's value**, [`cachet_policy::object::shard_value`] of the plan's primary
+/// cache key (`cachet-obj-<16 hex>`, the value every fill carries in
+/// `[origin].shard_header`, docs/fleet.md), not of the key itself.
+///
+/// Source: the edge route's and the shield cluster's `hash_policy: [{header: {header_name:
+/// x-cachet-shard}}]` in `envoy-filter/fleet/edge.yaml`; Envoy's header hash method
+/// (`HashPolicyImpl`, `HeaderHashMethod`) hashes the header's value with
+/// `HashUtil::xxHash64` (seed 0), which the ring (`RingHashLoadBalancer`) then places.
+///
+/// ```
+/// use cachet_sim::fleet::{request_hash, shard_hash};
+///
+/// let key = "blog.example/entry/1|pc";
+/// let field = cachet_policy::object::shard_value(key); // "cachet-obj-…", sent by every fill
+/// assert_eq!(request_hash(key), shard_hash(&field));
+/// ```
 pub fn request_hash(cache_key: &str) -> u64 {
-    xxh64(cache_key.as_bytes(), 0)
+    shard_hash(&shard_value(cache_key))
+}
+
+/// xxHash64 (seed 0) of a shard field's value, as Envoy's header `hash_policy` hashes a
+/// request that carries it (see [`request_hash`]).
+pub fn shard_hash(shard_field_value: &str) -> u64 {
+    xxh64(shard_field_value.as_bytes(), 0)
 }
 
 /// A consistent-hash ring built as Envoy's `ring_hash` load balancer builds it with equal
@@ -93,7 +115,8 @@ pub fn shield_names(n: usize) -> Vec<String> {
 }
 
 /// How requests are spread over the edge nodes (`--balance`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Balance {
     /// Request i of the log goes to edge i mod N (Envoy's default `round_robin` with
@@ -338,6 +361,73 @@ mod tests {
 
     fn keys() -> impl Iterator<Item = u64> {
         (0..20_000u32).map(|k| request_hash(&format!("blog.example/blog/x/entry/{k}|pc")))
+    }
+
+    /// `shard_value("blog.example/entry/1|pc")` (`cachet_policy::object::shard_value`).
+    const PINNED_SHARD_VALUE: &str = "cachet-obj-bd0d9a0617452a2a";
+    /// xxHash64 (seed 0) of [`PINNED_SHARD_VALUE`]: what Envoy's ring looks up.
+    const PINNED_REQUEST_HASH: u64 = 0x1869_3bd6_5430_d3e6;
+
+    /// The fleet example's edge configuration (docs/fleet.md): the Envoy routes and
+    /// clusters that choose a shield.
+    const EDGE_YAML: &str = include_str!("../../../envoy-filter/fleet/edge.yaml");
+
+    #[test]
+    fn envoy_hashes_the_shard_field_and_nothing_else() {
+        // Every `hash_policy` of the example (the route's, for router fills, and the
+        // shield cluster's, for callouts) is one header hash on `x-cachet-shard`, the
+        // field `request_hash` models; the edge's config names that field.
+        let lines: Vec<&str> = EDGE_YAML.lines().map(str::trim).collect();
+        let policies: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i] == "hash_policy:")
+            .collect();
+        assert_eq!(policies.len(), 2, "the route's and the cluster's");
+        for i in policies {
+            assert_eq!(lines[i + 1], "- header: { header_name: x-cachet-shard }");
+            assert!(!lines[i + 2].starts_with('-'), "one hash method only");
+        }
+        assert!(EDGE_YAML.contains(r#""shard_header": "x-cachet-shard""#));
+    }
+
+    #[test]
+    fn the_ring_hash_is_the_shard_fields_value_a_fill_carries() {
+        use cachet_policy::{Policy, RequestView};
+        let policy = Policy::from_toml(
+            "[origin]\nurl = \"http://origin.example\"\nshard_header = \"x-cachet-shard\"\n\n\
+             [[routes]]\nname = \"blog\"\npath_prefix = \"/\"\nttl = \"60s\"\n",
+        )
+        .expect("valid config");
+        let view = RequestView {
+            method: "GET",
+            scheme: "https",
+            host: Some("blog.example"),
+            path_and_query: "/entry/1?utm_source=x",
+            ..RequestView::default()
+        };
+        let plan = policy.plan(&view, std::time::SystemTime::UNIX_EPOCH);
+        assert!(!plan.cache_key.is_empty(), "a cacheable request");
+        // What the edge really sends to the shields (`cachet_http::fill`), whose value
+        // Envoy's header hash policy hashes.
+        let fields = cachet_http::fill::request_fields(&policy, &plan, &[], None);
+        let sent: Vec<&[u8]> = fields
+            .iter()
+            .filter(|(n, _)| n == "x-cachet-shard")
+            .map(|(_, v)| v.as_slice())
+            .collect();
+        assert_eq!(sent.len(), 1, "{fields:?}");
+        assert_eq!(request_hash(&plan.cache_key), xxh64(sent[0], 0));
+        // The value, not the cache key: the two hashes differ (and so do the shields).
+        assert_ne!(
+            request_hash(&plan.cache_key),
+            xxh64(plan.cache_key.as_bytes(), 0)
+        );
+        // Pinned: the shard value of one key and Envoy's xxHash64 of it (seed 0; the
+        // empty input's hash is xxHash64's published test vector).
+        assert_eq!(xxh64(b"", 0), 0xef46_db37_51d8_e999);
+        let key = "blog.example/entry/1|pc";
+        assert_eq!(shard_value(key), PINNED_SHARD_VALUE);
+        assert_eq!(request_hash(key), PINNED_REQUEST_HASH);
+        assert_eq!(shard_hash(PINNED_SHARD_VALUE), PINNED_REQUEST_HASH);
     }
 
     #[test]

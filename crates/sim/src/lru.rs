@@ -137,6 +137,11 @@ impl ByteLru {
         self.index.len()
     }
 
+    /// Whether no object is resident.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
     /// Per-tag figures, indexed by tag.
     pub fn tags(&self) -> &[TagStats] {
         &self.tags
