@@ -42,6 +42,15 @@ impl Host for ProxyWasm {
     fn now(&self) -> SystemTime {
         hc::get_current_time().unwrap_or(UNIX_EPOCH)
     }
+    /// Eight bytes of WASI `random_get` per draw (`getrandom`, as the edge app draws). A
+    /// failed draw is 0 (a predictable slot-hash key, still one for every worker).
+    fn random(&self) -> u64 {
+        let mut b = [0u8; 8];
+        match getrandom::getrandom(&mut b) {
+            Ok(()) => u64::from_le_bytes(b),
+            Err(_) => 0,
+        }
+    }
     fn log(&self, level: LogLevel, msg: &str) {
         let level = match level {
             LogLevel::Info => abi::LogLevel::Info,

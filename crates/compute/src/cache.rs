@@ -117,7 +117,7 @@ pub(crate) fn cached<H: Host>(
     match out? {
         Finished::Out(out, refresh) => Ok(Outcome {
             after: refresh.map(|refresh| {
-                Box::new(Job {
+                Box::new(Refresh {
                     refresh,
                     req: req.without_body(),
                 })
@@ -457,13 +457,13 @@ fn entry<'e>(e: &'e CoreEntry, meta: &'e Meta, md: &'e [u8]) -> Entry<'e> {
 
 /// A refresh that runs after the client's response has been sent, holding the core
 /// cache's obligation for the key (other requests are served the cached copy meanwhile).
-pub(crate) struct Job<H: Host> {
+pub(crate) struct Refresh<H: Host> {
     refresh: Background<H::Tx, Box<Meta>>,
     /// The client's request (without body), planned again for the refresh.
     req: ClientRequest<H::Body>,
 }
 
-impl<H: Host> Job<H> {
+impl<H: Host> Refresh<H> {
     /// Runs the refresh (`cachet_http::exchange::Exchange::refresh`) and records what it
     /// did.
     pub fn run(self, cx: Ctx<'_, H>, f: &mut Access) {

@@ -35,9 +35,9 @@ use cachet_policy::inforce::{self, ConfigStatus, InForce};
 use cachet_policy::{Decision, PassReason, Policy, PolicyError};
 use cachet_refresh::retry_after_secs;
 
-use crate::cache::Job;
+use crate::cache::Refresh;
 use crate::host::{Fields, Host};
-use crate::origin::Origin;
+use crate::origin::Upstream;
 use crate::sandbox::Sandbox;
 
 /// Name of the config store holding the `config` key (TOML text).
@@ -181,7 +181,7 @@ pub(crate) struct Outcome<H: Host> {
     /// The response for the client.
     pub resp: Response<H::Body>,
     /// Work after the response is sent.
-    pub after: Option<Box<Job<H>>>,
+    pub after: Option<Box<Refresh<H>>>,
 }
 
 impl<H: Host> From<Response<H::Body>> for Outcome<H> {
@@ -193,7 +193,7 @@ impl<H: Host> From<Response<H::Body>> for Outcome<H> {
 /// One request's state after its response: the access record and the work left.
 pub struct Pending<H: Host> {
     access: Access,
-    after: Option<Box<Job<H>>>,
+    after: Option<Box<Refresh<H>>>,
     /// When the request arrived ([`Host::monotonic`]), for `total_ms`.
     arrived: std::time::Duration,
 }
@@ -204,7 +204,7 @@ pub(crate) struct Ctx<'a, H: Host> {
     pub host: &'a H,
     pub policy: &'a Policy,
     pub status: &'a ConfigStatus,
-    pub origin: &'a Origin<H::Backend>,
+    pub origin: &'a Upstream<H::Backend>,
 }
 
 impl<H: Host> Clone for Ctx<'_, H> {

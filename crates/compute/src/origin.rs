@@ -52,12 +52,12 @@ impl<K> Tier<K> {
 /// This instance's tier and origin backend, decided once per policy of an instance
 /// (`sandbox::Sandbox::origin`): a reused instance asks for its shield and registers its
 /// dynamic backend once.
-pub(crate) struct Origin<K> {
+pub(crate) struct Upstream<K> {
     pub tier: Tier<K>,
     dynamic: OnceCell<Result<K, String>>,
 }
 
-impl<K: Clone> Origin<K> {
+impl<K: Clone> Upstream<K> {
     /// The tier from `[edge].shield` (`fastly::shielding::Shield`).
     pub fn new<H: Host<Backend = K>>(host: &H, policy: &Policy) -> Self {
         let edge = &policy.config().edge;

@@ -29,7 +29,7 @@ use cachet_policy::inforce::{self, InForce};
 use cachet_policy::{Policy, PolicyError};
 
 use crate::host::Host;
-use crate::origin::Origin;
+use crate::origin::Upstream;
 use crate::{CONFIG_STORE, CONFIGURED_FROM, load_policy_text};
 
 /// How long an instance serves, from `[edge]` (the defaults when the configuration does
@@ -61,7 +61,7 @@ pub struct Sandbox<K> {
     /// Requests begun in this instance.
     served: u64,
     /// The origin tier and backends of the policy in force, made on first use.
-    origin: OnceCell<Origin<K>>,
+    origin: OnceCell<Upstream<K>>,
 }
 
 impl<K> std::fmt::Debug for Sandbox<K> {
@@ -194,8 +194,8 @@ impl<K: Clone> Sandbox<K> {
     /// The origin tier of the policy in force (`[edge].shield`, the dynamic backend of
     /// `[origin]`), made once per policy: a reused instance neither asks for its shield
     /// nor registers its backend again.
-    pub(crate) fn origin<H: Host<Backend = K>>(&self, host: &H, policy: &Policy) -> &Origin<K> {
-        self.origin.get_or_init(|| Origin::new(host, policy))
+    pub(crate) fn origin<H: Host<Backend = K>>(&self, host: &H, policy: &Policy) -> &Upstream<K> {
+        self.origin.get_or_init(|| Upstream::new(host, policy))
     }
 
     /// Policies this instance built itself so far: 0 while it serves the prebuilt

@@ -253,6 +253,28 @@ pub enum Fleet {
     Write(FleetWrite),
 }
 
+/// The log entry a fleet node writes for `POST /.cachet/ban`'s `body`, and what it
+/// answers once etcd accepted it.
+///
+/// # Errors
+/// The body is not a ban expression (`400`).
+fn ban_entry(body: &[u8]) -> Result<(Vec<NewEntry>, Pending), AdminError> {
+    let b = admin::ban_body(body)?;
+    let (expr, lurker_friendly) = bans::parse_ban(b).map_err(AdminError::BadRequest)?;
+    let entry = NewEntry {
+        kind: Kind::Ban,
+        expr: expr.clone(),
+        key: None,
+        lurker_friendly,
+        at_ms: None,
+    };
+    let pending = Pending::Ban {
+        expr,
+        lurker_friendly,
+    };
+    Ok((vec![entry], pending))
+}
+
 /// Handles one admin call in fleet mode at `now_ms`: the same contract as [`handle`]
 /// (routing, then the token, then the call's limits; `max_bans` counted on this node's
 /// copy of the fleet log), but bans and purges become one etcd transaction under
@@ -285,26 +307,10 @@ pub fn handle_fleet(
             let r = cachet_http::reply::admin(200, admin::list_body(&log));
             return Fleet::Reply(r, Effects::default());
         }
-        AdminCall::AddBan => {
-            let parsed = admin::ban_body(body)
-                .and_then(|b| bans::parse_ban(b).map_err(AdminError::BadRequest));
-            let (expr, lurker_friendly) = match parsed {
-                Ok(p) => p,
-                Err(e) => return refused(e),
-            };
-            let entry = NewEntry {
-                kind: Kind::Ban,
-                expr: expr.clone(),
-                key: None,
-                lurker_friendly,
-                at_ms: None,
-            };
-            let pending = Pending::Ban {
-                expr,
-                lurker_friendly,
-            };
-            (vec![entry], pending)
-        }
+        AdminCall::AddBan => match ban_entry(body) {
+            Ok(p) => p,
+            Err(e) => return refused(e),
+        },
         AdminCall::Purge => match purge_entries(req) {
             Ok((new, _, out)) if new.is_empty() => {
                 let r = answer(200, &serde_json::Value::Object(out));

@@ -36,18 +36,19 @@ pub struct Wanted {
     pub early: EarlyRefresh,
 }
 
-/// Which tier served a hit.
+/// Which level of the two-tier cache served a hit (L1: the worker's own, L2: shared by
+/// every worker). Named apart from a fleet's edge and shield tiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tier {
+pub enum Level {
     /// The worker's in-VM tier.
     Local,
     /// The shared-data tier.
     Shared,
 }
 
-/// An object found by [`Cache::find`].
+/// An object [`Cache::find`] located, with what this request makes of it.
 #[derive(Debug, Clone)]
-pub struct Found {
+pub struct Located {
     /// The object (shared with the in-VM tier).
     pub obj: Rc<StoredObject>,
     /// Its state for this request (`Fresh`, `RefreshAhead`, `Stale`, `Expired`).
@@ -60,7 +61,7 @@ pub struct Found {
     /// (the one soft-purge rule of both platforms, issue 27 item 10).
     pub soft_purged: bool,
     /// Where it was found.
-    pub tier: Tier,
+    pub level: Level,
 }
 
 /// The request's variant cannot be keyed (a varying field's value over the bound,
@@ -232,7 +233,7 @@ impl Cache {
         sd: &dyn SharedData,
         want: &mut Wanted,
         now: Timestamp,
-    ) -> Result<Option<Found>, Unkeyable> {
+    ) -> Result<Option<Located>, Unkeyable> {
         let mut marker = None;
         let mut found = self.lookup(sd, want, now, &mut marker);
         if found.is_none() {
@@ -299,7 +300,7 @@ impl Cache {
         want: &Wanted,
         now: Timestamp,
         marker: &mut Option<Rc<StoredObject>>,
-    ) -> Option<Found> {
+    ) -> Option<Located> {
         let local = match self.local.get(&want.key) {
             Some(o) if o.h.meta.is_vary_marker() => {
                 *marker = Some(o);
@@ -311,12 +312,12 @@ impl Cache {
         if let Some(obj) = local {
             match self.classify(&obj, want, now) {
                 Some((fresh, times, soft_purged)) => {
-                    let found = Found {
+                    let found = Located {
                         obj,
                         fresh,
                         times,
                         soft_purged,
-                        tier: Tier::Local,
+                        level: Level::Local,
                     };
                     if fresh == Freshness::Fresh && !soft_purged {
                         return Some(found);
@@ -343,12 +344,12 @@ impl Cache {
         let obj = Rc::new(shared);
         if let Some((fresh, times, soft_purged)) = c {
             self.counts.local_evictions += self.local.put(Rc::clone(&obj));
-            return Some(Found {
+            return Some(Located {
                 obj,
                 fresh,
                 times,
                 soft_purged,
-                tier: Tier::Shared,
+                level: Level::Shared,
             });
         }
         best

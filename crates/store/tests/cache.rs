@@ -9,7 +9,7 @@ use cachet_refresh::{EarlyRefresh, Freshness, Timestamp};
 use std::rc::Rc;
 
 use cachet_http::fill::{self, Filled};
-use cachet_store::cache::{Cache, Counts, Tier, Wanted};
+use cachet_store::cache::{Cache, Counts, Level, Wanted};
 use cachet_store::tier::StoredObject;
 use cachet_store::{MemoryStore, bans};
 
@@ -117,14 +117,14 @@ fn a_fill_is_found_by_this_worker_locally_and_by_another_in_the_shared_tier() {
         .find(&sd, &mut req, later)
         .expect("keyable")
         .expect("stored");
-    assert_eq!((here.tier, here.fresh), (Tier::Local, Freshness::Fresh));
+    assert_eq!((here.level, here.fresh), (Level::Local, Freshness::Fresh));
     let there = w2
         .find(&sd, &mut req, later)
         .expect("keyable")
         .expect("stored");
     assert_eq!(
-        (there.tier, there.obj.body.as_slice()),
-        (Tier::Shared, &b"body"[..])
+        (there.level, there.obj.body.as_slice()),
+        (Level::Shared, &b"body"[..])
     );
     // The running totals behind the gauges are added on the tick, not per insert.
     assert_eq!(w1.take_counts().objects, None, "not yet reported");

@@ -89,6 +89,9 @@ pub enum Action {
 pub trait Host {
     /// Wall clock (`proxy_get_current_time_nanoseconds`).
     fn now(&self) -> SystemTime;
+    /// 64 random bits from the platform (WASI `random_get`): the slot-hash key, etcd
+    /// entry suffixes. Every draw the worker makes goes through this port.
+    fn random(&self) -> u64;
     /// One log line (`proxy_log`).
     fn log(&self, level: LogLevel, msg: &str);
     /// A shared-data value and its CAS token (`proxy_get_shared_data`).
@@ -153,6 +156,9 @@ struct Detached;
 impl Host for Detached {
     fn now(&self) -> SystemTime {
         UNIX_EPOCH
+    }
+    fn random(&self) -> u64 {
+        0
     }
     fn log(&self, _: LogLevel, _: &str) {}
     fn shared_get(&self, _: &str) -> (Option<Vec<u8>>, Option<u32>) {
@@ -225,6 +231,11 @@ fn with<R>(f: impl FnOnce(&dyn Host) -> R) -> R {
 /// host refuses (never seen).
 pub fn now() -> SystemTime {
     with(|h| h.now())
+}
+
+/// 64 random bits from the platform ([`Host::random`]).
+pub fn random_u64() -> u64 {
+    with(|h| h.random())
 }
 
 /// Milliseconds since the Unix epoch of [`now`].

@@ -34,6 +34,8 @@ type Sent = (u16, Vec<(String, String)>, Vec<u8>);
 #[derive(Default)]
 struct Fake {
     now_ms: Cell<u64>,
+    /// The last random draw ([`Host::random`]).
+    draws: Cell<u64>,
     shared: cachet_store::MemoryStore,
     maps: RefCell<HashMap<u32, Pairs>>,
     buffers: RefCell<HashMap<u32, Vec<u8>>>,
@@ -78,6 +80,12 @@ impl Fake {
 }
 
 impl Host for Fake {
+    fn random(&self) -> u64 {
+        // Deterministic draws: the tests replay.
+        let n = self.draws.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.draws.set(n);
+        n
+    }
     fn now(&self) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(self.now_ms.get())
     }

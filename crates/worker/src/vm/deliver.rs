@@ -66,17 +66,23 @@ impl Vm {
         drop(h);
         drop(scratch);
         if let Some(w) = ws.as_mut() {
-            let m = self.m();
-            let draw = u32::try_from(self.cache.borrow_mut().draw() >> 32).unwrap_or(0);
-            match w.reset(draw) {
-                // The gauge is written when it moves (a host call per hit otherwise).
-                Ok(r) if r.watermark as u64 != self.watermark.get() => {
-                    self.watermark.set(r.watermark as u64);
-                    Metrics::set(m.workspace_watermark, r.watermark as u64);
-                }
-                Ok(_) => {}
-                Err(_) => Metrics::inc(m.workspace_violations),
+            self.reset_workspace(w);
+        }
+    }
+
+    /// Clears the per-request workspace to its high watermark (a sampled draw decides
+    /// when the watermark moves); the gauge is written when it moves (a host call per hit
+    /// otherwise).
+    fn reset_workspace(&self, w: &mut Workspace) {
+        let m = self.m();
+        let draw = u32::try_from(self.cache.borrow_mut().draw() >> 32).unwrap_or(0);
+        match w.reset(draw) {
+            Ok(r) if r.watermark as u64 != self.watermark.get() => {
+                self.watermark.set(r.watermark as u64);
+                Metrics::set(m.workspace_watermark, r.watermark as u64);
             }
+            Ok(_) => {}
+            Err(_) => Metrics::inc(m.workspace_violations),
         }
     }
 }

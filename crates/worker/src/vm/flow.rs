@@ -125,7 +125,7 @@ pub(super) struct Flow {
     /// The request's own edits for the upstream (device header, normalized `:path`).
     forward: Forward,
     pub(super) stage: Stage,
-    tier: Tier,
+    level: Level,
     answer: Option<Answer>,
     /// When its fetch was sent (ms).
     started_ms: u64,
@@ -167,13 +167,13 @@ impl Flow {
     /// The flow of stream `ctx`'s request `job`, planned as `plan` at `at`.
     #[allow(
         clippy::too_many_arguments,
-        reason = "the request's whole context: stream, policy, plan, job, client, edits, clock, seed"
+        reason = "the request's whole context: stream, policy, plan, lookup, client, edits, clock, seed"
     )]
     pub(super) fn new(
         ctx: u32,
         p: &Policy,
         plan: &Plan<'_>,
-        job: Job,
+        (job, want): (Rc<Job>, Wanted),
         client: Client,
         forward: Forward,
         at: SystemTime,
@@ -181,19 +181,19 @@ impl Flow {
     ) -> Self {
         let now = Timestamp::from_system_time(at);
         let ex = {
-            let cx = context(p, plan, &client, &job.want.fields);
+            let cx = context(p, plan, &client, &want.fields);
             Exchange::new(cx, now, seed)
         };
         Self {
             ex,
             ctx,
-            want: job.want.clone(),
-            job: Rc::new(job),
+            want,
+            job,
             client,
             at,
             forward,
             stage: Stage::Deciding,
-            tier: Tier::Local,
+            level: Level::Local,
             answer: None,
             started_ms: 0,
             collapsed: false,
@@ -314,7 +314,7 @@ impl Vm {
             None
         };
         if let Some(x) = &found {
-            f.tier = x.tier;
+            f.level = x.level;
         }
         let hold = Hold {
             found: found.as_ref().map(|x| Rc::clone(&x.obj)),
@@ -583,11 +583,11 @@ impl Vm {
         let mut f = flow.borrow_mut();
         let status = if f.refused { CacheStatus::Pass } else { status };
         // A MISS was counted when its fetch was sent.
-        let counted = match (status, f.tier) {
+        let counted = match (status, f.level) {
             (CacheStatus::Miss, _) => None,
             (CacheStatus::Stale, _) => Some(metrics.stale),
             (CacheStatus::Pass, _) => Some(metrics.passes),
-            (_, Tier::Local) => Some(metrics.hits_local),
+            (_, Level::Local) => Some(metrics.hits_local),
             _ => Some(metrics.hits_shared),
         };
         if let Some(id) = counted {
@@ -661,7 +661,7 @@ impl Vm {
             at: f.at,
             forward: Forward::default(),
             stage: Stage::Deciding,
-            tier: Tier::Local,
+            level: Level::Local,
             answer: None,
             started_ms: 0,
             collapsed: false,

@@ -14,7 +14,7 @@ use cachet_policy::inforce::{self, ConfigStatus, InForce, Source};
 use cachet_policy::object;
 use cachet_policy::{Config, Decision, Plan, Policy, PolicyError, Synth};
 use cachet_refresh::{CollapseConfig, Parked, Refused, Timestamp, WaitQueue, retry_after_secs};
-use cachet_store::cache::{Cache, Counts, Tier, Wanted};
+use cachet_store::cache::{Cache, Counts, Level, Wanted};
 use cachet_workspace::Workspace;
 
 use crate::admin::{self, AdminRequest};
@@ -77,15 +77,13 @@ impl WorkerError {
 /// What the client asked for that shapes the answer (`cachet_http::Client`).
 pub use cachet_http::Client;
 
-/// What an origin fetch needs after the request callback returned: the request inputs
-/// (to re-plan, so the filter never builds a `Plan` by hand) and what the cache looks up
-/// (`cachet_store::cache::Wanted`).
-#[derive(Debug, Clone)]
+/// What a flow plans from after the request callback returned: the request inputs (the
+/// same plan again at the request's own time, so the filter never builds a `Plan` by
+/// hand).
+#[derive(Debug)]
 pub struct Job {
     /// The request fields the policy plans from.
     inputs: cachet_http::Inputs,
-    /// Key, slot, target, request fields, early refresh.
-    want: Wanted,
 }
 
 impl Job {
@@ -304,8 +302,17 @@ impl Vm {
         if status.in_force == Source::Configured {
             LAST_GOOD.with(|g| *g.borrow_mut() = Some(Rc::clone(&policy)));
         }
+        self.apply(&policy, workspace, status.rejected.is_some());
+        *self.policy.borrow_mut() = Some(policy);
+        *self.config_status.borrow_mut() = Some(status);
+        true
+    }
+
+    /// Sets this VM up for `policy`: a new cache (tiers sized by `[envoy]`), the collapsing
+    /// bounds, the workspace, the tick, the metrics; logs what it set up.
+    fn apply(&self, policy: &Policy, workspace: Workspace, rejected: bool) {
         let cfg = policy.config();
-        let key = cachet_store::tier::hash_key(&HostData, [random_u64(), random_u64()]);
+        let key = cachet_store::tier::hash_key(&HostData, [host::random_u64(), host::random_u64()]);
         *self.cache.borrow_mut() = Cache::new(
             cfg.envoy.shared_bytes,
             cfg.envoy.local_bytes,
@@ -316,10 +323,7 @@ impl Vm {
         *self.ws.borrow_mut() = Some(workspace);
         host::set_tick(cfg.envoy.tick.0);
         self.metrics.set(Metrics::define());
-        Metrics::set(
-            self.m().config_rejected,
-            u64::from(status.rejected.is_some()),
-        );
+        Metrics::set(self.m().config_rejected, u64::from(rejected));
         host::log(
             LogLevel::Info,
             &format!(
@@ -331,9 +335,6 @@ impl Vm {
                 cfg.envoy.tick.0
             ),
         );
-        *self.policy.borrow_mut() = Some(policy);
-        *self.config_status.borrow_mut() = Some(status);
-        true
     }
 
     fn policy(&self) -> Option<Rc<Policy>> {
@@ -398,15 +399,6 @@ impl Vm {
 #[cfg(test)]
 pub(crate) fn forget_last_good() {
     LAST_GOOD.with(|g| *g.borrow_mut() = None);
-}
-
-/// 64 random bits from the platform (std's `RandomState` is seeded from WASI
-/// `random_get`, which Envoy implements).
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(host::now_ms());
-    h.finish()
 }
 
 fn status_of(headers: &[(String, Vec<u8>)]) -> Option<u16> {

@@ -97,8 +97,23 @@ impl Http {
         if let Some(admin_path) = cachet_policy::admin::admin_path(&path) {
             return self.admin_headers(&p, &headers, method, &admin_path, end_of_stream);
         }
+        self.plan_request(&p, headers, &method, &path, (end_of_stream, edge_tier))
+    }
+
+    /// Plans a request that is not an admin call and answers it (synthesized), passes it,
+    /// or starts its cacheable flow. `framing`: whether the headers ended the stream, and
+    /// whether it comes from a fleet edge to this shield.
+    fn plan_request(
+        &mut self,
+        p: &Policy,
+        headers: Vec<(String, Vec<u8>)>,
+        method: &str,
+        path: &str,
+        (end_of_stream, edge_tier): (bool, bool),
+    ) -> crate::host::Action {
+        use crate::host::Action;
         let at = host::now();
-        let mut inputs = cachet_http::Inputs::read(&method, "http", &path, headers.as_slice());
+        let mut inputs = cachet_http::Inputs::read(method, "http", path, headers.as_slice());
         // Envoy may take the body's framing fields off the header map; the stream says
         // whether content follows (a "fat GET" is passed: `PassReason::Body`).
         inputs.has_body |= !end_of_stream;
@@ -111,7 +126,7 @@ impl Http {
             "https".clone_into(&mut inputs.scheme);
             plan = p.plan(&inputs.view(), at);
         }
-        self.client = Client::read(&method, headers.as_slice());
+        self.client = Client::read(method, headers.as_slice());
         self.client.keep_surrogate = edge_tier;
         self.forward = Forward {
             device: Some(plan.device),
@@ -124,14 +139,15 @@ impl Http {
                 return Action::Pause;
             }
             Decision::Pass(_) => {
-                if cachet_http::invalidate::invalidates(&method) {
-                    self.unsafe_target = Some((
-                        method.clone(),
+                if cachet_http::invalidate::invalidates(method) {
+                    let target = (
+                        method.to_owned(),
                         plan.host.to_string(),
                         plan.target.to_string(),
-                    ));
+                    );
+                    self.unsafe_target = Some(target);
                 }
-                return self.pass(&p);
+                return self.pass(p);
             }
             Decision::Cache => {}
         }
@@ -143,32 +159,32 @@ impl Http {
             early: p.early_refresh(&plan),
         };
         drop(plan);
-        let job = Job { inputs, want };
+        self.start_flow(p, (Rc::new(Job { inputs }), want), at)
+    }
+
+    /// A cacheable request: its flow (`cachet_http::exchange`) starts here.
+    fn start_flow(
+        &mut self,
+        p: &Policy,
+        (job, want): (Rc<Job>, Wanted),
+        at: SystemTime,
+    ) -> crate::host::Action {
         // The fill's plan (a `GET`'s), made at the same time: what the exchange reads.
-        let fill_plan = job.plan(&p, at);
-        let flow = Flow::new(
-            self.ctx,
-            &p,
-            &fill_plan,
-            job.clone(),
-            self.client.clone(),
-            std::mem::take(&mut self.forward),
-            at,
-            self.vm.cache.borrow_mut().draw(),
-        );
+        let fill_plan = job.plan(p, at);
+        let seed = self.vm.cache.borrow_mut().draw();
+        let forward = std::mem::take(&mut self.forward);
+        let client = self.client.clone();
+        let lookup = (Rc::clone(&job), want);
+        let flow = Flow::new(self.ctx, p, &fill_plan, lookup, client, forward, at, seed);
         let flow = Rc::new(RefCell::new(flow));
         self.flow = Some(Rc::clone(&flow));
         self.phase = Phase::Cached;
-        match (self.vm).drive(
-            &p,
-            &fill_plan,
-            &flow,
-            cachet_http::exchange::Event::Start,
-            Via::Request,
-            at,
-        ) {
-            Go::Upstream | Go::Downstream => Action::Continue,
-            Go::Paused => Action::Pause,
+        let start = cachet_http::exchange::Event::Start;
+        let go = (self.vm).drive(p, &fill_plan, &flow, start, Via::Request, at);
+        self.vm.run_wakes();
+        match go {
+            Go::Upstream | Go::Downstream => crate::host::Action::Continue,
+            Go::Paused => crate::host::Action::Pause,
         }
     }
 
@@ -305,7 +321,7 @@ impl Http {
         let envoy = &p.config().envoy;
         if !envoy.etcd_cluster.is_empty() {
             let now_ms = host::now_ms();
-            let (prefix, suffix) = (&envoy.etcd_prefix, random_u64());
+            let (prefix, suffix) = (&envoy.etcd_prefix, host::random_u64());
             match admin::handle_fleet(&HostData, p, &req, &self.body, now_ms, prefix, suffix) {
                 admin::Fleet::Reply(r, fx) => {
                     admin::count(&self.vm.m(), fx);
