@@ -1,8 +1,8 @@
 //! Cachet's storage protocols over a compare-and-swap key-value store: the shared object
 //! tier and the in-VM tier in front of it ([`tier`]), one worker's lookups, fills and
 //! lurker over both ([`cache`]), the collapsing locks ([`locks`]) and the shared ban log
-//! with each worker's replica ([`bans`]), and the filter's setup from its plugin
-//! configuration ([`plugin`]).
+//! with each worker's replica ([`bans`]). Storage only: the flow is `cachet_http::exchange`'s,
+//! the admin API and the plug-in set-up are the worker's.
 //!
 //! In Envoy the store is proxy-wasm shared data (one per Envoy process, seen by every
 //! worker's VM); the filter implements [`SharedData`] over its host calls and nothing
@@ -14,14 +14,12 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-pub mod admin;
 pub mod bans;
 pub mod cache;
-/// The fleet ban log's etcd protocol (`cachet_policy::etcd`), which [`admin`] and [`bans`]
-/// speak in fleet mode.
+/// The fleet ban log's etcd protocol (`cachet_policy::etcd`), which [`bans`] and the
+/// worker's admin API speak in fleet mode.
 pub use cachet_policy::etcd;
 pub mod locks;
-pub mod plugin;
 pub mod tier;
 
 /// A key-value store with per-key compare-and-swap, as proxy-wasm shared data is

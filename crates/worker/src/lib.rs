@@ -18,7 +18,8 @@
 pub mod host;
 pub mod metrics;
 
-mod admin;
+pub mod admin;
+mod plugin;
 mod vm;
 
 use cachet_store::{bans, locks, tier as store};

@@ -1,4 +1,4 @@
-//! The fleet ban-log protocol (`cachet_store::etcd`, `admin::handle_fleet`, `bans::apply_polled`) against a real etcd: two nodes' logs converge, retirement raises the floor, an unreachable etcd accepts nothing.
+//! The fleet ban-log protocol (`cachet_store::etcd`, `cachet_worker::admin::api::handle_fleet`, `bans::apply_polled`) against a real etcd: two nodes' logs converge, retirement raises the floor, an unreachable etcd accepts nothing.
 //!
 //! etcd is `$CACHET_ETCD` (scripts/test installs Debian's `etcd-server` and sets it); without
 //! it, outside CI, the tests say so and return, as the real-Envoy tests do. Each test starts
@@ -12,9 +12,9 @@
 
 use cachet_envoy_host_tests::etcd;
 use cachet_policy::{Config, Policy};
-use cachet_store::admin::{self, AdminRequest, Fleet};
 use cachet_store::etcd::{self as protocol, DEFAULT_PREFIX};
 use cachet_store::{MemoryStore, bans};
+use cachet_worker::admin::api::{self as admin, AdminRequest, Fleet};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 

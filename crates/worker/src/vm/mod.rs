@@ -266,7 +266,7 @@ impl Vm {
     pub fn configure(&self, size: usize) -> bool {
         let bytes = host::plugin_configuration(size);
         let mut workspace = None;
-        let configured = cachet_store::plugin::setup(bytes.as_deref()).map(|s| {
+        let configured = crate::plugin::setup(bytes.as_deref()).map(|s| {
             workspace = Some(s.workspace);
             Rc::new(s.policy)
         });

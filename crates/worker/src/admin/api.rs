@@ -1,6 +1,6 @@
 //! The admin API (`/.cachet/ban`, `/.cachet/bans`, `/.cachet/purge`, and
 //! `/.cachet/config`: [`config_call`]) over the shared ban
-//! log ([`crate::bans`]): the Envoy filter's, with the edge app's contract.
+//! log (`cachet_store::bans`): the Envoy filter's, with the edge app's contract.
 //!
 //! Routing, authorization, limits and refusals are `cachet_policy::admin`'s and
 //! `cachet_http::reply`'s, shared with the edge app: unknown path `404`, wrong method `405`
@@ -16,8 +16,9 @@ use cachet_policy::Policy;
 use cachet_policy::admin::{self, AdminCall, AdminError};
 use serde_json::json;
 
-use crate::SharedData;
-use crate::bans::{self, AppendError, Kind, NewEntry};
+use cachet_store::SharedData;
+use cachet_store::bans::{self, AppendError, Kind, NewEntry};
+use cachet_store::etcd;
 
 /// Largest admin request body read, bytes (a ban expression is at most 8 KiB).
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -220,11 +221,11 @@ fn purge(
 }
 
 /// An admin write in fleet mode (`[envoy].etcd_cluster`), waiting for etcd: the
-/// transaction to send (`crate::etcd::TXN_PATH`) and what answers the client once etcd
+/// transaction to send (`cachet_store::etcd::TXN_PATH`) and what answers the client once etcd
 /// answered ([`fleet_answer`]). Nothing is accepted before etcd accepted it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FleetWrite {
-    /// The transaction body (`crate::etcd::put_entries`).
+    /// The transaction body (`cachet_store::etcd::put_entries`).
     pub txn: Vec<u8>,
     pending: Pending,
 }
@@ -278,7 +279,7 @@ fn ban_entry(body: &[u8]) -> Result<(Vec<NewEntry>, Pending), AdminError> {
 /// Handles one admin call in fleet mode at `now_ms`: the same contract as [`handle`]
 /// (routing, then the token, then the call's limits; `max_bans` counted on this node's
 /// copy of the fleet log), but bans and purges become one etcd transaction under
-/// `prefix` (`crate::etcd::put_entries`, keys made unique by the random `suffix`).
+/// `prefix` (`cachet_store::etcd::put_entries`, keys made unique by the random `suffix`).
 pub fn handle_fleet(
     sd: &dyn SharedData,
     policy: &Policy,
@@ -329,12 +330,12 @@ pub fn handle_fleet(
     };
     // One call is one etcd transaction, and etcd refuses more operations than its
     // `--max-txn-ops` (128 by default): say so before writing, never a 503 after.
-    if new.len() > crate::etcd::MAX_TXN_OPS {
+    if new.len() > etcd::MAX_TXN_OPS {
         return refused(AdminError::BadRequest(format!(
             "{} surrogate keys in one purge; a fleet node writes at most {} per call \
              (etcd's --max-txn-ops): split the purge (cachet purge --node does)",
             new.len(),
-            crate::etcd::MAX_TXN_OPS
+            etcd::MAX_TXN_OPS
         )));
     }
     if log.entries.len() + new.len() > max {
@@ -344,7 +345,7 @@ pub fn handle_fleet(
         });
     }
     Fleet::Write(FleetWrite {
-        txn: crate::etcd::put_entries(prefix, &new, now_ms, suffix),
+        txn: etcd::put_entries(prefix, &new, now_ms, suffix),
         pending,
     })
 }
@@ -355,8 +356,8 @@ pub fn handle_fleet(
 /// reason and `Retry-After` when etcd did not, and then nothing was written.
 pub fn fleet_answer(w: &FleetWrite, etcd_answer: Option<(u16, &[u8])>) -> (Reply, Effects) {
     let revision = match etcd_answer {
-        None => Err(crate::etcd::EtcdError::Unavailable("no answer".into())),
-        Some((status, body)) => crate::etcd::txn_answer(status, body),
+        None => Err(etcd::EtcdError::Unavailable("no answer".into())),
+        Some((status, body)) => etcd::txn_answer(status, body),
     };
     let revision = match revision {
         Ok(r) => r,

@@ -38,6 +38,7 @@ pub fn setup(bytes: Option<&[u8]>) -> Result<Setup, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used, reason = "tests fail loudly")]
 mod tests {
     use super::*;
 

@@ -1,10 +1,12 @@
-//! The admin API (`/.cachet/*`): `cachet_store::admin` on proxy-wasm shared data, its
-//! effects counted in the filter's metrics.
+//! The admin API (`/.cachet/*`): [`api`] on proxy-wasm shared data, its effects counted
+//! in the filter's metrics.
+
+pub mod api;
 
 use cachet_http::Reply;
 use cachet_policy::Policy;
 
-pub use cachet_store::admin::{
+pub use api::{
     AdminRequest, Effects, Fleet, FleetWrite, MAX_BODY_BYTES, config_call, fleet_answer,
     handle_fleet,
 };
@@ -12,9 +14,9 @@ pub use cachet_store::admin::{
 use crate::host::HostData;
 use crate::metrics::Metrics;
 
-/// Handles one admin call at `now_ms` (`cachet_store::admin::handle`).
+/// Handles one admin call at `now_ms` ([`api::handle`]).
 pub fn handle(policy: &Policy, m: &Metrics, req: &AdminRequest, body: &[u8], now_ms: u64) -> Reply {
-    let (reply, fx) = cachet_store::admin::handle(&HostData, policy, req, body, now_ms);
+    let (reply, fx) = api::handle(&HostData, policy, req, body, now_ms);
     count(m, fx);
     reply
 }
