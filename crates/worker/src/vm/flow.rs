@@ -860,23 +860,15 @@ fn fill_through_router(scheme: &str, target: &str, fields: &[(String, Vec<u8>)],
         .as_deref()
         .and_then(|v| std::str::from_utf8(v).ok())
         .is_some_and(|v| cachet_policy::accepts_encoding(Some(v), "gzip"));
-    let authority: &[u8] = fields
-        .iter()
-        .find(|(n, _)| n == "host")
-        .map_or(&[], |(_, v)| v.as_slice());
-    let mut h: Vec<(&str, &[u8])> = vec![
-        (":method", b"GET"),
-        (":path", target.as_bytes()),
-        (":authority", authority),
-        (":scheme", b"http"),
-        ("x-forwarded-proto", scheme.as_bytes()),
-    ];
-    h.extend((fields.iter()).filter(|(n, _)| n != "host").map(|(n, v)| {
-        if !gzip_ok && n.eq_ignore_ascii_case("accept-encoding") {
-            return (n.as_str(), &b"identity"[..]);
+    let mut h = super::fill::fill_lines(target, fields);
+    h.push(("x-forwarded-proto", scheme.as_bytes()));
+    if !gzip_ok {
+        for (n, v) in &mut h {
+            if n.eq_ignore_ascii_case("accept-encoding") {
+                *v = b"identity";
+            }
         }
-        (n.as_str(), v.as_slice())
-    }));
+    }
     host::set_headers(MapType::HttpRequestHeaders, &h);
 }
 
