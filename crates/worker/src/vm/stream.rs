@@ -117,14 +117,18 @@ impl Http {
         // Envoy may take the body's framing fields off the header map; the stream says
         // whether content follows (a "fat GET" is passed: `PassReason::Body`).
         inputs.has_body |= !end_of_stream;
-        let mut plan = p.plan(&inputs.view(), at);
+        // Shared with the flow from the start, so a `GET`'s plan is made once.
+        let mut job = Rc::new(Job { inputs });
+        let mut plan = p.plan(&job.inputs.view(), at);
         if matches!(plan.decision, Decision::Synth(_)) && host::downstream_tls() {
             // The scheme only shapes synthesized bodies (robots.txt): the connection's
             // TLS is read for them alone. (Envoy may derive `:scheme` from a client's
             // X-Forwarded-Proto, which counts only when `[edge].trust_forwarded`.)
             drop(plan);
-            "https".clone_into(&mut inputs.scheme);
-            plan = p.plan(&inputs.view(), at);
+            if let Some(j) = Rc::get_mut(&mut job) {
+                "https".clone_into(&mut j.inputs.scheme);
+            }
+            plan = p.plan(&job.inputs.view(), at);
         }
         self.client = Client::read(method, headers.as_slice());
         self.client.keep_surrogate = edge_tier;
@@ -158,29 +162,35 @@ impl Http {
             fields: headers,
             early: p.early_refresh(&plan),
         };
+        if method == "GET" {
+            return self.start_flow(p, &plan, (Rc::clone(&job), want), at);
+        }
         drop(plan);
-        self.start_flow(p, (Rc::new(Job { inputs }), want), at)
+        // The fill's plan (a `GET`'s, `Job::plan`), made at the same time: what the
+        // exchange reads.
+        let fill_plan = job.plan(p, at);
+        self.start_flow(p, &fill_plan, (Rc::clone(&job), want), at)
     }
 
-    /// A cacheable request: its flow (`cachet_http::exchange`) starts here.
+    /// A cacheable request planned as `plan` (a `GET`'s): its flow
+    /// (`cachet_http::exchange`) starts here.
     fn start_flow(
         &mut self,
         p: &Policy,
-        (job, want): (Rc<Job>, Wanted),
+        plan: &Plan<'_>,
+        lookup: (Rc<Job>, Wanted),
         at: SystemTime,
     ) -> crate::host::Action {
-        // The fill's plan (a `GET`'s), made at the same time: what the exchange reads.
-        let fill_plan = job.plan(p, at);
         let seed = self.vm.cache.borrow_mut().draw();
         let forward = std::mem::take(&mut self.forward);
-        let client = self.client.clone();
-        let lookup = (Rc::clone(&job), want);
-        let flow = Flow::new(self.ctx, p, &fill_plan, lookup, client, forward, at, seed);
+        // The flow answers this stream from now on: its client fields move there.
+        let client = std::mem::take(&mut self.client);
+        let flow = Flow::new(self.ctx, p, plan, lookup, client, forward, at, seed);
         let flow = Rc::new(RefCell::new(flow));
         self.flow = Some(Rc::clone(&flow));
         self.phase = Phase::Cached;
         let start = cachet_http::exchange::Event::Start;
-        let go = (self.vm).drive(p, &fill_plan, &flow, start, Via::Request, at);
+        let go = (self.vm).drive(p, plan, &flow, start, Via::Request, at);
         self.vm.run_wakes();
         match go {
             Go::Upstream | Go::Downstream => crate::host::Action::Continue,
