@@ -112,7 +112,7 @@ pub(crate) fn cached<H: Host>(
     let done = d.run(ecx, &mut ex, Event::Start);
     let notes = ex.notes().clone();
     drop(ex);
-    let out = done.and_then(|done| d.finish(*done, &client));
+    let out = done.and_then(|done| d.finish(done, &client));
     f.record(&notes);
     match out? {
         Finished::Out(out, refresh) => Ok(Outcome {
@@ -159,7 +159,7 @@ struct Driver<'p, 'a, 'f, H: Host> {
 type Ex<H> = Exchange<<H as Host>::Tx, Box<Meta>, Vec<u8>>;
 
 /// An exchange's last action.
-type Last<H> = Box<Done<<H as Host>::Tx, Box<Meta>, Vec<u8>>>;
+type Last<H> = Done<<H as Host>::Tx, Box<Meta>, Vec<u8>>;
 
 /// An event of the edge's exchange.
 type Ev<H> = Event<<H as Host>::Tx, Box<Meta>, Vec<u8>>;
@@ -485,7 +485,7 @@ impl<H: Host> Refresh<H> {
         let mut d = Driver::new(cx, &plan, &req, f);
         let done = d
             .run(ecx, &mut ex, Event::Start)
-            .and_then(|done| d.finish(*done, &client));
+            .and_then(|done| d.finish(done, &client));
         let error = ex.notes().error.clone();
         drop(ex);
         let done = match done {

@@ -119,6 +119,7 @@ pub(super) struct Flow {
     job: Rc<Job>,
     /// What is looked up: the key (a variant's once found), its slot, the request fields.
     pub(super) want: Wanted,
+    /// The client fields answers depend on.
     pub(super) client: Client,
     /// When the request was planned (every plan of the flow is made at this time).
     at: SystemTime,
@@ -283,7 +284,7 @@ impl Vm {
             Step::Park(_) => self.park(flow),
             Step::Fetch { fields } => self.fetch(p, flow, &fields, via),
             Step::ReadBody { limit } => Self::read_body(flow, limit),
-            Step::Done(done) => Next::Wait(self.done(p, flow, *done, via, now)),
+            Step::Done(done) => Next::Wait(self.done(p, flow, done, via, now)),
         }
     }
 
@@ -594,13 +595,14 @@ impl Vm {
             Metrics::inc(id);
         }
         f.stage = Stage::Answered;
-        let client = f.client.clone();
         drop(f);
         let extra: Vec<(&str, &[u8])> = cookies
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_slice()))
             .collect();
-        self.respond(&obj, status, &client, now, &extra);
+        // Only read while the reply goes out: a callback the reply runs may read it too.
+        let f = flow.borrow();
+        self.respond(&obj, status, &f.client, now, &extra);
         Go::Paused
     }
 
@@ -638,10 +640,9 @@ impl Vm {
         };
         Metrics::inc(self.m().passes);
         f.stage = Stage::Answered;
-        let client = f.client.clone();
         drop(f);
         let body = body.or(held).unwrap_or_default();
-        send_origin(&client, status, &headers, &body);
+        send_origin(&flow.borrow().client, status, &headers, &body);
         Go::Paused
     }
 

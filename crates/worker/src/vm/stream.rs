@@ -379,11 +379,10 @@ impl Http {
         if self.phase == Phase::Pass || stage == Some(Stage::Passed) {
             let mut hs = host::headers(MapType::HttpResponseHeaders);
             let respaced = cachet_http::fields::respace_joined_lists(&mut hs);
-            let client = match &self.flow {
-                Some(f) => f.borrow().client.clone(),
-                None => self.client.clone(),
-            };
-            edit_passed_headers(&hs, &respaced, &client);
+            match &self.flow {
+                Some(f) => edit_passed_headers(&hs, &respaced, &f.borrow().client),
+                None => edit_passed_headers(&hs, &respaced, &self.client),
+            }
             if let (Some((method, h, target)), Some(p)) =
                 (self.unsafe_target.take(), self.vm.policy())
             {
