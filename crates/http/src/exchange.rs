@@ -467,6 +467,10 @@ pub struct Exchange<T, S, B> {
     pause: Duration,
     /// It has parked behind another request's fetch.
     waited: bool,
+    /// The host's lookup applies bans and soft purges itself ([`Exchange::lookup_applies_bans`]).
+    lookup_checks: bool,
+    /// The host's found object carries its body ([`Exchange::found_carries_body`]).
+    found_body: bool,
     seed: u64,
     notes: Notes,
     refresh: Option<Background<T, S>>,
@@ -484,7 +488,7 @@ struct Run<'r, 'c, T, S, B> {
 
 type Act<T, S, B> = Action<T, S, B>;
 
-impl<T, S: StoredMeta + Clone, B> Exchange<T, S, B> {
+impl<T, S: StoredMeta + Clone, B: Default> Exchange<T, S, B> {
     /// The flow of the request `cx` describes, begun at `now`; `seed` feeds XFetch's
     /// draws. Start it with [`Event::Start`].
     pub fn new(cx: Cx<'_>, now: Timestamp, seed: u64) -> Self {
@@ -496,6 +500,8 @@ impl<T, S: StoredMeta + Clone, B> Exchange<T, S, B> {
             lookups: 0,
             pause: FIRST_PAUSE,
             waited: false,
+            lookup_checks: false,
+            found_body: false,
             seed,
             notes: Notes::default(),
             refresh: None,
@@ -510,6 +516,23 @@ impl<T, S: StoredMeta + Clone, B> Exchange<T, S, B> {
         let mut ex = Self::new(cx, now, 0);
         ex.refresh = Some(job);
         ex
+    }
+
+    /// The host's lookup applies bans and soft purges itself (Envoy's `Cache::find` drops
+    /// banned copies and reports soft-purged ones as platform-stale): the machine never
+    /// asks [`Action::CheckBan`], which saves a step on every hit.
+    #[must_use]
+    pub fn lookup_applies_bans(mut self) -> Self {
+        self.lookup_checks = true;
+        self
+    }
+
+    /// The host's found object carries its stored body (Envoy's stored object): the
+    /// machine never asks [`Action::ReadStored`]; `B::default()` stands for the body.
+    #[must_use]
+    pub fn found_carries_body(mut self) -> Self {
+        self.found_body = true;
+        self
     }
 
     /// What the flow tells the access log so far.
@@ -559,7 +582,7 @@ impl<T, S: StoredMeta + Clone, B> Exchange<T, S, B> {
     }
 }
 
-impl<T, S: StoredMeta + Clone, B> Run<'_, '_, T, S, B> {
+impl<T, S: StoredMeta + Clone, B: Default> Run<'_, '_, T, S, B> {
     fn handle(&mut self, now: Timestamp, event: Event<T, S, B>) -> Act<T, S, B> {
         match (std::mem::replace(&mut self.ex.state, State::Done), event) {
             (State::Start, Event::Start) => match self.ex.refresh.take() {
@@ -707,6 +730,7 @@ impl<T, S: StoredMeta + Clone, B> Run<'_, '_, T, S, B> {
                     Found::Marker
                 }
             }
+            Some(_) if self.ex.lookup_checks => return self.checked(now, c, false),
             Some(_) => {
                 self.ex.state = State::Checking(c);
                 return Action::CheckBan;
@@ -780,6 +804,9 @@ impl<T, S: StoredMeta + Clone, B> Run<'_, '_, T, S, B> {
             return Action::Claim(handle);
         }
         if matches!(next, Next::Serve { .. } | Next::Revalidate) {
+            if self.ex.found_body {
+                return self.act(now, next, c, Some(B::default()));
+            }
             self.ex.state = State::Reading(c, next);
             return Action::ReadStored;
         }

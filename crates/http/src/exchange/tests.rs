@@ -1073,3 +1073,36 @@ fn an_unkeyable_variant_and_a_fetch_the_host_cannot_carry_are_passed() {
         ],
     );
 }
+
+#[test]
+fn a_host_whose_lookup_applies_bans_and_carries_the_body_answers_a_hit_in_two_steps() {
+    let p = policy(CONFIG);
+    let meta = stored(&p, 0, PUBLIC, b"v1");
+    let plan = p.plan(
+        &view(),
+        SystemTime::UNIX_EPOCH + Duration::from_millis(T0 + 1_000),
+    );
+    let client = Client::read("GET", NONE);
+    let cx = Cx {
+        policy: &p,
+        plan: &plan,
+        client: &client,
+        request: &[],
+    };
+    let mut ex = Ex {
+        ex: Exchange::new(cx, at(1_000), 1)
+            .lookup_applies_bans()
+            .found_carries_body(),
+        cx,
+    };
+    let last = table(
+        &mut ex,
+        vec![
+            (1_000, Event::Start, "Lookup 10000ms"),
+            (1_000, asks(Some(&meta), None), "Done object HIT"),
+        ],
+    );
+    let Action::Done(d) = last else { panic!() };
+    // The body stands in as `B::default()`: the host answers from its found object.
+    assert!(matches!(d.respond, Respond::Object { found: Some((_, ref b)), .. } if b.is_empty()));
+}

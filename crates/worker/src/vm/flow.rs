@@ -183,7 +183,10 @@ impl Flow {
         let now = Timestamp::from_system_time(at);
         let ex = {
             let cx = context(p, plan, &client, &want.fields);
+            // `Cache::find` applies bans and soft purges; a stored object holds its body.
             Exchange::new(cx, now, seed)
+                .lookup_applies_bans()
+                .found_carries_body()
         };
         Self {
             ex,
@@ -654,7 +657,9 @@ impl Vm {
         let now = Timestamp::from_millis(host::now_ms());
         let cx = context(p, &plan, &f.client, &f.want.fields);
         let refresh = Flow {
-            ex: Exchange::refresh(cx, bg, now),
+            ex: Exchange::refresh(cx, bg, now)
+                .lookup_applies_bans()
+                .found_carries_body(),
             ctx: self.root_id,
             job: Rc::clone(&f.job),
             want: f.want.clone(),
