@@ -357,8 +357,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
                 Ok(Scalar::Int(v))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar<'de>, E> {
-                #[allow(clippy::cast_precision_loss)]
-                // reason: only values past i64::MAX, which no log field holds exactly
+                #[allow(
+                    clippy::cast_precision_loss,
+                    reason = "only values past i64::MAX, which no log field holds exactly"
+                )]
                 Ok(i64::try_from(v).map_or(Scalar::Float(v as f64), Scalar::Int))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar<'de>, E> {
@@ -383,9 +385,13 @@ impl Scalar<'_> {
     fn as_u64(&self) -> Option<u64> {
         match self {
             Self::Int(n) => u64::try_from(*n).ok(),
-            Self::Float(f) if f.is_finite() && *f >= 0.0 && f.fract() == 0.0 => {
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                // reason: checked finite, whole and non-negative; saturating cast
+            Self::Float(f) if f.is_finite() && *f >= 0.0 && f.fract() == 0.0 =>
+            {
+                #[allow(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "checked finite, whole and non-negative; saturating cast"
+                )]
                 Some(*f as u64)
             }
             Self::Float(_) => None,
@@ -398,8 +404,10 @@ impl Scalar<'_> {
     /// the CLF form `10/Oct/2000:13:55:36 -0700`.
     fn as_time(&self) -> Option<i64> {
         match self {
-            #[allow(clippy::cast_precision_loss)]
-            // reason: epoch seconds and milliseconds are far below 2^52
+            #[allow(
+                clippy::cast_precision_loss,
+                reason = "epoch seconds and milliseconds are far below 2^52"
+            )]
             Self::Int(n) => Some(epoch_number(*n as f64)),
             Self::Float(f) if f.is_finite() => Some(epoch_number(*f)),
             Self::Float(_) => None,
@@ -409,7 +417,10 @@ impl Scalar<'_> {
 }
 
 /// Whole seconds from an epoch number (seconds, or milliseconds above 10^11).
-#[allow(clippy::cast_possible_truncation)] // reason: f64 → i64 saturates; times past ±2^63 s are nonsense anyway
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "f64 → i64 saturates; times past ±2^63 s are nonsense anyway"
+)]
 fn epoch_number(n: f64) -> i64 {
     if n.abs() > EPOCH_MILLIS_ABOVE {
         (n / 1000.0).floor() as i64
@@ -620,8 +631,11 @@ pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    // reason: d in 1..=31, m in 1..=12
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "d in 1..=31, m in 1..=12"
+    )]
     (y, m as u32, d as u32)
 }
 
@@ -663,7 +677,10 @@ fn civil_secs(y: i64, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> Option<i64> {
 }
 
 /// `10/Oct/2000:13:55:36 -0700` → seconds since the epoch (UTC).
-#[allow(clippy::many_single_char_names)] // reason: date fields d, y, h, s read as in the format
+#[allow(
+    clippy::many_single_char_names,
+    reason = "date fields d, y, h, s read as in the format"
+)]
 pub fn parse_clf_time(b: &[u8]) -> Option<i64> {
     // dd/Mon/yyyy:HH:MM:SS +zzzz
     if b.len() != 26 || b[2] != b'/' || b[6] != b'/' || b[11] != b':' || b[20] != b' ' {
@@ -686,7 +703,10 @@ pub fn parse_clf_time(b: &[u8]) -> Option<i64> {
     };
     let oh = digits(b, 22, 2)?;
     let om = digits(b, 24, 2)?;
-    #[allow(clippy::cast_possible_truncation)] // reason: position in a 12-element array
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "position in a 12-element array"
+    )]
     let local = civil_secs(i64::from(y), mo as u32 + 1, d, h, mi, s)?;
     Some(local - sign * i64::from(oh * 3600 + om * 60))
 }
