@@ -6,6 +6,9 @@
 //! file only reads the client request into bytes, writes the response and hands the rest
 //! back (docs/edge.md).
 
+// Adapters never panic on input (DESIGN.md conventions, 3): on top of the workspace lint table.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod host;
 
 use cachet_compute::host::Fields;
