@@ -6,6 +6,9 @@
 //! file only reads the client request into bytes, writes the response and hands the rest
 //! back (docs/edge.md).
 
+// Adapters never panic on input (DESIGN.md conventions, 3): on top of the workspace lint table.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod host;
 
 use cachet_compute::host::Fields;
@@ -27,7 +30,10 @@ const DEFAULT_CONFIG: &str = include_str!(concat!(env!("OUT_DIR"), "/builtin.tom
 /// built-in configuration's policy into the memory image, so that instances without a
 /// config-store entry start with it built (`cachet_compute::sandbox::prebuild`). Draws no
 /// randomness and calls no host function: Wizer runs it with no imports at all.
-#[allow(unsafe_code)]
+#[allow(
+    unsafe_code,
+    reason = "`#[unsafe(export_name)]` is the only way to give Wizer its entry point"
+)]
 // SAFETY: `export_name` only names this function for Wizer, which calls it once before
 // the memory snapshot; the name is not a symbol the Rust or WASI runtimes define.
 #[unsafe(export_name = "wizer.initialize")]

@@ -7,6 +7,9 @@
 //! `cachet_worker::Vm` (root) and `cachet_worker::Http` (stream). Design and figures:
 //! `docs/envoy.md`.
 
+// Adapters never panic on input (DESIGN.md conventions, 3): on top of the workspace lint table.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod host;
 
 use std::rc::Rc;

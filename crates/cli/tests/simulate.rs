@@ -721,7 +721,10 @@ fn gzip_ratio_and_sizes_match_the_demo_origin() {
             "{path} ({device}): origin {size} B, generator {documented} B"
         );
     }
-    #[allow(clippy::cast_precision_loss)]
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "body sizes far below 2^52 bytes"
+    )]
     let ratio = gz as f64 / raw as f64;
     eprintln!("demo origin gzip ratio: {gz} / {raw} = {ratio:.3}");
     assert!(
@@ -841,7 +844,10 @@ fn generate_says_what_it_wrote() {
     );
     assert!(err.contains(&format!("to {} (", path.display())) && err.contains(", gzip)\n"));
     // The size is the file's (KiB with one decimal).
-    #[allow(clippy::cast_precision_loss)]
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "a file size far below 2^52 bytes"
+    )]
     let kib = format!("{:.1} KiB", size as f64 / 1024.0);
     assert!(err.contains(&kib), "{err} vs {kib}");
     // Distinct URLs: exact below 4,096, as counted from the file itself.
@@ -999,7 +1005,10 @@ fn html_report_renders_in_chromium_with_the_json_numbers() {
     assert_eq!(last["start"], "2025-03-01T00:12:00Z");
     let covered: u64 = last_time[17..19].parse::<u64>().unwrap() + 1; // seconds into 00:12
     let n = u(&last["config_origin_requests"]);
-    #[allow(clippy::cast_precision_loss)]
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "request counts and seconds far below 2^52"
+    )]
     let rate = n as f64 * 60.0 / covered as f64;
     let note = format!(
         "config: {} origin requests = {rate:.1} per minute",

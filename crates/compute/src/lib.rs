@@ -15,6 +15,9 @@
 //! `Found::stale_while_revalidate`, a second lookup while a handle is open,
 //! `cache::core::replace`) are not in the port.
 
+// The edge never panics on input (DESIGN.md conventions, 3): on top of the workspace lint table.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 pub mod host;
 pub mod sandbox;
 

@@ -124,7 +124,7 @@ fn report(corpus: &str, cases: &[&Case], list_max: usize) {
 
 /// `part / whole` in percent (100% for an empty corpus).
 fn pct(part: usize, whole: usize) -> f64 {
-    #[allow(clippy::cast_precision_loss)] // reason: counts are far below 2^52
+    #[allow(clippy::cast_precision_loss, reason = "counts are far below 2^52")]
     if whole == 0 {
         100.0
     } else {

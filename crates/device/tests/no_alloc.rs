@@ -1,6 +1,8 @@
 //! Behaviour test: `Classifier::classify` performs no heap allocation.
-// reason: a counting `GlobalAlloc` needs `unsafe impl`; it only forwards to `System`.
-#![allow(unsafe_code)]
+#![allow(
+    unsafe_code,
+    reason = "a counting `GlobalAlloc` needs `unsafe impl`; it only forwards to `System`."
+)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

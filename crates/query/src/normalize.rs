@@ -338,7 +338,7 @@ impl Normalizer {
     /// when its name is not kept.
     // With plain `#[inline]` LLVM kept it out of line in `collect`: the 5-parameter
     // bench lost ~40%.
-    #[allow(clippy::inline_always)] // reason: measured, see above
+    #[allow(clippy::inline_always, reason = "measured, see above")]
     #[inline(always)]
     fn kept_param(&self, bytes: &[u8], s: &Segment) -> Option<Param> {
         let name_key = key_at(bytes, s.start, s.name_end - s.start);

@@ -45,7 +45,7 @@ impl Distinct {
         let index = usize::try_from(hash >> (64 - HLL_BITS)).unwrap_or(0);
         // Leading zeros of the remaining 50 bits, plus one; a sentinel bit bounds it.
         let rest = (hash << HLL_BITS) | (1 << (HLL_BITS - 1));
-        #[allow(clippy::cast_possible_truncation)] // reason: at most 51
+        #[allow(clippy::cast_possible_truncation, reason = "at most 51")]
         let rank = rest.leading_zeros() as u8 + 1;
         if regs[index] < rank {
             regs[index] = rank;
@@ -63,21 +63,24 @@ impl Distinct {
         let Some(regs) = &self.registers else {
             return self.exact.len() as u64;
         };
-        #[allow(clippy::cast_precision_loss)] // reason: 2^14 is exact in f64
+        #[allow(clippy::cast_precision_loss, reason = "2^14 is exact in f64")]
         let m = HLL_REGISTERS as f64;
         let sum: f64 = regs.iter().map(|&r| (-f64::from(r)).exp2()).sum();
         let alpha = 0.7213 / (1.0 + 1.079 / m);
         let raw = alpha * m * m / sum;
         let zeros: usize = regs.iter().map(|&r| usize::from(r == 0)).sum();
         let estimate = if raw <= 2.5 * m && zeros > 0 {
-            #[allow(clippy::cast_precision_loss)] // reason: at most 2^14
+            #[allow(clippy::cast_precision_loss, reason = "at most 2^14")]
             let z = zeros as f64;
             m * (m / z).ln()
         } else {
             raw
         };
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        // reason: finite, positive estimate
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "finite, positive estimate"
+        )]
         let n = estimate.round() as u64;
         n
     }
@@ -115,7 +118,7 @@ mod tests {
                 d.insert(hash(i));
             }
             assert!(!d.is_exact());
-            #[allow(clippy::cast_precision_loss)]
+            #[allow(clippy::cast_precision_loss, reason = "test counts far below 2^52")]
             let err = (d.count() as f64 - n as f64).abs() / n as f64;
             assert!(err < 0.03, "{n}: {} ({err})", d.count());
             assert!(d.heap_bytes() <= HLL_REGISTERS + 64);

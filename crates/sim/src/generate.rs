@@ -141,7 +141,7 @@ impl Zipf {
         let mut acc = 0.0;
         let cdf = (1..=n)
             .map(|k| {
-                #[allow(clippy::cast_precision_loss)] // reason: small n
+                #[allow(clippy::cast_precision_loss, reason = "small n")]
                 let w = 1.0 / (k as f64).powf(s);
                 acc += w;
                 acc
@@ -278,7 +278,10 @@ fn ios_version(rng: &mut Xoshiro256PlusPlus) -> (u32, u32) {
     (rng.random_range(16..=18), rng.random_range(0..=6))
 }
 
-#[allow(clippy::too_many_lines)] // reason: one table of UA families, each a format string
+#[allow(
+    clippy::too_many_lines,
+    reason = "one table of UA families, each a format string"
+)]
 fn client(rng: &mut Xoshiro256PlusPlus, family: Family) -> Client {
     let (ua, phone, crawler) = match family {
         Family::ChromeWin => {
@@ -551,7 +554,10 @@ const PUBLIC_CC: &str = "public, max-age=300";
 const PRIVATE_CC: &str = "private, no-store";
 
 /// The page view's main request.
-#[allow(clippy::too_many_lines)] // reason: one arm per kind of page, each a handful of fields
+#[allow(
+    clippy::too_many_lines,
+    reason = "one arm per kind of page, each a handful of fields"
+)]
 fn page(rng: &mut Xoshiro256PlusPlus, kind: Kind, blog_i: usize, entry: usize, c: &Client) -> Req {
     let blog = BLOGS[blog_i];
     let private = is_private(blog);
@@ -794,7 +800,10 @@ pub fn generate(o: &Options, out: &mut dyn Write) -> io::Result<Summary> {
         // Poisson arrivals of page views.
         let u: f64 = rng.random::<f64>();
         clock += -(1.0 - u).ln() / o.rate;
-        #[allow(clippy::cast_possible_truncation)] // reason: clock stays far below 2^53 s
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "clock stays far below 2^53 s"
+        )]
         let t = o.start + clock.floor() as i64;
         let kind = weighted(&mut rng, &KINDS);
         let family = match kind {

@@ -361,8 +361,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
                 Ok(Scalar::Int(v))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar<'de>, E> {
-                #[allow(clippy::cast_precision_loss)]
-                // reason: only values past i64::MAX, which no log field holds exactly
+                #[allow(
+                    clippy::cast_precision_loss,
+                    reason = "only values past i64::MAX, which no log field holds exactly"
+                )]
                 Ok(i64::try_from(v).map_or(Scalar::Float(v as f64), Scalar::Int))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar<'de>, E> {
@@ -387,9 +389,13 @@ impl Scalar<'_> {
     fn as_u64(&self) -> Option<u64> {
         match self {
             Self::Int(n) => u64::try_from(*n).ok(),
-            Self::Float(f) if f.is_finite() && *f >= 0.0 && f.fract() == 0.0 => {
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                // reason: checked finite, whole and non-negative; saturating cast
+            Self::Float(f) if f.is_finite() && *f >= 0.0 && f.fract() == 0.0 =>
+            {
+                #[allow(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "checked finite, whole and non-negative; saturating cast"
+                )]
                 Some(*f as u64)
             }
             Self::Float(_) => None,
@@ -402,8 +408,10 @@ impl Scalar<'_> {
     /// the CLF form `10/Oct/2000:13:55:36 -0700`.
     fn as_time(&self) -> Option<i64> {
         match self {
-            #[allow(clippy::cast_precision_loss)]
-            // reason: epoch seconds and milliseconds are far below 2^52
+            #[allow(
+                clippy::cast_precision_loss,
+                reason = "epoch seconds and milliseconds are far below 2^52"
+            )]
             Self::Int(n) => epoch_number(*n as f64),
             Self::Float(f) if f.is_finite() => epoch_number(*f),
             Self::Float(_) => None,
@@ -414,7 +422,10 @@ impl Scalar<'_> {
 
 /// Whole seconds from an epoch number (seconds, or milliseconds above 10^11); `None`
 /// outside the years -9999 to 9999 (jiff's [`Timestamp`] range: no log is dated there).
-#[allow(clippy::cast_possible_truncation)] // reason: f64 → i64 saturates; out of range is rejected below
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "f64 → i64 saturates; out of range is rejected below"
+)]
 fn epoch_number(n: f64) -> Option<i64> {
     let secs = if n.abs() > EPOCH_MILLIS_ABOVE {
         (n / 1000.0).floor() as i64

@@ -288,8 +288,9 @@ fn stored_size(bytes: u64, compress: bool, gzip_ratio: f64, overhead: u64) -> u6
         #[allow(
             clippy::cast_possible_truncation,
             clippy::cast_sign_loss,
-            clippy::cast_precision_loss
-        )] // reason: ratio in (0, 1]; sizes far below 2^52
+            clippy::cast_precision_loss,
+            reason = "ratio in (0, 1]; sizes far below 2^52"
+        )]
         let b = (bytes as f64 * gzip_ratio).ceil() as u64;
         b
     } else {
@@ -366,7 +367,10 @@ impl<'p> Engine<'p> {
     /// timestamps are the clock, records may come slightly out of order) on the baseline
     /// and config sides and on every fleet, counting per endpoint, path template and
     /// timeline bucket. The model (hits, sizes, TTLs) is `docs/simulate.md`'s.
-    #[allow(clippy::too_many_lines)] // reason: one request's path through both sides, kept in one place
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one request's path through both sides, kept in one place"
+    )]
     pub fn record(&mut self, r: &Record<'_>) {
         let t = r.time;
         self.first_time = Some(self.first_time.map_or(t, |f| f.min(t)));
@@ -401,7 +405,10 @@ impl<'p> Engine<'p> {
             Decision::Synth(_) => routes + 1,
             _ => plan.route_index.unwrap_or(routes + 2),
         };
-        #[allow(clippy::cast_possible_truncation)] // reason: at most MAX_ROUTES + 3 endpoints
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "at most MAX_ROUTES + 3 endpoints"
+        )]
         let tag = ep as u16;
         let path = r.target.split_once('?').map_or(&*r.target, |(p, _)| p);
         let is_get = r.method == "GET";

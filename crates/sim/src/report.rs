@@ -367,7 +367,7 @@ pub fn ratio(num: u64, den: u64) -> f64 {
     if den == 0 {
         return 0.0;
     }
-    #[allow(clippy::cast_precision_loss)] // reason: counts far below 2^52
+    #[allow(clippy::cast_precision_loss, reason = "counts far below 2^52")]
     let r = num as f64 / den as f64;
     (r * 1e6).round() / 1e6
 }

@@ -1,5 +1,8 @@
 //! The self-contained HTML report: inline CSS and SVG charts, no scripts, no network.
-#![allow(clippy::many_single_char_names)] // reason: SVG geometry reads best as x, y, w, h
+#![allow(
+    clippy::many_single_char_names,
+    reason = "SVG geometry reads best as x, y, w, h"
+)]
 
 use std::fmt::Write as _;
 
@@ -268,7 +271,7 @@ impl Axis {
     }
 
     fn x(&self, t: f64) -> f64 {
-        #[allow(clippy::cast_precision_loss)] // reason: display only
+        #[allow(clippy::cast_precision_loss, reason = "display only")]
         let (t0, t1) = (self.t0 as f64, self.t1 as f64);
         LEFT + (W - LEFT - RIGHT) * (t - t0) / (t1 - t0)
     }
@@ -276,7 +279,7 @@ impl Axis {
     /// The x of bucket `i`: the middle of the time it covers.
     fn x_of(&self, i: usize) -> f64 {
         let (a, z) = self.spans[i];
-        #[allow(clippy::cast_precision_loss)] // reason: display only
+        #[allow(clippy::cast_precision_loss, reason = "display only")]
         self.x((a + z) as f64 / 2.0)
     }
 
@@ -285,7 +288,7 @@ impl Axis {
         let (step, ticks) = round_ticks(self.t0, self.t1 - 1, MAX_TICKS);
         let one_day = self.t0.div_euclid(86_400) == (self.t1 - 1).div_euclid(86_400);
         for &t in &ticks {
-            #[allow(clippy::cast_precision_loss)] // reason: display only
+            #[allow(clippy::cast_precision_loss, reason = "display only")]
             let x = self.x(t as f64);
             let _ = writeln!(
                 o,
@@ -502,7 +505,7 @@ fn origin_rates(r: &Report, axis: &Axis) -> Vec<(f64, f64)> {
         .iter()
         .zip(&axis.spans)
         .map(|(b, &(a, z))| {
-            #[allow(clippy::cast_precision_loss)] // reason: display only
+            #[allow(clippy::cast_precision_loss, reason = "display only")]
             let per_min = |n: u64| n as f64 * 60.0 / (z - a) as f64;
             (
                 per_min(b.baseline_origin_requests),
@@ -527,8 +530,11 @@ fn origin_chart(o: &mut String, r: &Report) {
     );
     for k in 0..=4u32 {
         let v = max * f64::from(k) / 4.0;
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        // reason: display only, v ≥ 0
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "display only, v ≥ 0"
+        )]
         let label = if (v - v.round()).abs() < 1e-9 {
             thousands(v.round() as u64)
         } else {
@@ -568,7 +574,10 @@ fn endpoint_bars(o: &mut String, r: &Report) {
     let row_h = 18.0;
     let group_h = 2.0 * row_h + 10.0;
     let count = r.endpoints.len();
-    #[allow(clippy::cast_precision_loss)] // reason: at most a few hundred endpoints
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "at most a few hundred endpoints"
+    )]
     let height = 30.0 + group_h * count as f64;
     let _ = writeln!(
         o,
@@ -591,7 +600,7 @@ fn endpoint_bars(o: &mut String, r: &Report) {
         label_w + bar_w + 6.0
     );
     for (k, e) in r.endpoints.iter().enumerate() {
-        #[allow(clippy::cast_precision_loss)] // reason: small index
+        #[allow(clippy::cast_precision_loss, reason = "small index")]
         let y0 = 30.0 + group_h * k as f64;
         let _ = writeln!(
             o,
@@ -613,7 +622,7 @@ fn endpoint_bars(o: &mut String, r: &Report) {
                 if v == 0 {
                     continue;
                 }
-                #[allow(clippy::cast_precision_loss)] // reason: display only
+                #[allow(clippy::cast_precision_loss, reason = "display only")]
                 let w = bar_w * v as f64 / total as f64;
                 let _ = write!(
                     o,

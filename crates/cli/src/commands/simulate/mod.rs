@@ -48,7 +48,10 @@ const PROGRESS_EVERY: u64 = cachet_sim::inputs::PROGRESS_EVERY;
     cachet simulate --generate 200000 --out gen.log.gz\n  \
     cachet simulate --config edge-app/cachet.toml gen.log.gz --html report.html\n  \
     cachet simulate --generate 1000000 | cachet simulate --config edge-app/cachet.toml -")]
-#[allow(clippy::struct_excessive_bools)] // reason: independent command-line flags
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent command-line flags"
+)]
 pub struct SimulateArgs {
     /// The Cachet config to replay (TOML, or JSON when the name ends in `.json`).
     #[arg(long, value_name = "FILE", required_unless_present = "generate")]
@@ -164,8 +167,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     #[allow(
         clippy::cast_possible_truncation,
         clippy::cast_sign_loss,
-        clippy::cast_precision_loss
-    )] // reason: finite, positive, checked below 2^63 before the cast
+        clippy::cast_precision_loss,
+        reason = "finite, positive, checked below 2^63 before the cast"
+    )]
     let bytes = {
         let b = n * mult as f64;
         if !b.is_finite() || b >= 9.2e18 {
@@ -391,8 +395,9 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
         #[allow(
             clippy::cast_precision_loss,
             clippy::cast_possible_truncation,
-            clippy::cast_sign_loss
-        )] // reason: display only
+            clippy::cast_sign_loss,
+            reason = "display only"
+        )]
         let rate = (lines as f64 / secs) as u64;
         eprintln!(
             "cachet: simulate: {} lines in {secs:.2} s ({} lines/s)",

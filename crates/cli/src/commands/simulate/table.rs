@@ -45,7 +45,7 @@ pub fn template_config_label(t: &TemplateReport) -> String {
 /// Bytes in binary units: `512 B`, `1.5 KiB`, `3.2 MiB`, `1.0 GiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    #[allow(clippy::cast_precision_loss)] // reason: display only
+    #[allow(clippy::cast_precision_loss, reason = "display only")]
     let mut v = n as f64;
     let mut u = 0;
     while v >= 1024.0 && u + 1 < UNITS.len() {
