@@ -467,6 +467,9 @@ pub struct Exchange<T, S, B> {
     pause: Duration,
     /// It has parked behind another request's fetch.
     waited: bool,
+    /// When the copy it found as it parked was stored (`None`: nothing): a newer one is
+    /// the answer the fetch it waited for stored.
+    seen: Option<Timestamp>,
     /// The host's lookup applies bans and soft purges itself ([`Exchange::lookup_applies_bans`]).
     lookup_checks: bool,
     /// The host's found object carries its body ([`Exchange::found_carries_body`]).
@@ -500,6 +503,7 @@ impl<T, S: StoredMeta + Clone, B: Default> Exchange<T, S, B> {
             lookups: 0,
             pause: FIRST_PAUSE,
             waited: false,
+            seen: None,
             lookup_checks: false,
             found_body: false,
             seed,
@@ -757,6 +761,21 @@ impl<T, S: StoredMeta + Clone, B: Default> Run<'_, '_, T, S, B> {
         let m = s.meta();
         let freshness = decide(Some(&m.times), now, &self.ex.early, draw);
         let fresh = matches!(freshness, Freshness::Fresh | Freshness::RefreshAhead);
+        if self.ex.waited && !fresh && !*platform_stale && self.ex.seen != Some(m.times.stored_at) {
+            // Stored by the fetch this request waited for: its answer, even when its TTL
+            // ran out during the fetch (an object is dated from its fill's request, RFC
+            // 9111 §4.2.3, so a TTL shorter than the fetch is over on arrival).
+            let next = Next::Serve {
+                status: CacheStatus::Miss,
+                refresh: false,
+            };
+            return self.decided(now, next, c);
+        }
+        if freshness == Freshness::Miss {
+            // Past its keep: nothing usable (the copy still marks what this request saw).
+            let next = lookup::next(Found::Nothing, self.rights(&c));
+            return self.decided(now, next, c);
+        }
         if *platform_stale && fresh {
             let key = ahead_flag_key(&m.tag);
             self.ex.state = State::Flagging(c, freshness);
@@ -925,7 +944,10 @@ impl<T, S: StoredMeta + Clone, B: Default> Run<'_, '_, T, S, B> {
                 self.fetch(handle, Why::Revalidate(s, body))
             }
             (Next::Fill, ..) => self.fetch(handle, Why::Fill),
-            (Next::Wait, ..) => self.wait(now, handle),
+            (Next::Wait, found, _) => {
+                self.ex.seen = found.as_ref().map(|(s, _)| s.meta().times.stored_at);
+                self.wait(now, handle)
+            }
             (Next::NotCached, ..) => self.not_cached(Held {
                 handle,
                 right,

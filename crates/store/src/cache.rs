@@ -251,6 +251,23 @@ impl Cache {
         Ok(found)
     }
 
+    /// The newest object stored under `want.key` in the shared tier, whatever its
+    /// freshness (not a marker, not a vary marker, not banned): what a request that waited
+    /// for a fetch is answered with, even when the object's TTL ran out during the fetch
+    /// (objects are dated from their fill's request, so a TTL shorter than the fetch is over
+    /// on arrival). `None` when there is none.
+    pub fn newest(&mut self, sd: &dyn SharedData, want: &Wanted) -> Option<Rc<StoredObject>> {
+        let obj = self.shared.get(sd, &want.key)?;
+        let req = Req {
+            url: &want.target,
+            headers: &want.fields,
+        };
+        let usable = !obj.h.meta.pass
+            && !obj.h.meta.is_vary_marker()
+            && self.bans.check(&obj, &req) != Check::Banned;
+        usable.then(|| Rc::new(obj))
+    }
+
     /// Freshness of `obj` for this request after bans, the times it was decided on, and
     /// whether a soft purge covers it; `None` when the object is of no use (banned, past
     /// its keep window, an expired hit-for-pass marker).

@@ -1106,3 +1106,40 @@ fn a_host_whose_lookup_applies_bans_and_carries_the_body_answers_a_hit_in_two_st
     // The body stands in as `B::default()`: the host answers from its found object.
     assert!(matches!(d.respond, Respond::Object { found: Some((_, ref b)), .. } if b.is_empty()));
 }
+
+#[test]
+fn a_follower_is_served_what_its_leader_stored_even_once_its_ttl_ran_out() {
+    // A 1 s TTL and a fetch that outlasts it: the copy is expired when the follower wakes,
+    // but it is the answer fetched for it (never a fetch of its own in turn).
+    let p = policy(CONFIG);
+    let old = stored(&p, 0, PUBLIC, b"v1");
+    let fresh = stored(&p, 200_000, &[("cache-control", "max-age=1")], b"v2");
+    exchange!(ex, p, 200_000, NONE);
+    table(
+        &mut ex,
+        vec![
+            (200_000, Event::Start, "Lookup 10000ms"),
+            (200_000, asks(Some(&old), None), "CheckBan"),
+            (200_000, Event::Ban(false), "Claim"),
+            (200_000, Event::Claimed(1, Claim::Follower), "Park 5ms"),
+            (202_000, Event::Woken, "Lookup 8000ms"),
+            (202_000, asks(Some(&fresh), None), "CheckBan"),
+            (202_000, Event::Ban(false), "ReadStored"),
+            (202_000, Event::Stored(b"v2".to_vec()), "Done object MISS"),
+        ],
+    );
+    // The copy it saw as it parked is not an answer: past grace it waits again.
+    exchange!(ex, p, 200_000, NONE);
+    table(
+        &mut ex,
+        vec![
+            (200_000, Event::Start, "Lookup 10000ms"),
+            (200_000, asks(Some(&old), None), "CheckBan"),
+            (200_000, Event::Ban(false), "Claim"),
+            (200_000, Event::Claimed(1, Claim::Follower), "Park 5ms"),
+            (200_005, Event::Woken, "Lookup 9995ms"),
+            (200_005, asks(Some(&old), None), "CheckBan"),
+            (200_005, Event::Ban(false), "Claim"),
+        ],
+    );
+}

@@ -12,10 +12,12 @@ impl Vm {
         if self.policy().is_none() {
             return;
         }
+        self.root_active.set(true);
         self.sync_bans();
         self.cache.borrow_mut().report_served(&HostData);
         self.wake(None);
         self.resume_admin_bodies();
+        self.dispatch_root_fetches();
         self.dispatch_refreshes();
         self.run_wakes();
         // One worker (the lurker-lease holder) lurks and polls the fleet ban feed.
@@ -30,6 +32,7 @@ impl Vm {
         if local != before {
             Metrics::change(self.m().local_bytes, local, before);
         }
+        self.root_active.set(false);
     }
 
     /// An admin call's body arrived (or its stream ended): it no longer waits.
@@ -68,8 +71,10 @@ impl Vm {
         let Some(p) = self.policy() else { return };
         match call {
             RootCall::Flow(flow) => {
+                self.root_active.set(true);
                 self.flow_callout_elsewhere(&flow, nh, body_size);
                 self.run_wakes();
+                self.root_active.set(false);
             }
             RootCall::Feed => self.apply_feed(&p, OriginResponse::read(nh, body_size, 0, u64::MAX)),
             RootCall::Etcd(what) => self.on_etcd(&p, what, fleet::answer(nh, body_size)),

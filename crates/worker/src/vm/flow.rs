@@ -310,6 +310,23 @@ impl Vm {
         let Ok(found) = found else {
             return Event::Unkeyable;
         };
+        // Nothing usable: the newest copy is shown anyway, past its TTL and keep: to a
+        // request that waited it is what its leader stored (the exchange serves it as the
+        // answer fetched for it); to one about to wait, what it saw before.
+        let found = match found {
+            None => self
+                .cache
+                .borrow_mut()
+                .newest(&HostData, &f.want)
+                .map(|obj| cachet_store::cache::Located {
+                    times: obj.h.meta.times,
+                    fresh: cachet_refresh::Freshness::Miss,
+                    obj,
+                    soft_purged: false,
+                    level: Level::Shared,
+                }),
+            found => found,
+        };
         // Failures matter only to a request that waited for a fetch (one that began after
         // a failure asks the origin itself): the list is read only then.
         let failed_at = if f.ex.waited() {
@@ -397,6 +414,15 @@ impl Vm {
             Metrics::inc(self.m().misses);
             return Next::Wait(Go::Upstream);
         }
+        if via == Via::Root && !self.root_active.get() {
+            // The host answers a callout to the context whose callback sent it, and a
+            // stream's context may be gone before the answer: a flow woken in a stream's
+            // callback fetches from the root context, on the next tick.
+            f.stage = Stage::Callout;
+            drop(f);
+            (self.root_fetches.borrow_mut()).push((Rc::clone(flow), fields.to_vec()));
+            return Next::Wait(Go::Paused);
+        }
         match Self::dispatch(p, &f.want.target, fields) {
             Ok(token) => {
                 if f.ctx != self.root_id {
@@ -404,8 +430,7 @@ impl Vm {
                 }
                 f.stage = Stage::Callout;
                 if via == Via::Root {
-                    // The host answers a callout to the context whose callback sent it
-                    // (the root, or the stream whose fetch woke this flow).
+                    // Sent in the root context's callback: answered to the root.
                     drop(f);
                     self.calls
                         .borrow_mut()
@@ -677,6 +702,36 @@ impl Vm {
         self.refresh_queue
             .borrow_mut()
             .push(Rc::new(RefCell::new(refresh)));
+    }
+
+    /// Sends, from the root context, the fetches of flows woken in a stream's callback
+    /// since the last tick (their answers come to the root).
+    pub(super) fn dispatch_root_fetches(&self) {
+        let Some(p) = self.policy() else { return };
+        let queued = std::mem::take(&mut *self.root_fetches.borrow_mut());
+        for (flow, fields) in queued {
+            let target = flow.borrow().want.target.clone();
+            let event = match Self::dispatch(&p, &target, &fields) {
+                Ok(token) => {
+                    Metrics::inc(self.m().misses);
+                    flow.borrow_mut().started_ms = host::now_ms();
+                    self.calls.borrow_mut().insert(token, RootCall::Flow(flow));
+                    continue;
+                }
+                Err(crate::host::Status::SerializationFailure) => Event::CannotCarry,
+                Err(e) => {
+                    Metrics::inc(self.m().origin_errors);
+                    Event::OriginFailed(format!("dispatch refused: {e:?}"))
+                }
+            };
+            let ctx = flow.borrow().ctx;
+            if ctx != self.root_id && !host::set_effective_context(ctx) {
+                continue;
+            }
+            if self.drive_later(&flow, event, Via::Root) == Go::Upstream {
+                host::resume_request();
+            }
+        }
     }
 
     /// Starts the background refreshes queued since the last tick.

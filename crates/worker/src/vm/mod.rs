@@ -164,6 +164,9 @@ impl OriginResponse {
     }
 }
 
+/// Header lines: names and byte values.
+type Fields = Vec<(String, Vec<u8>)>;
+
 /// State of one VM (one Envoy worker).
 pub struct Vm {
     root_id: u32,
@@ -179,6 +182,11 @@ pub struct Vm {
     /// Slots whose fetch ended in the current callback: their waiters are woken at its
     /// end ([`Vm::run_wakes`]).
     pending_wakes: RefCell<Vec<u32>>,
+    /// Fetches of flows woken in a stream's callback, sent from the root context on the
+    /// next tick ([`Vm::dispatch_root_fetches`]).
+    root_fetches: RefCell<Vec<(flow::FlowRef, Fields)>>,
+    /// The root context's callback is running (a callout sent now is answered to it).
+    root_active: Cell<bool>,
     /// Admin calls paused at their headers waiting for a body: `(context, since ms)`.
     admin_waiting: RefCell<Vec<(u32, u64)>>,
     calls: RefCell<HashMap<u32, RootCall>>,
@@ -210,6 +218,8 @@ impl Vm {
             waiters: RefCell::new(WaitQueue::new(CollapseConfig::default())),
             refresh_queue: RefCell::new(Vec::new()),
             pending_wakes: RefCell::new(Vec::new()),
+            root_fetches: RefCell::new(Vec::new()),
+            root_active: Cell::new(false),
             admin_waiting: RefCell::new(Vec::new()),
             calls: RefCell::new(HashMap::new()),
             ws: RefCell::new(None),
