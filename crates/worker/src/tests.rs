@@ -55,6 +55,8 @@ struct Fake {
     metrics: Cell<u32>,
     /// Log lines at error level.
     errors: RefCell<Vec<String>>,
+    /// Every tick period set, in order.
+    ticks: RefCell<Vec<Duration>>,
 }
 
 impl Fake {
@@ -179,7 +181,9 @@ impl Host for Fake {
     }
     fn metric_add(&self, _: u32, _: i64) {}
     fn metric_set(&self, _: u32, _: u64) {}
-    fn set_tick(&self, _: Duration) {}
+    fn set_tick(&self, period: Duration) {
+        self.ticks.borrow_mut().push(period);
+    }
     fn downstream_tls(&self) -> bool {
         false
     }
@@ -332,6 +336,52 @@ fn a_miss_fetches_what_the_key_accounts_for_and_a_hit_is_served_from_memory() {
             .any(|(n, _)| n.eq_ignore_ascii_case("x-cachet-device")),
         "a hit never goes upstream: no device header is written"
     );
+}
+
+#[test]
+fn a_follower_of_an_unstored_fill_fetches_from_the_root_within_a_hurried_tick() {
+    // Without hit-for-pass markers, a follower of an answer that was not stored fills in
+    // turn (rather than passing on a marker).
+    let mut cfg: serde_json::Value = serde_json::from_str(&config()).expect("json");
+    cfg["edge"]["hit_for_pass"] = "0s".into();
+    let (fake, vm) = vm_with(&cfg.to_string());
+    let req: &[(&str, &[u8])] = &[
+        (":method", b"GET"),
+        (":path", b"/blog/carol/entry/3"),
+        (":authority", b"blog.example"),
+        ("user-agent", IPHONE),
+    ];
+    fake.map(MapType::HttpRequestHeaders, req);
+    let mut leader = Http::new(Rc::clone(&vm), 2);
+    assert_eq!(leader.on_request_headers(true), Action::Pause);
+    fake.map(MapType::HttpRequestHeaders, req);
+    let mut follower = Http::new(Rc::clone(&vm), 3);
+    assert_eq!(follower.on_request_headers(true), Action::Pause);
+    assert_eq!(fake.dispatched.borrow().len(), 1, "the follower waits");
+    fake.ticks.borrow_mut().clear();
+    fake.map(
+        MapType::HttpCallResponseHeaders,
+        &[(":status", b"200"), ("cache-control", b"no-store")],
+    );
+    fake.buffer_set(BufferType::HttpCallResponseBody, b"carol's page");
+    leader.on_fetch_response(1, 2, 12);
+    // Woken in the leader's callback, the follower fills in turn; its callout goes out
+    // from the root context (a stream's context may be gone before the answer), within
+    // a millisecond rather than the 100 ms tick.
+    assert_eq!(fake.dispatched.borrow().len(), 1, "not from the leader's context");
+    assert_eq!(*fake.ticks.borrow(), [Duration::from_millis(1)]);
+    fake.now_ms.set(fake.now_ms.get() + 1);
+    vm.tick();
+    assert_eq!(fake.dispatched.borrow().len(), 2, "the hurried tick sent it");
+    assert_eq!(
+        *fake.ticks.borrow(),
+        [Duration::from_millis(1), Duration::from_millis(100)],
+        "and put the period back"
+    );
+    fake.buffer_set(BufferType::HttpCallResponseBody, b"carol's page");
+    vm.on_root_callout(2, 2, 12);
+    let answer = fake.last_sent();
+    assert_eq!((answer.0, answer.2.as_slice()), (200, b"carol's page".as_slice()));
 }
 
 #[test]

@@ -417,10 +417,11 @@ impl Vm {
         if via == Via::Root && !self.root_active.get() {
             // The host answers a callout to the context whose callback sent it, and a
             // stream's context may be gone before the answer: a flow woken in a stream's
-            // callback fetches from the root context, on the next tick.
+            // callback fetches from the root context, on a tick hurried for it.
             f.stage = Stage::Callout;
             drop(f);
             (self.root_fetches.borrow_mut()).push((Rc::clone(flow), fields.to_vec()));
+            self.hurry();
             return Next::Wait(Go::Paused);
         }
         match Self::dispatch(p, &f.want.target, fields) {

@@ -182,11 +182,15 @@ pub struct Vm {
     /// Slots whose fetch ended in the current callback: their waiters are woken at its
     /// end ([`Vm::run_wakes`]).
     pending_wakes: RefCell<Vec<u32>>,
-    /// Fetches of flows woken in a stream's callback, sent from the root context on the
-    /// next tick ([`Vm::dispatch_root_fetches`]).
+    /// Fetches of flows woken in a stream's callback, sent from the root context on a
+    /// hurried tick ([`Vm::dispatch_root_fetches`], [`Vm::hurry`]).
     root_fetches: RefCell<Vec<(flow::FlowRef, Fields)>>,
     /// The root context's callback is running (a callout sent now is answered to it).
     root_active: Cell<bool>,
+    /// The tick was hurried ([`Vm::hurry`]) and its next run is a short one.
+    hurried: Cell<bool>,
+    /// When the last full tick ran, ms.
+    last_tick_ms: Cell<u64>,
     /// Admin calls paused at their headers waiting for a body: `(context, since ms)`.
     admin_waiting: RefCell<Vec<(u32, u64)>>,
     calls: RefCell<HashMap<u32, RootCall>>,
@@ -220,6 +224,8 @@ impl Vm {
             pending_wakes: RefCell::new(Vec::new()),
             root_fetches: RefCell::new(Vec::new()),
             root_active: Cell::new(false),
+            hurried: Cell::new(false),
+            last_tick_ms: Cell::new(0),
             admin_waiting: RefCell::new(Vec::new()),
             calls: RefCell::new(HashMap::new()),
             ws: RefCell::new(None),
