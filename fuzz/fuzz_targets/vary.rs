@@ -21,8 +21,8 @@ const DEVICE: &str = "X-Device";
 fuzz_target!(|data: &[u8]| {
     let ([vary], rest) = fields::<1>(data);
     let vary = text(vary);
-    let device = vary.len() % 2 == 0;
-    let encoding_varies = vary.len() % 3 == 0;
+    let device = vary.len().is_multiple_of(2);
+    let encoding_varies = vary.len().is_multiple_of(3);
     let Some(rw) = rewrite_vary(Some(&vary), DEVICE, device, encoding_varies) else {
         return;
     };
@@ -68,7 +68,7 @@ fuzz_target!(|data: &[u8]| {
         .collect();
     for f in &rw.fields {
         if let Some(v) = normalized(&headers[..], f) {
-            let once = vec![(f.clone(), v.clone())];
+            let once = [(f.clone(), v.clone())];
             assert_eq!(
                 normalized(&once[..], f),
                 Some(v.clone()),
@@ -105,7 +105,7 @@ fuzz_target!(|data: &[u8]| {
         None => {
             assert!(rw.fields.iter().any(|f| {
                 normalized(&headers[..], f).is_some_and(|v| v.len() > MAX_VARY_VALUE_BYTES)
-            }))
+            }));
         }
     }
 });

@@ -7,15 +7,12 @@ pub fn fields<const N: usize>(data: &[u8]) -> ([&[u8]; N], &[u8]) {
     let mut out = [&data[..0]; N];
     let mut rest = data;
     for f in &mut out {
-        match rest.iter().position(|&b| b == b'\n') {
-            Some(i) => {
-                *f = &rest[..i];
-                rest = &rest[i + 1..];
-            }
-            None => {
-                *f = rest;
-                rest = &rest[rest.len()..];
-            }
+        if let Some(i) = rest.iter().position(|&b| b == b'\n') {
+            *f = &rest[..i];
+            rest = &rest[i + 1..];
+        } else {
+            *f = rest;
+            rest = &rest[rest.len()..];
         }
     }
     (out, rest)

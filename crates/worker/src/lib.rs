@@ -14,6 +14,9 @@
 //! in shared data and parks the other requests until the object arrives (woken at once in
 //! the leader's VM, on the root context's tick elsewhere). Design and figures:
 //! `docs/envoy.md`.
+// The worker never panics on input (DESIGN.md conventions, 3); the workspace lint table
+// (inherited) cannot add these for one crate.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod host;
 pub mod metrics;

@@ -808,3 +808,4 @@ fn a_malformed_authority_is_a_400_before_anything_reads_the_request() {
         "nothing reached the origin"
     );
 }
+
