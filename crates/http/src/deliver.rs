@@ -179,7 +179,10 @@ pub fn deliver<'m, 'c>(
         weak_etag,
         client,
     };
-    if (200..300).contains(&meta.status) && (client.get || client.head) {
+    // Without a precondition nothing is evaluated (the hit path's common case: no
+    // validator is looked up, no weak `ETag` built).
+    let conditional = client.if_none_match.is_some() || client.if_modified_since.is_some();
+    if conditional && (200..300).contains(&meta.status) && (client.get || client.head) {
         let etag = d.etag();
         let pre = conditional::evaluate(
             client.if_none_match.as_deref(),
