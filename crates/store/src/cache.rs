@@ -226,6 +226,13 @@ impl Cache {
     /// marker is read only when the primary lookup found nothing servable, so a plain hit
     /// costs one lookup.
     ///
+    /// When nothing is usable, the newest copy the lookup read from the shared tier (past
+    /// its keep, not a marker, not banned) comes back with `fresh` =
+    /// [`Freshness::Miss`]: what a request that waited for a fetch is answered with, even
+    /// when the object's TTL ran out during the fetch (objects are dated from their fill's
+    /// request, so a TTL shorter than the fetch is over on arrival), and what a request
+    /// about to wait saw. It costs no read of its own.
+    ///
     /// # Errors
     /// [`Unkeyable`] when the request's variant can't be keyed.
     pub fn find(
@@ -235,37 +242,29 @@ impl Cache {
         now: Timestamp,
     ) -> Result<Option<Located>, Unkeyable> {
         let mut marker = None;
-        let mut found = self.lookup(sd, want, now, &mut marker);
+        let mut newest = None;
+        let mut found = self.lookup(sd, want, now, &mut marker, &mut newest);
         if found.is_none() {
             let primary = want.key.clone();
             // `lookup` found nothing, so it read both tiers under the key: a vary marker
             // there is in `marker` (not read from shared data again).
             self.resolve_variant(want, marker)?;
             if want.key != primary {
-                found = self.lookup(sd, want, now, &mut None);
+                newest = None;
+                found = self.lookup(sd, want, now, &mut None, &mut newest);
             }
         }
         if let Some(f) = &found {
             self.note_served(want.slot, &f.obj);
+            return Ok(found);
         }
-        Ok(found)
-    }
-
-    /// The newest object stored under `want.key` in the shared tier, whatever its
-    /// freshness (not a marker, not a vary marker, not banned): what a request that waited
-    /// for a fetch is answered with, even when the object's TTL ran out during the fetch
-    /// (objects are dated from their fill's request, so a TTL shorter than the fetch is over
-    /// on arrival). `None` when there is none.
-    pub fn newest(&mut self, sd: &dyn SharedData, want: &Wanted) -> Option<Rc<StoredObject>> {
-        let obj = self.shared.get(sd, &want.key)?;
-        let req = Req {
-            url: &want.target,
-            headers: &want.fields,
-        };
-        let usable = !obj.h.meta.pass
-            && !obj.h.meta.is_vary_marker()
-            && self.bans.check(&obj, &req) != Check::Banned;
-        usable.then(|| Rc::new(obj))
+        Ok(newest.map(|obj| Located {
+            times: obj.h.meta.times,
+            fresh: Freshness::Miss,
+            obj,
+            soft_purged: false,
+            level: Level::Shared,
+        }))
     }
 
     /// Freshness of `obj` for this request after bans, the times it was decided on, and
@@ -310,13 +309,15 @@ impl Cache {
     /// shared tier, whose newer version (another worker refreshed it) wins. When it
     /// returns `None` it has read both tiers, and `marker` holds the vary marker stored
     /// under the key if either tier has one (in-VM first, as [`Self::vary_marker`] reads
-    /// them), so the variant step need not read shared data again.
+    /// them), so the variant step need not read shared data again; `newest` holds the
+    /// shared copy when it was of no use only for being past its keep.
     fn lookup(
         &mut self,
         sd: &dyn SharedData,
         want: &Wanted,
         now: Timestamp,
         marker: &mut Option<Rc<StoredObject>>,
+        newest: &mut Option<Rc<StoredObject>>,
     ) -> Option<Located> {
         let local = match self.local.get(&want.key) {
             Some(o) if o.h.meta.is_vary_marker() => {
@@ -368,6 +369,15 @@ impl Cache {
                 soft_purged,
                 level: Level::Shared,
             });
+        }
+        if best.is_none() && !obj.h.meta.pass {
+            let req = Req {
+                url: &want.target,
+                headers: &want.fields,
+            };
+            if self.bans.check(&obj, &req) != Check::Banned {
+                *newest = Some(obj);
+            }
         }
         best
     }

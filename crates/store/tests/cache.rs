@@ -413,3 +413,62 @@ fn a_lookup_reads_the_ban_epoch_at_most_once_per_staleness_bound_and_again_after
         "zero: every lookup"
     );
 }
+
+/// A [`MemoryStore`] that counts its reads.
+#[derive(Default)]
+struct Counting {
+    inner: MemoryStore,
+    gets: std::cell::Cell<u32>,
+}
+
+impl cachet_store::SharedData for Counting {
+    fn get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        self.gets.set(self.gets.get() + 1);
+        self.inner.get(key)
+    }
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        self.inner.set(key, value, cas)
+    }
+}
+
+#[test]
+fn past_its_keep_a_copy_is_shown_as_a_miss_from_the_same_read_and_a_banned_one_is_not() {
+    let (sd, p) = (Counting::default(), policy());
+    let plan = plan(&p);
+    let mut w = Cache::new(1 << 20, 1 << 20, 1, KEY);
+    let mut req = want(&w, &plan, &[]);
+    let now = Timestamp::from_millis(T0);
+    let h = fields(&[("cache-control", "max-age=60"), ("etag", "\"v1\"")]);
+    let stored = match fill::filled(&p, &plan, &req.key, answer(200, &h, b"body"), now, false) {
+        Ok(Filled::Stored { meta, body }) => {
+            let obj = StoredObject::new(req.key.clone(), *meta, body);
+            w.put(&sd, &p, &req, obj, now).0
+        }
+        _ => panic!("stored"),
+    };
+    // Another worker, past TTL (60 s) and keep (1 h): nothing usable, the copy shown.
+    let mut other = Cache::new(1 << 20, 1 << 20, 2, KEY);
+    let past = Timestamp::from_millis(T0 + 3_661_000);
+    let reads = sd.gets.get();
+    let shown = other
+        .find(&sd, &mut req, past)
+        .expect("keyable")
+        .expect("the newest copy is shown");
+    let reads = sd.gets.get() - reads;
+    assert_eq!(shown.fresh, Freshness::Miss);
+    assert_eq!(shown.times.stored_at, stored.h.meta.times.stored_at);
+    // The copy's read, the vary-marker step's none (the marker would have been in it):
+    // the same reads as a lookup that finds nothing.
+    let mut empty = want(&other, &plan, &[]);
+    empty.key.push_str("-absent");
+    let before = sd.gets.get();
+    assert!(other.find(&sd, &mut empty, past).expect("keyable").is_none());
+    assert_eq!(reads, sd.gets.get() - before, "no read of its own");
+    // A banned copy is of no use at all.
+    bans::add_ban(&sd, "obj.http.x-url ~ ^/a", 100, T0 + 10).expect("ban");
+    other.sync_bans(&sd);
+    assert!(
+        other.find(&sd, &mut req, past).expect("keyable").is_none(),
+        "a banned copy is not shown"
+    );
+}

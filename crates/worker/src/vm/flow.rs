@@ -304,28 +304,15 @@ impl Vm {
             self.flush();
         }
         let mut f = flow.borrow_mut();
+        // Nothing usable: `find` shows the newest copy anyway (`Freshness::Miss`), past
+        // its TTL and keep: to a request that waited it is what its leader stored (the
+        // exchange serves it as the answer fetched for it); to one about to wait, what it
+        // saw before.
         let found =
             (self.cache.borrow_mut()).find(&HostData, &mut f.want, Timestamp::from_millis(now_ms));
         self.flush();
         let Ok(found) = found else {
             return Event::Unkeyable;
-        };
-        // Nothing usable: the newest copy is shown anyway, past its TTL and keep: to a
-        // request that waited it is what its leader stored (the exchange serves it as the
-        // answer fetched for it); to one about to wait, what it saw before.
-        let found = match found {
-            None => self
-                .cache
-                .borrow_mut()
-                .newest(&HostData, &f.want)
-                .map(|obj| cachet_store::cache::Located {
-                    times: obj.h.meta.times,
-                    fresh: cachet_refresh::Freshness::Miss,
-                    obj,
-                    soft_purged: false,
-                    level: Level::Shared,
-                }),
-            found => found,
         };
         // Failures matter only to a request that waited for a fetch (one that began after
         // a failure asks the origin itself): the list is read only then.
