@@ -24,9 +24,9 @@ mod entry {
 
     proxy_wasm::main! {{
         proxy_wasm::set_log_level(LogLevel::Info);
-        cachet_worker::host::install(Rc::new(crate::host::ProxyWasm));
         proxy_wasm::set_root_context(|context_id| -> Box<dyn RootContext> {
-            Box::new(Root { vm: Rc::new(Vm::new(context_id)) })
+            let vm = Vm::new(context_id, Rc::new(crate::host::ProxyWasm));
+            Box::new(Root { vm: Rc::new(vm) })
         });
     }}
 }

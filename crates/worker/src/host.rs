@@ -1,11 +1,11 @@
 //! The port between a cache worker and its proxy: the [`Host`] trait and the types it speaks.
 //!
-//! Every host call the worker makes goes through the functions of this module, which
-//! forward to the [`Host`] installed for the current thread (one worker per proxy thread):
-//! the proxy-wasm binding in `envoy-filter` (`ProxyWasm`, installed by its entry point),
-//! a test double in this crate's unit tests. This is the pattern of Kuadrant's wasm-shim:
-//! the worker's logic runs natively under `cargo test`, and every call can be counted
-//! ([`calls`]).
+//! Every host call the worker makes goes through its [`Port`], over the [`Host`] the
+//! worker was given when its [`crate::Vm`] was made (as `cachet-compute`'s host is passed
+//! in; nothing is installed per thread): the proxy-wasm binding in `envoy-filter`
+//! (`ProxyWasm`, given by its entry point), a test double in this crate's unit tests. This
+//! is the pattern of Kuadrant's wasm-shim: the worker's logic runs natively under `cargo
+//! test`, and every call can be counted ([`Port::calls`]).
 //!
 //! The port is shaped like the proxy-wasm ABI 0.2.1 (Envoy, Istio, NGINX and ATS wasm
 //! hosts implement it): header maps and buffers named by kind, local replies, paused
@@ -13,7 +13,7 @@
 //! types below are the worker's own, so this crate does not depend on the SDK; the binding
 //! maps them one to one.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -149,236 +149,193 @@ pub trait Host {
     }
 }
 
-/// Outside a proxy-wasm VM and before [`install`]: no host at all (every read is empty,
-/// every write is refused).
-struct Detached;
+/// A worker's way to its host: the [`Host`] it was given (the proxy binding, or a test
+/// double), with the conversions and defaults every call site wants, and a count of the
+/// calls made. A [`crate::Vm`] owns one and every stream reaches the host through it;
+/// nothing is installed per thread.
+pub struct Port {
+    host: Rc<dyn Host>,
+    calls: Cell<u64>,
+}
 
-impl Host for Detached {
-    fn now(&self) -> SystemTime {
-        UNIX_EPOCH
+impl std::fmt::Debug for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Port").field("calls", &self.calls).finish_non_exhaustive()
     }
-    fn random(&self) -> u64 {
-        0
+}
+
+impl Port {
+    /// The port over `host`.
+    pub fn new(host: Rc<dyn Host>) -> Self {
+        Self {
+            host,
+            calls: Cell::new(0),
+        }
     }
-    fn log(&self, _: LogLevel, _: &str) {}
-    fn shared_get(&self, _: &str) -> (Option<Vec<u8>>, Option<u32>) {
-        (None, None)
+
+    /// Host calls made through this port so far (regression figure for the hit path).
+    pub fn calls(&self) -> u64 {
+        self.calls.get()
     }
-    fn shared_set(&self, _: &str, _: &[u8], _: Option<u32>) -> bool {
-        false
+
+    /// The host, counting one call.
+    fn with(&self) -> &dyn Host {
+        self.calls.set(self.calls.get() + 1);
+        &*self.host
     }
-    fn buffer(&self, _: BufferType, _: usize) -> Option<Vec<u8>> {
-        None
+
+    /// The host's wall clock (`proxy_get_current_time_nanoseconds`); the Unix epoch if the
+    /// host refuses (never seen).
+    pub fn now(&self) -> SystemTime {
+        self.with().now()
     }
-    fn headers(&self, _: MapType) -> Vec<(String, Vec<u8>)> {
-        Vec::new()
+
+    /// 64 random bits from the platform ([`Host::random`]).
+    pub fn random_u64(&self) -> u64 {
+        self.with().random()
     }
-    fn set_header(&self, _: MapType, _: &str, _: Option<&[u8]>) {}
-    fn set_headers(&self, _: MapType, _: &[(&str, &[u8])]) {}
-    fn send(&self, _: u16, _: &[(&str, &[u8])], _: Option<&[u8]>) {}
-    fn set_effective_context(&self, _: u32) -> bool {
-        false
+
+    /// Milliseconds since the Unix epoch of [`now`].
+    pub fn now_ms(&self) -> u64 {
+        u64::try_from(
+            self.now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or(Duration::ZERO)
+                .as_millis(),
+        )
+        .unwrap_or(u64::MAX)
     }
-    fn resume_request(&self) {}
-    fn dispatch(
+
+    /// Writes one log line at `level`.
+    pub fn log(&self, level: LogLevel, msg: &str) {
+        self.with().log(level, msg);
+    }
+
+    /// A shared-data value and its CAS token (`None`, `None` when absent).
+    pub fn shared_get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        self.with().shared_get(key)
+    }
+
+    /// Sets a shared-data value; with `cas` the write fails (returns `false`) when another
+    /// writer got there first (`Status::CasMismatch`).
+    pub fn shared_set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        self.with().shared_set(key, value, cas)
+    }
+
+    /// The plugin configuration, read with the exact size the host announced to
+    /// `on_configure` (DESIGN.md: some hosts reject the SDK's `usize::MAX`).
+    pub fn plugin_configuration(&self, size: usize) -> Option<Vec<u8>> {
+        if size == 0 {
+            return None;
+        }
+        self.with().buffer(BufferType::PluginConfiguration, size)
+    }
+
+    /// A body buffer (`HttpRequestBody`, `HttpCallResponseBody`, …) of `size` bytes.
+    pub fn buffer(&self, kind: BufferType, size: usize) -> Vec<u8> {
+        if size == 0 {
+            return Vec::new();
+        }
+        self.with().buffer(kind, size).unwrap_or_default()
+    }
+
+    /// All pairs of a header map; values as bytes (the SDK's string form panics on non-UTF-8
+    /// values, which clients may send, e.g. in `User-Agent`). Names are lower-case ASCII in
+    /// Envoy (HTTP/2 and HTTP/1 codecs both normalize them).
+    pub fn headers(&self, map: MapType) -> Vec<(String, Vec<u8>)> {
+        self.with().headers(map)
+    }
+
+    /// Sets (`Some`) or removes (`None`) one header; the value as bytes.
+    pub fn set_header(&self, map: MapType, name: &str, value: Option<&[u8]>) {
+        self.with().set_header(map, name, value);
+    }
+
+    /// Whether the current stream's response came from its upstream ([`Host::via_upstream`]).
+    pub fn via_upstream(&self) -> bool {
+        self.with().via_upstream()
+    }
+
+    /// The current stream's `response.code_details` ([`Host::response_code_details`]).
+    pub fn response_code_details(&self) -> Option<Vec<u8>> {
+        self.with().response_code_details()
+    }
+
+    /// Replaces a whole header map of the current stream.
+    pub fn set_headers(&self, map: MapType, pairs: &[(&str, &[u8])]) {
+        self.with().set_headers(map, pairs);
+    }
+
+    /// Answers the current stream with a local reply; header values are sent as these bytes.
+    pub fn send(&self, status: u16, headers: &[(&str, &[u8])], body: Option<&[u8]>) {
+        self.with().send(status, headers, body);
+    }
+
+    /// Makes later stream calls act on `context_id` (a paused request resumed from the root).
+    pub fn set_effective_context(&self, context_id: u32) -> bool {
+        self.with().set_effective_context(context_id)
+    }
+
+    /// Lets a paused request continue to the upstream.
+    pub fn resume_request(&self) {
+        self.with().resume_request();
+    }
+
+    /// Dispatches an HTTP call; the token, or the host's refusal.
+    ///
+    /// # Errors
+    /// The host's status: `BadArgument` (unknown cluster, missing pseudo-headers),
+    /// `SerializationFailure` (a value the binding cannot carry exactly, [`Status`]) or
+    /// `InternalFailure`.
+    pub fn dispatch(
         &self,
-        _: &str,
-        _: &[(&str, &[u8])],
-        _: Option<&[u8]>,
-        _: Duration,
+        cluster: &str,
+        headers: &[(&str, &[u8])],
+        body: Option<&[u8]>,
+        timeout: Duration,
     ) -> Result<u32, Status> {
-        Err(Status::InternalFailure)
+        self.with().dispatch(cluster, headers, body, timeout)
     }
-    fn define_metric(&self, _: MetricType, _: &str) -> u32 {
-        0
+
+    /// Defines a metric; 0 (ignored by [`Port::metric_add`]) when the host refuses.
+    pub fn define_metric(&self, kind: MetricType, name: &str) -> u32 {
+        self.with().define_metric(kind, name)
     }
-    fn metric_add(&self, _: u32, _: i64) {}
-    fn metric_set(&self, _: u32, _: u64) {}
-    fn set_tick(&self, _: Duration) {}
-    fn downstream_tls(&self) -> bool {
-        false
+
+    /// Adds `by` to a counter or gauge.
+    pub fn metric_add(&self, id: u32, by: i64) {
+        if id != 0 && by != 0 {
+            self.with().metric_add(id, by);
+        }
     }
-}
 
-thread_local! {
-    static HOST: RefCell<Rc<dyn Host>> = RefCell::new(default_host());
-    static CALLS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn default_host() -> Rc<dyn Host> {
-    Rc::new(Detached)
-}
-
-/// Installs `host` for this thread: the proxy binding at VM start, a test double in tests.
-pub fn install(host: Rc<dyn Host>) {
-    HOST.with(|h| *h.borrow_mut() = host);
-}
-
-/// Host calls made on this thread so far (regression figure for the hit path).
-pub fn calls() -> u64 {
-    CALLS.with(Cell::get)
-}
-
-/// Runs `f` with this thread's host (the borrow ends before `f` runs, so a host may call
-/// back into the filter).
-fn with<R>(f: impl FnOnce(&dyn Host) -> R) -> R {
-    CALLS.with(|c| c.set(c.get() + 1));
-    let h = HOST.with(|h| Rc::clone(&h.borrow()));
-    f(&*h)
-}
-
-/// The host's wall clock (`proxy_get_current_time_nanoseconds`); the Unix epoch if the
-/// host refuses (never seen).
-pub fn now() -> SystemTime {
-    with(|h| h.now())
-}
-
-/// 64 random bits from the platform ([`Host::random`]).
-pub fn random_u64() -> u64 {
-    with(|h| h.random())
-}
-
-/// Milliseconds since the Unix epoch of [`now`].
-pub fn now_ms() -> u64 {
-    u64::try_from(
-        now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO)
-            .as_millis(),
-    )
-    .unwrap_or(u64::MAX)
-}
-
-/// Writes one log line at `level`.
-pub fn log(level: LogLevel, msg: &str) {
-    with(|h| h.log(level, msg));
-}
-
-/// A shared-data value and its CAS token (`None`, `None` when absent).
-pub fn shared_get(key: &str) -> (Option<Vec<u8>>, Option<u32>) {
-    with(|h| h.shared_get(key))
-}
-
-/// Sets a shared-data value; with `cas` the write fails (returns `false`) when another
-/// writer got there first (`Status::CasMismatch`).
-pub fn shared_set(key: &str, value: &[u8], cas: Option<u32>) -> bool {
-    with(|h| h.shared_set(key, value, cas))
-}
-
-/// The plugin configuration, read with the exact size the host announced to
-/// `on_configure` (DESIGN.md: some hosts reject the SDK's `usize::MAX`).
-pub fn plugin_configuration(size: usize) -> Option<Vec<u8>> {
-    if size == 0 {
-        return None;
+    /// Sets a gauge.
+    pub fn metric_set(&self, id: u32, value: u64) {
+        if id != 0 {
+            self.with().metric_set(id, value);
+        }
     }
-    with(|h| h.buffer(BufferType::PluginConfiguration, size))
-}
 
-/// A body buffer (`HttpRequestBody`, `HttpCallResponseBody`, …) of `size` bytes.
-pub fn buffer(kind: BufferType, size: usize) -> Vec<u8> {
-    if size == 0 {
-        return Vec::new();
+    /// Sets the root context's tick period.
+    pub fn set_tick(&self, period: Duration) {
+        self.with().set_tick(period);
     }
-    with(|h| h.buffer(kind, size)).unwrap_or_default()
-}
 
-/// All pairs of a header map; values as bytes (the SDK's string form panics on non-UTF-8
-/// values, which clients may send, e.g. in `User-Agent`). Names are lower-case ASCII in
-/// Envoy (HTTP/2 and HTTP/1 codecs both normalize them).
-pub fn headers(map: MapType) -> Vec<(String, Vec<u8>)> {
-    with(|h| h.headers(map))
-}
-
-/// Sets (`Some`) or removes (`None`) one header; the value as bytes.
-pub fn set_header(map: MapType, name: &str, value: Option<&[u8]>) {
-    with(|h| h.set_header(map, name, value));
-}
-
-/// Whether the current stream's response came from its upstream ([`Host::via_upstream`]).
-pub fn via_upstream() -> bool {
-    with(|h| h.via_upstream())
-}
-
-/// The current stream's `response.code_details` ([`Host::response_code_details`]).
-pub fn response_code_details() -> Option<Vec<u8>> {
-    with(|h| h.response_code_details())
-}
-
-/// Replaces a whole header map of the current stream.
-pub fn set_headers(map: MapType, pairs: &[(&str, &[u8])]) {
-    with(|h| h.set_headers(map, pairs));
-}
-
-/// Answers the current stream with a local reply; header values are sent as these bytes.
-pub fn send(status: u16, headers: &[(&str, &[u8])], body: Option<&[u8]>) {
-    with(|h| h.send(status, headers, body));
-}
-
-/// Makes later stream calls act on `context_id` (a paused request resumed from the root).
-pub fn set_effective_context(context_id: u32) -> bool {
-    with(|h| h.set_effective_context(context_id))
-}
-
-/// Lets a paused request continue to the upstream.
-pub fn resume_request() {
-    with(|h| h.resume_request());
-}
-
-/// Dispatches an HTTP call; the token, or the host's refusal.
-///
-/// # Errors
-/// The host's status: `BadArgument` (unknown cluster, missing pseudo-headers),
-/// `SerializationFailure` (a value the binding cannot carry exactly, [`Status`]) or
-/// `InternalFailure`.
-pub fn dispatch(
-    cluster: &str,
-    headers: &[(&str, &[u8])],
-    body: Option<&[u8]>,
-    timeout: Duration,
-) -> Result<u32, Status> {
-    with(|h| h.dispatch(cluster, headers, body, timeout))
-}
-
-/// Defines a metric; 0 (ignored by [`metric_add`]) when the host refuses.
-pub fn define_metric(kind: MetricType, name: &str) -> u32 {
-    with(|h| h.define_metric(kind, name))
-}
-
-/// Adds `by` to a counter or gauge.
-pub fn metric_add(id: u32, by: i64) {
-    if id != 0 && by != 0 {
-        with(|h| h.metric_add(id, by));
+    /// Whether the downstream connection uses TLS (property `connection.tls_version`; absent
+    /// on plaintext connections and in hosts without properties).
+    pub fn downstream_tls(&self) -> bool {
+        self.with().downstream_tls()
     }
-}
-
-/// Sets a gauge.
-pub fn metric_set(id: u32, value: u64) {
-    if id != 0 {
-        with(|h| h.metric_set(id, value));
-    }
-}
-
-/// Sets the root context's tick period.
-pub fn set_tick(period: Duration) {
-    with(|h| h.set_tick(period));
 }
 
 /// Proxy-wasm shared data as `cachet_store::SharedData`: the one seam between the
 /// storage protocols (`cachet_store`) and the host.
-pub struct HostData;
-
-impl cachet_store::SharedData for HostData {
+impl cachet_store::SharedData for Port {
     fn get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
-        shared_get(key)
+        self.shared_get(key)
     }
 
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
-        shared_set(key, value, cas)
+        self.shared_set(key, value, cas)
     }
-}
-
-/// Whether the downstream connection uses TLS (property `connection.tls_version`; absent
-/// on plaintext connections and in hosts without properties).
-pub fn downstream_tls() -> bool {
-    with(|h| h.downstream_tls())
 }

@@ -1,8 +1,6 @@
 //! The filter's proxy-wasm metrics, visible at Envoy's admin `/stats` (as `wasmcustom.cachet.*`).
 
-use crate::host::MetricType;
-
-use crate::host;
+use crate::host::{MetricType, Port};
 
 /// Metric ids of one VM. Envoy shares a metric by name across the VMs of a plugin, so the
 /// counters add up over every worker; gauges are set by whoever last computed them.
@@ -75,9 +73,9 @@ pub struct Metrics {
 
 impl Metrics {
     /// Defines every metric with the host.
-    pub fn define() -> Self {
-        let c = |n: &str| host::define_metric(MetricType::Counter, &format!("cachet.{n}"));
-        let g = |n: &str| host::define_metric(MetricType::Gauge, &format!("cachet.{n}"));
+    pub fn define(port: &Port) -> Self {
+        let c = |n: &str| port.define_metric(MetricType::Counter, &format!("cachet.{n}"));
+        let g = |n: &str| port.define_metric(MetricType::Gauge, &format!("cachet.{n}"));
         Self {
             hits_local: c("hits_local"),
             hits_shared: c("hits_shared"),
@@ -112,24 +110,24 @@ impl Metrics {
     }
 
     /// Adds one to a counter.
-    pub fn inc(id: u32) {
-        host::metric_add(id, 1);
+    pub fn inc(port: &Port, id: u32) {
+        port.metric_add(id, 1);
     }
 
     /// Adds `n` to a counter.
-    pub fn add(id: u32, n: u64) {
-        host::metric_add(id, i64::try_from(n).unwrap_or(i64::MAX));
+    pub fn add(port: &Port, id: u32, n: u64) {
+        port.metric_add(id, i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// Moves a gauge that several workers add to from `before` to `now` (this worker's
     /// share of it).
-    pub fn change(id: u32, now: u64, before: u64) {
+    pub fn change(port: &Port, id: u32, now: u64, before: u64) {
         let delta = i128::from(now) - i128::from(before);
-        host::metric_add(id, i64::try_from(delta).unwrap_or(i64::MAX));
+        port.metric_add(id, i64::try_from(delta).unwrap_or(i64::MAX));
     }
 
     /// Sets a gauge.
-    pub fn set(id: u32, v: u64) {
-        host::metric_set(id, v);
+    pub fn set(port: &Port, id: u32, v: u64) {
+        port.metric_set(id, v);
     }
 }

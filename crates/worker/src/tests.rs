@@ -17,7 +17,7 @@ use crate::host::{Action, BufferType, LogLevel, MapType, MetricType, Status};
 
 use cachet_store::SharedData;
 
-use crate::host::{self, Host};
+use crate::host::Host;
 use crate::vm::{Http, Vm};
 
 /// Header values as bytes end to end (issue 27 item 11).
@@ -210,10 +210,9 @@ fn vm() -> (Rc<Fake>, Rc<Vm>) {
 fn vm_with(cfg: &str) -> (Rc<Fake>, Rc<Vm>) {
     let fake = Rc::new(Fake::default());
     fake.now_ms.set(1_700_000_000_000);
-    host::install(Rc::clone(&fake) as Rc<dyn Host>);
     let cfg = cfg.to_owned();
     fake.buffer_set(BufferType::PluginConfiguration, cfg.as_bytes());
-    let vm = Rc::new(Vm::new(1));
+    let vm = Rc::new(Vm::new(1, Rc::clone(&fake) as Rc<dyn Host>));
     vm.init_shared();
     assert!(
         vm.configure(cfg.len()),
@@ -308,10 +307,10 @@ fn a_miss_fetches_what_the_key_accounts_for_and_a_hit_is_served_from_memory() {
     let mut second = Http::new(Rc::clone(&vm), 3);
     assert_eq!(second.on_request_headers(true), Action::Pause);
     // The same hit again, in the steady state (the workspace gauge already current).
-    let before = host::calls();
+    let before = vm.host_calls();
     let mut third = Http::new(Rc::clone(&vm), 4);
     assert_eq!(third.on_request_headers(true), Action::Pause);
-    let calls = host::calls() - before;
+    let calls = vm.host_calls() - before;
     let hit = fake.last_sent();
     assert_eq!(hit.0, 200);
     assert_eq!(header(&hit, "x-cache"), Some("HIT"));
@@ -590,7 +589,7 @@ fn with_ban_staleness_a_hit_skips_the_epoch_read_and_a_ban_from_another_worker_a
     let cfg = cfg.to_string();
     let (fake, a) = vm_with(&cfg);
     // A second worker of the same Envoy (same shared data), where the ban is accepted.
-    let b = Rc::new(Vm::new(10));
+    let b = Rc::new(Vm::new(10, Rc::clone(&fake) as Rc<dyn Host>));
     b.init_shared();
     assert!(b.configure(cfg.len()));
     let t0 = fake.now_ms.get();
@@ -598,10 +597,10 @@ fn with_ban_staleness_a_hit_skips_the_epoch_read_and_a_ban_from_another_worker_a
     let hit = |ctx: u32, at: u64| {
         fake.now_ms.set(at);
         get_entry(&fake);
-        let before = host::calls();
+        let before = a.host_calls();
         let mut s = Http::new(Rc::clone(&a), ctx);
         assert_eq!(s.on_request_headers(true), Action::Pause);
-        (host::calls() - before, fake.dispatched.borrow().len())
+        (a.host_calls() - before, fake.dispatched.borrow().len())
     };
     // The lookup of the miss read the epoch at t0: within 500 ms a hit does not.
     let (calls, fetches) = hit(3, t0 + 100);
@@ -624,7 +623,7 @@ fn with_ban_staleness_a_hit_skips_the_epoch_read_and_a_ban_from_another_worker_a
 #[test]
 fn by_default_every_lookup_reads_the_ban_epoch_and_a_ban_applies_at_once() {
     let (fake, a) = vm();
-    let b = Rc::new(Vm::new(10));
+    let b = Rc::new(Vm::new(10, Rc::clone(&fake) as Rc<dyn Host>));
     b.init_shared();
     assert!(b.configure(config().len()));
     store_entry(&fake, &a, 2);
@@ -640,9 +639,9 @@ fn by_default_every_lookup_reads_the_ban_epoch_and_a_ban_applies_at_once() {
 
 /// A new root context in the VM `fake` hosts (what Envoy creates for a plugin
 /// configuration update), configured with `cfg`: its `configure` result.
-fn new_root(fake: &Fake, id: u32, cfg: &str) -> (Rc<Vm>, bool) {
+fn new_root(fake: &Rc<Fake>, id: u32, cfg: &str) -> (Rc<Vm>, bool) {
     fake.buffer_set(BufferType::PluginConfiguration, cfg.as_bytes());
-    let vm = Rc::new(Vm::new(id));
+    let vm = Rc::new(Vm::new(id, Rc::clone(fake) as Rc<dyn Host>));
     vm.init_shared();
     let ok = vm.configure(cfg.len());
     (vm, ok)
@@ -742,7 +741,6 @@ fn a_rejected_first_configuration_serves_with_the_built_in_default() {
     crate::vm::forget_last_good();
     let fake = Rc::new(Fake::default());
     fake.now_ms.set(1_700_000_000_000);
-    host::install(Rc::clone(&fake) as Rc<dyn Host>);
     for (i, bad) in ["", "not json", &typo_config()].into_iter().enumerate() {
         let id = 10 * u32::try_from(i + 1).unwrap();
         let (vm, ok) = new_root(&fake, id, bad);

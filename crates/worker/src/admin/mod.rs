@@ -11,21 +11,28 @@ pub use api::{
     handle_fleet,
 };
 
-use crate::host::HostData;
+use crate::host::Port;
 use crate::metrics::Metrics;
 
 /// Handles one admin call at `now_ms` ([`api::handle`]).
-pub fn handle(policy: &Policy, m: &Metrics, req: &AdminRequest, body: &[u8], now_ms: u64) -> Reply {
-    let (reply, fx) = api::handle(&HostData, policy, req, body, now_ms);
-    count(m, fx);
+pub fn handle(
+    port: &Port,
+    policy: &Policy,
+    m: &Metrics,
+    req: &AdminRequest,
+    body: &[u8],
+    now_ms: u64,
+) -> Reply {
+    let (reply, fx) = api::handle(port, policy, req, body, now_ms);
+    count(port, m, fx);
     reply
 }
 
 /// Counts an admin call's effects in the metrics.
-pub fn count(m: &Metrics, fx: Effects) {
+pub fn count(port: &Port, m: &Metrics, fx: Effects) {
     if fx.denied {
-        Metrics::inc(m.admin_denied);
+        Metrics::inc(port, m.admin_denied);
     }
-    Metrics::add(m.bans_added, fx.bans_added);
-    Metrics::add(m.purges, fx.purges);
+    Metrics::add(port, m.bans_added, fx.bans_added);
+    Metrics::add(port, m.purges, fx.purges);
 }

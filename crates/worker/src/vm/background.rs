@@ -15,10 +15,10 @@ impl Vm {
     /// fetches and restores the period.
     pub fn tick(&self) {
         let Some(p) = self.policy() else { return };
-        let now_ms = host::now_ms();
+        let now_ms = self.port.now_ms();
         let period = p.config().envoy.tick.0;
         if self.hurried.replace(false) {
-            host::set_tick(period);
+            self.port.set_tick(period);
             let since = Duration::from_millis(now_ms.saturating_sub(self.last_tick_ms.get()));
             if since < period {
                 self.root_active.set(true);
@@ -31,7 +31,7 @@ impl Vm {
         self.last_tick_ms.set(now_ms);
         self.root_active.set(true);
         self.sync_bans();
-        self.cache.borrow_mut().report_served(&HostData);
+        self.cache.borrow_mut().report_served(&*self.port);
         self.wake(None);
         self.resume_admin_bodies();
         self.dispatch_root_fetches();
@@ -47,7 +47,7 @@ impl Vm {
         let local = self.cache.borrow().local_bytes();
         let before = self.local_reported.replace(local);
         if local != before {
-            Metrics::change(self.m().local_bytes, local, before);
+            Metrics::change(&self.port, self.m().local_bytes, local, before);
         }
         self.root_active.set(false);
     }
@@ -58,7 +58,7 @@ impl Vm {
     /// period at most; the tick after restores the period.
     pub(super) fn hurry(&self) {
         if !self.hurried.replace(true) {
-            host::set_tick(HURRIED);
+            self.port.set_tick(HURRIED);
         }
     }
 
@@ -71,7 +71,7 @@ impl Vm {
     /// withholds bodies of paused streams (no `allow_on_headers_stop_iteration`).
     pub(super) fn resume_admin_bodies(&self) {
         let Some(p) = self.policy() else { return };
-        let now_ms = host::now_ms();
+        let now_ms = self.port.now_ms();
         let tick_ms = u64::try_from(p.config().envoy.tick.0.as_millis()).unwrap_or(u64::MAX);
         let due: Vec<u32> = {
             let mut waiting = self.admin_waiting.borrow_mut();
@@ -84,8 +84,8 @@ impl Vm {
             due
         };
         for ctx in due {
-            if host::set_effective_context(ctx) {
-                host::resume_request();
+            if self.port.set_effective_context(ctx) {
+                self.port.resume_request();
             }
         }
     }
@@ -103,8 +103,8 @@ impl Vm {
                 self.run_wakes();
                 self.root_active.set(false);
             }
-            RootCall::Feed => self.apply_feed(&p, OriginResponse::read(nh, body_size, 0, u64::MAX)),
-            RootCall::Etcd(what) => self.on_etcd(&p, what, fleet::answer(nh, body_size)),
+            RootCall::Feed => self.apply_feed(&p, OriginResponse::read(&self.port, nh, body_size, 0, u64::MAX)),
+            RootCall::Etcd(what) => self.on_etcd(&p, what, fleet::answer(&self.port, nh, body_size)),
         }
     }
 
@@ -124,9 +124,9 @@ impl Vm {
             retention: cfg.bans.retention.0,
         };
         let held = self.cache.borrow_mut().lurk_if_leased(
-            &HostData,
+            &*self.port,
             me,
-            host::now_ms(),
+            self.port.now_ms(),
             lease_ms,
             cfg.bans.lurker_budget,
             retire,
@@ -141,7 +141,7 @@ impl Vm {
         if cfg.ban_feed_cluster.is_empty() {
             return;
         }
-        let now_ms = host::now_ms();
+        let now_ms = self.port.now_ms();
         if now_ms < self.next_feed_ms.get() {
             return;
         }
@@ -155,7 +155,7 @@ impl Vm {
             (":scheme", b"http"),
             ("authorization", auth.as_bytes()),
         ];
-        if let Ok(token) = host::dispatch(&cfg.ban_feed_cluster, &h, None, Duration::from_secs(5)) {
+        if let Ok(token) = self.port.dispatch(&cfg.ban_feed_cluster, &h, None, Duration::from_secs(5)) {
             self.calls.borrow_mut().insert(token, RootCall::Feed);
         }
     }
@@ -165,14 +165,14 @@ impl Vm {
             return;
         };
         let max = p.config().bans.max_bans;
-        match bans::apply_feed(&HostData, &r.body, max, host::now_ms()) {
+        match bans::apply_feed(&*self.port, &r.body, max, self.port.now_ms()) {
             Ok(0) => {}
             Ok(added) => {
-                Metrics::inc(self.m().feed_updates);
-                Metrics::add(self.m().bans_added, added as u64);
+                Metrics::inc(&self.port, self.m().feed_updates);
+                Metrics::add(&self.port, self.m().bans_added, added as u64);
                 self.sync_bans();
             }
-            Err(e) => host::log(LogLevel::Warn, &format!("cachet: ban feed: {e}")),
+            Err(e) => self.port.log(LogLevel::Warn, &format!("cachet: ban feed: {e}")),
         }
     }
 }

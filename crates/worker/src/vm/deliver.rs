@@ -34,7 +34,7 @@ impl Vm {
                     Some(Cow::Owned(b))
                 }
                 Err(e) => {
-                    send_error(&WorkerError::Body(e));
+                    send_error(&self.port, &WorkerError::Body(e));
                     return;
                 }
             },
@@ -62,7 +62,7 @@ impl Vm {
             })
             .collect();
         h.extend_from_slice(extra);
-        host::send(head.status, &h, body);
+        self.port.send(head.status, &h, body);
         drop(h);
         drop(scratch);
         if let Some(w) = ws.as_mut() {
@@ -79,10 +79,10 @@ impl Vm {
         match w.reset(draw) {
             Ok(r) if r.watermark as u64 != self.watermark.get() => {
                 self.watermark.set(r.watermark as u64);
-                Metrics::set(m.workspace_watermark, r.watermark as u64);
+                Metrics::set(&self.port, m.workspace_watermark, r.watermark as u64);
             }
             Ok(_) => {}
-            Err(_) => Metrics::inc(m.workspace_violations),
+            Err(_) => Metrics::inc(&self.port, m.workspace_violations),
         }
     }
 }
@@ -103,16 +103,16 @@ pub(super) fn error_response(e: &WorkerError) -> Reply {
     })
 }
 
-pub(super) fn send_error(e: &WorkerError) {
-    send_reply(&error_response(e));
+pub(super) fn send_error(port: &Port, e: &WorkerError) {
+    send_reply(port, &error_response(e));
 }
 
-pub(super) fn send_synth(s: &Synth) {
-    send_reply(&cachet_http::reply::synth(s));
+pub(super) fn send_synth(port: &Port, s: &Synth) {
+    send_reply(port, &cachet_http::reply::synth(s));
 }
 
 /// Sends a `cachet_http::Reply` as the stream's local response.
-pub(super) fn send_reply(r: &Reply) {
+pub(super) fn send_reply(port: &Port, r: &Reply) {
     let h: Vec<(&str, &[u8])> = r.headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
-    host::send(r.status, &h, Some(&r.body));
+    port.send(r.status, &h, Some(&r.body));
 }

@@ -15,12 +15,13 @@ impl Vm {
     /// The host's refusal (unknown cluster, bad headers; `SerializationFailure` when a
     /// value is one the host's callouts cannot carry exactly: nothing was sent).
     pub(super) fn dispatch(
+        &self,
         p: &Policy,
         target: &str,
         fields: &[(String, Vec<u8>)],
     ) -> Result<u32, crate::host::Status> {
         let h = fill_lines(target, fields);
-        host::dispatch(
+        self.port.dispatch(
             &p.config().envoy.cluster,
             &h,
             None,

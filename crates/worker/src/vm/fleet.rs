@@ -35,7 +35,7 @@ pub(super) enum EtcdCall {
 
 /// POSTs `body` to etcd's gateway `path` on `cluster`; the callout token, `None` when
 /// Envoy refused the call (unknown cluster).
-pub(super) fn call(cluster: &str, path: &str, body: &[u8]) -> Option<u32> {
+pub(super) fn call(port: &Port, cluster: &str, path: &str, body: &[u8]) -> Option<u32> {
     let h: [(&str, &[u8]); 5] = [
         (":method", b"POST"),
         (":path", path.as_bytes()),
@@ -43,13 +43,13 @@ pub(super) fn call(cluster: &str, path: &str, body: &[u8]) -> Option<u32> {
         (":scheme", b"http"),
         ("content-type", b"application/json"),
     ];
-    host::dispatch(cluster, &h, Some(body), ETCD_TIMEOUT).ok()
+    port.dispatch(cluster, &h, Some(body), ETCD_TIMEOUT).ok()
 }
 
 /// The etcd callout's answer being delivered: `(status, body)`, `None` when it failed
 /// (no answer, reset, timeout) or is larger than [`MAX_ETCD_ANSWER_BYTES`].
-pub(super) fn answer(nh: usize, body_size: usize) -> Option<(u16, Vec<u8>)> {
-    OriginResponse::read(nh, body_size, 0, MAX_ETCD_ANSWER_BYTES)
+pub(super) fn answer(port: &Port, nh: usize, body_size: usize) -> Option<(u16, Vec<u8>)> {
+    OriginResponse::read(port, nh, body_size, 0, MAX_ETCD_ANSWER_BYTES)
         .filter(|r| !r.oversized)
         .map(|r| (r.status, r.body))
 }
@@ -64,9 +64,9 @@ impl Vm {
         if cfg.etcd_cluster.is_empty() || self.etcd_busy.get() {
             return;
         }
-        let now_ms = host::now_ms();
+        let now_ms = self.port.now_ms();
         if !bans::poll_due(
-            &HostData,
+            &*self.port,
             now_ms,
             self.last_poll_ms.get(),
             self.next_feed_ms.get(),
@@ -76,18 +76,18 @@ impl Vm {
         let interval = u64::try_from(cfg.etcd_interval.0.as_millis()).unwrap_or(1000);
         self.last_poll_ms.set(now_ms);
         self.next_feed_ms.set(now_ms.saturating_add(interval));
-        let (log, _) = bans::read_log(&HostData);
+        let (log, _) = bans::read_log(&*self.port);
         let body = etcd::poll(&cfg.etcd_prefix, log.feed_through);
         self.etcd_dispatch(&p, etcd::RANGE_PATH, &body, EtcdCall::Poll);
     }
 
     fn etcd_dispatch(&self, p: &Policy, path: &str, body: &[u8], what: EtcdCall) {
-        match call(&p.config().envoy.etcd_cluster, path, body) {
+        match call(&self.port, &p.config().envoy.etcd_cluster, path, body) {
             Some(token) => {
                 self.etcd_busy.set(true);
                 self.calls.borrow_mut().insert(token, RootCall::Etcd(what));
             }
-            None => host::log(
+            None => self.port.log(
                 LogLevel::Warn,
                 "cachet: fleet ban log: Envoy refused the call to envoy.etcd_cluster",
             ),
@@ -100,12 +100,12 @@ impl Vm {
         let cfg = p.config();
         let prefix = &cfg.envoy.etcd_prefix;
         let Some((status, body)) = answer else {
-            host::log(LogLevel::Warn, "cachet: fleet ban log: etcd did not answer");
+            self.port.log(LogLevel::Warn, "cachet: fleet ban log: etcd did not answer");
             return;
         };
-        let now_ms = host::now_ms();
+        let now_ms = self.port.now_ms();
         let failed = |e: &dyn std::fmt::Display| {
-            host::log(LogLevel::Warn, &format!("cachet: fleet ban log: {e}"));
+            self.port.log(LogLevel::Warn, &format!("cachet: fleet ban log: {e}"));
         };
         match what {
             EtcdCall::Poll => {
@@ -113,11 +113,11 @@ impl Vm {
                     Ok(polled) => polled,
                     Err(e) => return failed(&e),
                 };
-                match bans::apply_polled(&HostData, &polled, cfg.bans.max_bans, now_ms) {
+                match bans::apply_polled(&*self.port, &polled, cfg.bans.max_bans, now_ms) {
                     Ok(added) => {
                         if added > 0 {
-                            Metrics::inc(self.m().feed_updates);
-                            Metrics::add(self.m().bans_added, added as u64);
+                            Metrics::inc(&self.port, self.m().feed_updates);
+                            Metrics::add(&self.port, self.m().bans_added, added as u64);
                         }
                         self.sync_bans();
                     }

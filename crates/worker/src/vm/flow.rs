@@ -31,13 +31,14 @@ use cachet_http::exchange::{
 /// The fill right: the collapsing lock of a slot, released when dropped.
 #[derive(Debug)]
 pub(super) struct Permit {
+    port: Rc<Port>,
     slot: u32,
     owner: u64,
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        locks::release(&HostData, self.slot, self.owner);
+        locks::release(&*self.port, self.slot, self.owner);
     }
 }
 
@@ -150,16 +151,16 @@ pub(super) struct Forward {
 }
 
 impl Forward {
-    pub(super) fn apply(&self, p: &Policy) {
+    pub(super) fn apply(&self, port: &Port, p: &Policy) {
         if let Some(d) = self.device {
-            host::set_header(
+            port.set_header(
                 MapType::HttpRequestHeaders,
                 p.device_header(),
                 Some(d.as_str().as_bytes()),
             );
         }
         if let Some(path) = &self.path {
-            host::set_header(MapType::HttpRequestHeaders, ":path", Some(path.as_bytes()));
+            port.set_header(MapType::HttpRequestHeaders, ":path", Some(path.as_bytes()));
         }
     }
 }
@@ -273,7 +274,7 @@ impl Vm {
             (Rc::clone(&f.job), f.at)
         };
         let plan = job.plan(&p, at);
-        self.drive(&p, &plan, flow, event, via, host::now())
+        self.drive(&p, &plan, flow, event, via, self.port.now())
     }
 
     fn perform(&self, p: &Policy, flow: &FlowRef, action: Act, via: Via, now: Timestamp) -> Next {
@@ -299,7 +300,7 @@ impl Vm {
         if self
             .cache
             .borrow_mut()
-            .sync_bans_for_lookup(&HostData, now_ms, staleness)
+            .sync_bans_for_lookup(&*self.port, now_ms, staleness)
         {
             self.flush();
         }
@@ -309,7 +310,7 @@ impl Vm {
         // exchange serves it as the answer fetched for it); to one about to wait, what it
         // saw before.
         let found =
-            (self.cache.borrow_mut()).find(&HostData, &mut f.want, Timestamp::from_millis(now_ms));
+            (self.cache.borrow_mut()).find(&*self.port, &mut f.want, Timestamp::from_millis(now_ms));
         self.flush();
         let Ok(found) = found else {
             return Event::Unkeyable;
@@ -317,7 +318,7 @@ impl Vm {
         // Failures matter only to a request that waited for a fetch (one that began after
         // a failure asks the origin itself): the list is read only then.
         let failed_at = if f.ex.waited() {
-            locks::failed_at(&HostData, f.want.slot).map(Timestamp::from_millis)
+            locks::failed_at(&*self.port, f.want.slot).map(Timestamp::from_millis)
         } else {
             None
         };
@@ -342,11 +343,15 @@ impl Vm {
             let f = flow.borrow();
             (f.want.slot, self.owner(f.ctx))
         };
-        let now_ms = host::now_ms();
+        let now_ms = self.port.now_ms();
         let lease = now_ms + p.config().collapse.lease_ms;
-        let claim = match locks::acquire(&HostData, slot, owner, now_ms, lease) {
+        let claim = match locks::acquire(&*self.port, slot, owner, now_ms, lease) {
             Lock::Acquired => {
-                hold.permit = Some(Permit { slot, owner });
+                hold.permit = Some(Permit {
+                    port: Rc::clone(&self.port),
+                    slot,
+                    owner,
+                });
                 Claim::Leader
             }
             Lock::Held => Claim::Follower,
@@ -362,13 +367,13 @@ impl Vm {
         let waiter = Waiter {
             flow: Rc::clone(flow),
         };
-        let now = Timestamp::from_millis(host::now_ms());
+        let now = Timestamp::from_millis(self.port.now_ms());
         let parked = self.waiters.borrow_mut().park(slot, waiter, now);
         if let Err((why, _)) = parked {
             // This worker's queue is full (`collapse.max_waiters` for the key,
             // `collapse.max_keys` keys): to the origin uncollapsed rather than grow it
             // without bound.
-            Metrics::inc(match why {
+            Metrics::inc(&self.port, match why {
                 Refused::KeyFull => m.collapse_key_full,
                 Refused::TooManyKeys => m.collapse_keys_full,
             });
@@ -376,7 +381,7 @@ impl Vm {
         }
         let mut f = flow.borrow_mut();
         if !f.collapsed {
-            Metrics::inc(m.collapsed);
+            Metrics::inc(&self.port, m.collapsed);
             f.collapsed = true;
         }
         f.stage = Stage::Parked;
@@ -390,15 +395,15 @@ impl Vm {
             .iter()
             .any(|(n, _)| n == "if-none-match" || n == "if-modified-since");
         let mut f = flow.borrow_mut();
-        f.started_ms = host::now_ms();
+        f.started_ms = self.port.now_ms();
         let router = via == Via::Request
             && p.config().envoy.fill == cachet_policy::FillPath::Router
             && f.client.get
             && !conditional;
         if router {
-            fill_through_router(&f.job.inputs.scheme, &f.want.target, fields, &f.client);
+            fill_through_router(&self.port, &f.job.inputs.scheme, &f.want.target, fields, &f.client);
             f.stage = Stage::Router;
-            Metrics::inc(self.m().misses);
+            Metrics::inc(&self.port, self.m().misses);
             return Next::Wait(Go::Upstream);
         }
         if via == Via::Root && !self.root_active.get() {
@@ -411,10 +416,10 @@ impl Vm {
             self.hurry();
             return Next::Wait(Go::Paused);
         }
-        match Self::dispatch(p, &f.want.target, fields) {
+        match self.dispatch(p, &f.want.target, fields) {
             Ok(token) => {
                 if f.ctx != self.root_id {
-                    Metrics::inc(self.m().misses);
+                    Metrics::inc(&self.port, self.m().misses);
                 }
                 f.stage = Stage::Callout;
                 if via == Via::Root {
@@ -428,7 +433,7 @@ impl Vm {
             }
             Err(crate::host::Status::SerializationFailure) => Next::Event(Event::CannotCarry),
             Err(e) => {
-                Metrics::inc(self.m().origin_errors);
+                Metrics::inc(&self.port, self.m().origin_errors);
                 Next::Event(Event::OriginFailed(format!("dispatch refused: {e:?}")))
             }
         }
@@ -473,7 +478,7 @@ impl Vm {
             || flow.borrow().ex.notes().refresh == Some(Revalidation::OriginError);
         if kept {
             // The origin answered a revalidation with an error: the stored copy is kept.
-            Metrics::inc(self.m().origin_errors);
+            Metrics::inc(&self.port, self.m().origin_errors);
         }
         let written = write.and_then(|w| self.write(p, flow, w, now));
         let go = if via == Via::Gone {
@@ -508,19 +513,19 @@ impl Vm {
         let written = match op {
             WriteOp::Insert { meta, body, .. } => {
                 let obj = StoredObject::new(f.want.key.clone(), *meta, body);
-                let (obj, stored) = self.cache.borrow_mut().put(&HostData, p, &f.want, obj, now);
+                let (obj, stored) = self.cache.borrow_mut().put(&*self.port, p, &f.want, obj, now);
                 refused = !stored;
                 Some(obj)
             }
             WriteOp::Update { meta, .. } => handle.found.as_ref().map(|base| {
                 let fresh = StoredObject::new(base.h.key.clone(), *meta, base.body.clone());
                 (self.cache.borrow_mut())
-                    .freshen(&HostData, &f.want, base, fresh, now)
+                    .freshen(&*self.port, &f.want, base, fresh, now)
                     .0
             }),
             WriteOp::Failure { .. } => {
                 let memory = p.config().collapse.max_wait_ms;
-                locks::record_failure(&HostData, f.want.slot, now.as_millis(), memory);
+                locks::record_failure(&*self.port, f.want.slot, now.as_millis(), memory);
                 None
             }
             WriteOp::Cancel => None,
@@ -554,9 +559,9 @@ impl Vm {
             Respond::Unstored { body, .. } => return self.answer_unstored(policy, flow, body),
             Respond::Pass => {
                 let mut f = flow.borrow_mut();
-                f.forward.apply(policy);
+                f.forward.apply(&self.port, policy);
                 f.stage = Stage::Passed;
-                Metrics::inc(self.m().passes);
+                Metrics::inc(&self.port, self.m().passes);
                 return Go::Upstream;
             }
             Respond::Refreshed(_) => None,
@@ -567,7 +572,7 @@ impl Vm {
         };
         flow.borrow_mut().stage = Stage::Answered;
         if let Some(r) = reply {
-            send_reply(&r);
+            send_reply(&self.port, &r);
         }
         Go::Paused
     }
@@ -590,7 +595,7 @@ impl Vm {
             (_, s) => {
                 let Some(o) = written.or(s) else {
                     flow.borrow_mut().stage = Stage::Answered;
-                    send_error(&WorkerError::unavailable("no object to answer from"));
+                    send_error(&self.port, &WorkerError::unavailable("no object to answer from"));
                     return Go::Paused;
                 };
                 o
@@ -608,7 +613,7 @@ impl Vm {
             _ => Some(metrics.hits_shared),
         };
         if let Some(id) = counted {
-            Metrics::inc(id);
+            Metrics::inc(&self.port, id);
         }
         f.stage = Stage::Answered;
         drop(f);
@@ -640,9 +645,9 @@ impl Vm {
                 headers, respaced, ..
             }) => {
                 if body.is_none() {
-                    Metrics::inc(self.m().passes);
+                    Metrics::inc(&self.port, self.m().passes);
                     f.stage = Stage::Streaming;
-                    edit_passed_headers(&headers, &respaced, &f.client);
+                    edit_passed_headers(&self.port, &headers, &respaced, &f.client);
                     return Go::Downstream;
                 }
                 (status_of(&headers).unwrap_or(502), headers, None)
@@ -650,15 +655,15 @@ impl Vm {
             None => {
                 f.stage = Stage::Answered;
                 drop(f);
-                send_error(&WorkerError::unavailable("no origin answer"));
+                send_error(&self.port, &WorkerError::unavailable("no origin answer"));
                 return Go::Paused;
             }
         };
-        Metrics::inc(self.m().passes);
+        Metrics::inc(&self.port, self.m().passes);
         f.stage = Stage::Answered;
         drop(f);
         let body = body.or(held).unwrap_or_default();
-        send_origin(&flow.borrow().client, status, &headers, &body);
+        send_origin(&self.port, &flow.borrow().client, status, &headers, &body);
         Go::Paused
     }
 
@@ -667,7 +672,7 @@ impl Vm {
     fn queue_refresh(&self, p: &Policy, flow: &FlowRef, bg: Background<Hold, Rc<StoredObject>>) {
         let f = flow.borrow();
         let plan = f.job.plan(p, f.at);
-        let now = Timestamp::from_millis(host::now_ms());
+        let now = Timestamp::from_millis(self.port.now_ms());
         let cx = context(p, &plan, &f.client, &f.want.fields);
         let refresh = Flow {
             ex: Exchange::refresh(cx, bg, now)
@@ -699,25 +704,25 @@ impl Vm {
         let queued = std::mem::take(&mut *self.root_fetches.borrow_mut());
         for (flow, fields) in queued {
             let target = flow.borrow().want.target.clone();
-            let event = match Self::dispatch(&p, &target, &fields) {
+            let event = match self.dispatch(&p, &target, &fields) {
                 Ok(token) => {
-                    Metrics::inc(self.m().misses);
-                    flow.borrow_mut().started_ms = host::now_ms();
+                    Metrics::inc(&self.port, self.m().misses);
+                    flow.borrow_mut().started_ms = self.port.now_ms();
                     self.calls.borrow_mut().insert(token, RootCall::Flow(flow));
                     continue;
                 }
                 Err(crate::host::Status::SerializationFailure) => Event::CannotCarry,
                 Err(e) => {
-                    Metrics::inc(self.m().origin_errors);
+                    Metrics::inc(&self.port, self.m().origin_errors);
                     Event::OriginFailed(format!("dispatch refused: {e:?}"))
                 }
             };
             let ctx = flow.borrow().ctx;
-            if ctx != self.root_id && !host::set_effective_context(ctx) {
+            if ctx != self.root_id && !self.port.set_effective_context(ctx) {
                 continue;
             }
             if self.drive_later(&flow, event, Via::Root) == Go::Upstream {
-                host::resume_request();
+                self.port.resume_request();
             }
         }
     }
@@ -726,7 +731,7 @@ impl Vm {
     pub(super) fn dispatch_refreshes(&self) {
         let queued = std::mem::take(&mut *self.refresh_queue.borrow_mut());
         for flow in queued {
-            Metrics::inc(self.m().refreshes);
+            Metrics::inc(&self.port, self.m().refreshes);
             self.drive_later(&flow, Event::Start, Via::Root);
         }
     }
@@ -745,7 +750,7 @@ impl Vm {
         };
         let limit = p.config().edge.max_object_bytes;
         let started_ms = flow.borrow().started_ms;
-        let event = if let Some(r) = OriginResponse::read(nh, body_size, started_ms, limit) {
+        let event = if let Some(r) = OriginResponse::read(&self.port, nh, body_size, started_ms, limit) {
             let head = AnswerHead {
                 status: r.status,
                 fields: r.headers.clone(),
@@ -754,7 +759,7 @@ impl Vm {
             flow.borrow_mut().answer = Some(Answer::Callout(r));
             Event::Head(head)
         } else {
-            Metrics::inc(self.m().origin_errors);
+            Metrics::inc(&self.port, self.m().origin_errors);
             Event::OriginFailed("the callout failed".into())
         };
         self.drive_later(flow, event, via)
@@ -764,12 +769,12 @@ impl Vm {
     /// a failure of the fill when it is a `5xx`; any other goes on as it is, labelled
     /// `X-Cache: ERROR`, and the flow ends.
     pub(super) fn on_router_headers(&self, flow: &FlowRef, end_of_stream: bool) -> Go {
-        if !host::via_upstream() {
-            Metrics::inc(self.m().origin_errors);
-            let hs = host::headers(MapType::HttpResponseHeaders);
+        if !self.port.via_upstream() {
+            Metrics::inc(&self.port, self.m().origin_errors);
+            let hs = self.port.headers(MapType::HttpResponseHeaders);
             let status = status_of(&hs).unwrap_or(0);
             if status < 500 {
-                host::set_header(
+                self.port.set_header(
                     MapType::HttpResponseHeaders,
                     "x-cache",
                     Some(CacheStatus::Error.as_str().as_bytes()),
@@ -780,7 +785,7 @@ impl Vm {
             let reason = format!("Envoy answered the fill {status}");
             return self.drive_later(flow, Event::OriginFailed(reason), Via::Stream);
         }
-        let mut hs = host::headers(MapType::HttpResponseHeaders);
+        let mut hs = self.port.headers(MapType::HttpResponseHeaders);
         // Envoy joined the origin's `Cache-Control` lines with a bare comma: stored and
         // sent as a combining cache sends them (issue 30).
         let respaced = cachet_http::fields::respace_joined_lists(&mut hs);
@@ -788,7 +793,7 @@ impl Vm {
         let head = AnswerHead {
             status: status_of(&hs).unwrap_or(502),
             fields: hs.clone(),
-            elapsed: Duration::from_millis(host::now_ms().saturating_sub(flow.borrow().started_ms)),
+            elapsed: Duration::from_millis(self.port.now_ms().saturating_sub(flow.borrow().started_ms)),
         };
         flow.borrow_mut().answer = Some(Answer::Router {
             headers: hs,
@@ -811,7 +816,7 @@ impl Vm {
         if !end_of_stream {
             return Go::Paused;
         }
-        let body = host::buffer(BufferType::HttpResponseBody, size);
+        let body = self.port.buffer(BufferType::HttpResponseBody, size);
         self.drive_later(flow, Event::Body(body), Via::Stream)
     }
 
@@ -832,11 +837,11 @@ impl Vm {
     /// reached by its context id.
     pub(super) fn flow_callout_elsewhere(&self, flow: &FlowRef, nh: usize, body_size: usize) {
         let ctx = flow.borrow().ctx;
-        if ctx != self.root_id && !host::set_effective_context(ctx) {
+        if ctx != self.root_id && !self.port.set_effective_context(ctx) {
             return;
         }
         if self.on_flow_callout(flow, nh, body_size, Via::Root) == Go::Upstream {
-            host::resume_request();
+            self.port.resume_request();
         }
     }
 
@@ -867,11 +872,11 @@ impl Vm {
         for parked in list {
             let flow = parked.waiter.flow;
             let ctx = flow.borrow().ctx;
-            if !host::set_effective_context(ctx) {
+            if !self.port.set_effective_context(ctx) {
                 continue;
             }
             if self.drive_later(&flow, Event::Woken, Via::Root) == Go::Upstream {
-                host::resume_request();
+                self.port.resume_request();
             }
         }
     }
@@ -903,7 +908,13 @@ impl Vm {
 /// for identity: the engine stores gzip either way, and an answer too large to store then
 /// reaches the client in a coding it accepts without inflating it here (without any field
 /// the origin may pick any coding, RFC 9110 §12.5.3).
-fn fill_through_router(scheme: &str, target: &str, fields: &[(String, Vec<u8>)], client: &Client) {
+fn fill_through_router(
+    port: &Port,
+    scheme: &str,
+    target: &str,
+    fields: &[(String, Vec<u8>)],
+    client: &Client,
+) {
     let gzip_ok = client
         .accept_encoding
         .as_deref()
@@ -918,13 +929,14 @@ fn fill_through_router(scheme: &str, target: &str, fields: &[(String, Vec<u8>)],
             }
         }
     }
-    host::set_headers(MapType::HttpRequestHeaders, &h);
+    port.set_headers(MapType::HttpRequestHeaders, &h);
 }
 
 /// Sends a fill's origin answer that was not stored (`PASS`), as the engine says
 /// (`cachet_http::unstored`: the fill carried our `Accept-Encoding`); the origin's values
 /// go out as their bytes.
 pub(super) fn send_origin(
+    port: &Port,
     client: &Client,
     status: u16,
     headers: &[(String, Vec<u8>)],
@@ -952,20 +964,25 @@ pub(super) fn send_origin(
         .collect();
     h.push(("content-length", len.as_bytes()));
     h.extend(u.set.iter().map(|(n, v)| (*n, v.as_bytes())));
-    host::send(status, &h, u.body.then_some(out));
+    port.send(status, &h, u.body.then_some(out));
 }
 
 /// The edge's edits to an answer Envoy forwards itself (a pass, an oversized router
 /// fill): `cachet_http::unstored`'s removals and settings, and the `respaced` fields of
 /// `hs` ([`cachet_http::fields::respace_joined_lists`]) written back. A pass forwarded the
 /// client's own `Accept-Encoding`: nothing to inflate.
-pub(super) fn edit_passed_headers(hs: &[(String, Vec<u8>)], respaced: &[String], client: &Client) {
+pub(super) fn edit_passed_headers(
+    port: &Port,
+    hs: &[(String, Vec<u8>)],
+    respaced: &[String],
+    client: &Client,
+) {
     let u = cachet_http::unstored(hs, client, CacheStatus::Pass, false);
     for n in &u.remove {
-        host::set_header(MapType::HttpResponseHeaders, n, None);
+        port.set_header(MapType::HttpResponseHeaders, n, None);
     }
     for (n, v) in &u.set {
-        host::set_header(MapType::HttpResponseHeaders, n, Some(v.as_bytes()));
+        port.set_header(MapType::HttpResponseHeaders, n, Some(v.as_bytes()));
     }
     for n in respaced {
         if u.remove.iter().any(|r| r.eq_ignore_ascii_case(n))
@@ -974,7 +991,7 @@ pub(super) fn edit_passed_headers(hs: &[(String, Vec<u8>)], respaced: &[String],
             continue;
         }
         if let Some((_, v)) = hs.iter().find(|(h, _)| h == n) {
-            host::set_header(MapType::HttpResponseHeaders, n, Some(v));
+            port.set_header(MapType::HttpResponseHeaders, n, Some(v));
         }
     }
 }

@@ -19,8 +19,7 @@ use cachet_workspace::Workspace;
 
 use crate::admin::{self, AdminRequest};
 use crate::bans;
-use crate::host;
-use crate::host::HostData;
+use crate::host::{Host, Port};
 use crate::locks::{self, Lock};
 use crate::metrics::Metrics;
 use crate::store::StoredObject;
@@ -133,11 +132,11 @@ impl OriginResponse {
     /// Reads the callout answer being delivered (`nh` headers, `body_size` bytes); a body
     /// over `limit` bytes is not copied into the VM ([`Self::oversized`]). `None`: no
     /// answer, or a `5xx` Envoy made itself (no `x-envoy-upstream-service-time`).
-    fn read(nh: usize, body_size: usize, started_ms: u64, limit: u64) -> Option<Self> {
+    fn read(port: &Port, nh: usize, body_size: usize, started_ms: u64, limit: u64) -> Option<Self> {
         let headers = if nh == 0 {
             Vec::new()
         } else {
-            let mut hs = host::headers(MapType::HttpCallResponseHeaders);
+            let mut hs = port.headers(MapType::HttpCallResponseHeaders);
             // Joined by Envoy's header map like a router answer's (issue 30).
             cachet_http::fields::respace_joined_lists(&mut hs);
             hs
@@ -155,11 +154,11 @@ impl OriginResponse {
             body: if oversized {
                 Vec::new()
             } else {
-                host::buffer(BufferType::HttpCallResponseBody, body_size)
+                port.buffer(BufferType::HttpCallResponseBody, body_size)
             },
             oversized,
             headers,
-            elapsed: Duration::from_millis(host::now_ms().saturating_sub(started_ms)),
+            elapsed: Duration::from_millis(port.now_ms().saturating_sub(started_ms)),
         })
     }
 }
@@ -169,6 +168,8 @@ type Fields = Vec<(String, Vec<u8>)>;
 
 /// State of one VM (one Envoy worker).
 pub struct Vm {
+    /// The way to the host this VM was given ([`Vm::new`]); a lock's permit holds it too.
+    port: Rc<Port>,
     root_id: u32,
     id: Cell<u32>,
     policy: RefCell<Option<Rc<Policy>>>,
@@ -210,9 +211,10 @@ pub struct Vm {
 }
 
 impl Vm {
-    /// A VM whose root context is `root_id`.
-    pub fn new(root_id: u32) -> Self {
+    /// A VM whose root context is `root_id`, on `host`.
+    pub fn new(root_id: u32, host: Rc<dyn Host>) -> Self {
         Self {
+            port: Rc::new(Port::new(host)),
             root_id,
             id: Cell::new(0),
             policy: RefCell::new(None),
@@ -238,6 +240,12 @@ impl Vm {
         }
     }
 
+    /// Host calls this VM has made so far ([`Port::calls`]): the hit path's regression
+    /// figure (`tests.rs` counts a hit's).
+    pub fn host_calls(&self) -> u64 {
+        self.port.calls()
+    }
+
     /// Creates the singleton shared-data entries and takes a
     /// VM id (lock owner identity).
     pub fn init_shared(&self) {
@@ -248,18 +256,18 @@ impl Vm {
             cachet_store::tier::HASH_KEY,
             VM_ID_KEY,
         ] {
-            cachet_store::init(&HostData, k);
+            cachet_store::init(&*self.port, k);
         }
-        locks::init(&HostData);
+        locks::init(&*self.port);
         for _ in 0..64 {
-            let (v, cas) = host::shared_get(VM_ID_KEY);
+            let (v, cas) = self.port.shared_get(VM_ID_KEY);
             let n = v
                 .as_deref()
                 .and_then(|b| b.get(..4))
                 .and_then(|b| b.try_into().ok())
                 .map_or(0, u32::from_le_bytes)
                 .wrapping_add(1);
-            if host::shared_set(VM_ID_KEY, &n.to_le_bytes(), cas) {
+            if self.port.shared_set(VM_ID_KEY, &n.to_le_bytes(), cas) {
                 self.id.set(n);
                 break;
             }
@@ -268,7 +276,7 @@ impl Vm {
 
     /// The seed of this VM's draws (XFetch, workspace sampling).
     fn seed(&self) -> u64 {
-        0x9e37_79b9_7f4a_7c15 ^ host::now_ms() ^ (u64::from(self.id.get()) << 40)
+        0x9e37_79b9_7f4a_7c15 ^ self.port.now_ms() ^ (u64::from(self.id.get()) << 40)
     }
 
     /// Reads and applies the plugin configuration (`size` bytes, as the host announced).
@@ -280,7 +288,7 @@ impl Vm {
     /// `false` (Envoy then refuses the plugin) only when even the fallback cannot be set
     /// up, which tests rule out.
     pub fn configure(&self, size: usize) -> bool {
-        let bytes = host::plugin_configuration(size);
+        let bytes = self.port.plugin_configuration(size);
         let mut workspace = None;
         let configured = crate::plugin::setup(bytes.as_deref()).map(|s| {
             workspace = Some(s.workspace);
@@ -295,7 +303,7 @@ impl Vm {
         let InForce { policy, status } = match chosen {
             Ok(c) => c,
             Err(e) => {
-                host::log(
+                self.port.log(
                     LogLevel::Error,
                     &format!("cachet: the built-in configuration does not load: {e}"),
                 );
@@ -303,14 +311,14 @@ impl Vm {
             }
         };
         if let Some(warning) = status.warning() {
-            host::log(LogLevel::Error, &warning);
+            self.port.log(LogLevel::Error, &warning);
         }
         let workspace = match workspace.filter(|_| status.in_force == Source::Configured) {
             Some(w) => w,
             None => match Workspace::new(policy.config().workspace.workspace_config()) {
                 Ok(w) => w,
                 Err(e) => {
-                    host::log(LogLevel::Error, &format!("cachet: workspace: {e}"));
+                    self.port.log(LogLevel::Error, &format!("cachet: workspace: {e}"));
                     return false;
                 }
             },
@@ -328,7 +336,7 @@ impl Vm {
     /// bounds, the workspace, the tick, the metrics; logs what it set up.
     fn apply(&self, policy: &Policy, workspace: Workspace, rejected: bool) {
         let cfg = policy.config();
-        let key = cachet_store::tier::hash_key(&HostData, [host::random_u64(), host::random_u64()]);
+        let key = cachet_store::tier::hash_key(&*self.port, [self.port.random_u64(), self.port.random_u64()]);
         *self.cache.borrow_mut() = Cache::new(
             cfg.envoy.shared_bytes,
             cfg.envoy.local_bytes,
@@ -337,10 +345,10 @@ impl Vm {
         );
         self.waiters.borrow_mut().reconfigure(cfg.collapse);
         *self.ws.borrow_mut() = Some(workspace);
-        host::set_tick(cfg.envoy.tick.0);
-        self.metrics.set(Metrics::define());
-        Metrics::set(self.m().config_rejected, u64::from(rejected));
-        host::log(
+        self.port.set_tick(cfg.envoy.tick.0);
+        self.metrics.set(Metrics::define(&self.port));
+        Metrics::set(&self.port, self.m().config_rejected, u64::from(rejected));
+        self.port.log(
             LogLevel::Info,
             &format!(
                 "cachet: configured {} routes; shared tier {} bytes in {} slots, local tier {} bytes, tick {:?}",
@@ -375,7 +383,7 @@ impl Vm {
     }
 
     fn sync_bans(&self) {
-        self.cache.borrow_mut().sync_bans(&HostData);
+        self.cache.borrow_mut().sync_bans(&*self.port);
         self.flush();
     }
 
@@ -397,7 +405,7 @@ impl Vm {
             (m.lurker_evicted, c.lurker_evicted),
             (m.lurker_passes, c.lurker_passes),
         ] {
-            Metrics::add(id, n);
+            Metrics::add(&self.port, id, n);
         }
         for (id, v) in [
             (m.bytes_stored, c.bytes_stored),
@@ -405,7 +413,7 @@ impl Vm {
             (m.bans, c.bans),
         ] {
             if let Some(v) = v {
-                Metrics::set(id, v);
+                Metrics::set(&self.port, id, v);
             }
         }
     }

@@ -65,7 +65,7 @@ impl Http {
     /// goes upstream (`Forward`).
     pub fn on_request_headers(&mut self, end_of_stream: bool) -> crate::host::Action {
         use crate::host::Action;
-        let mut headers = host::headers(MapType::HttpRequestHeaders);
+        let mut headers = self.vm.port.headers(MapType::HttpRequestHeaders);
         // Read before the reserved fields go: a fleet edge's fill to this shield.
         let edge_tier = self.vm.policy().is_some_and(|p| {
             cachet_http::fields::from_edge_tier(headers.as_slice(), p.config().envoy.shield)
@@ -73,21 +73,21 @@ impl Http {
         // Client-supplied x-cachet-* never reach the origin (house rule).
         headers.retain(|(n, _)| {
             if fields::reserved(n) {
-                host::set_header(MapType::HttpRequestHeaders, n, None);
+                self.vm.port.set_header(MapType::HttpRequestHeaders, n, None);
                 false
             } else {
                 true
             }
         });
         let Some(p) = self.vm.policy() else {
-            send_error(&WorkerError::Config(PolicyError::Invalid(Vec::new())));
+            send_error(&self.vm.port, &WorkerError::Config(PolicyError::Invalid(Vec::new())));
             return Action::Pause;
         };
         // A missing or malformed authority is the plan's `400` before anything else reads
         // the request, admin calls included, as on the edge (`cachet_http::authority`).
         if let Err(refused) = cachet_http::authority::authority(headers.as_slice()) {
-            Metrics::inc(self.vm.m().synth);
-            send_reply(&refused);
+            Metrics::inc(&self.vm.port, self.vm.m().synth);
+            send_reply(&self.vm.port, &refused);
             return Action::Pause;
         }
         let path = header(&headers, ":path").unwrap_or_default().to_owned();
@@ -112,7 +112,7 @@ impl Http {
         (end_of_stream, edge_tier): (bool, bool),
     ) -> crate::host::Action {
         use crate::host::Action;
-        let at = host::now();
+        let at = self.vm.port.now();
         let mut inputs = cachet_http::Inputs::read(method, "http", path, headers.as_slice());
         // Envoy may take the body's framing fields off the header map; the stream says
         // whether content follows (a "fat GET" is passed: `PassReason::Body`).
@@ -120,7 +120,7 @@ impl Http {
         // Shared with the flow from the start, so a `GET`'s plan is made once.
         let mut job = Rc::new(Job { inputs });
         let mut plan = p.plan(&job.inputs.view(), at);
-        if matches!(plan.decision, Decision::Synth(_)) && host::downstream_tls() {
+        if matches!(plan.decision, Decision::Synth(_)) && self.vm.port.downstream_tls() {
             // The scheme only shapes synthesized bodies (robots.txt): the connection's
             // TLS is read for them alone. (Envoy may derive `:scheme` from a client's
             // X-Forwarded-Proto, which counts only when `[edge].trust_forwarded`.)
@@ -138,8 +138,8 @@ impl Http {
         };
         match &plan.decision {
             Decision::Synth(s) => {
-                Metrics::inc(self.vm.m().synth);
-                send_synth(s);
+                Metrics::inc(&self.vm.port, self.vm.m().synth);
+                send_synth(&self.vm.port, s);
                 return Action::Pause;
             }
             Decision::Pass(_) => {
@@ -200,9 +200,9 @@ impl Http {
 
     /// Lets the request go to the origin through Envoy's router, uncached (`PASS`).
     fn pass(&mut self, p: &Policy) -> crate::host::Action {
-        self.forward.apply(p);
+        self.forward.apply(&self.vm.port, p);
         self.phase = Phase::Pass;
-        Metrics::inc(self.vm.m().passes);
+        Metrics::inc(&self.vm.port, self.vm.m().passes);
         crate::host::Action::Continue
     }
 
@@ -240,12 +240,12 @@ impl Http {
         // go upstream stripped of the token, and the buffered body reaches this filter
         // in the same dispatch, so the local reply comes before any upstream answer
         // (docs/envoy.md).
-        host::set_header(MapType::HttpRequestHeaders, "authorization", None);
+        self.vm.port.set_header(MapType::HttpRequestHeaders, "authorization", None);
         self.phase = Phase::AdminBody;
         self.vm
             .admin_waiting
             .borrow_mut()
-            .push((self.ctx, host::now_ms()));
+            .push((self.ctx, self.vm.port.now_ms()));
         Action::Pause
     }
 
@@ -255,10 +255,10 @@ impl Http {
         self.phase = Phase::Local;
         let Some(w) = self.fleet.take() else { return };
         let (r, fx) = admin::fleet_answer(&w, answer);
-        admin::count(&self.vm.m(), fx);
-        send_reply(&r);
+        admin::count(&self.vm.port, &self.vm.m(), fx);
+        send_reply(&self.vm.port, &r);
         if r.status < 300 {
-            bans::request_poll(&HostData, host::now_ms());
+            bans::request_poll(&*self.vm.port, self.vm.port.now_ms());
         }
     }
 
@@ -266,7 +266,7 @@ impl Http {
     /// admin write's etcd transaction.
     pub fn on_fetch_response(&mut self, token: u32, nh: usize, body_size: usize) {
         if self.phase == Phase::AdminEtcd {
-            let answer = fleet::answer(nh, body_size);
+            let answer = fleet::answer(&self.vm.port, nh, body_size);
             self.fleet_answered(answer.as_ref().map(|(s, b)| (*s, b.as_slice())));
             return;
         }
@@ -281,7 +281,7 @@ impl Http {
             return;
         };
         if self.vm.on_flow_callout(&flow, nh, body_size, Via::Stream) == Go::Upstream {
-            host::resume_request();
+            self.vm.port.resume_request();
         }
         self.vm.run_wakes();
     }
@@ -299,7 +299,7 @@ impl Http {
         self.vm.admin_body_arrived(self.ctx);
         if size > admin::MAX_BODY_BYTES {
             // The refusal the edge sends for a declared length over the limit.
-            send_reply(&cachet_http::reply::admin_error(
+            send_reply(&self.vm.port, &cachet_http::reply::admin_error(
                 &cachet_policy::admin::AdminError::PayloadTooLarge {
                     len: size,
                     limit: admin::MAX_BODY_BYTES,
@@ -311,7 +311,7 @@ impl Http {
         if !end_of_stream {
             return Action::Pause;
         }
-        self.body = host::buffer(BufferType::HttpRequestBody, size);
+        self.body = self.vm.port.buffer(BufferType::HttpRequestBody, size);
         if let Some(p) = self.vm.policy() {
             self.answer_admin(&p);
         }
@@ -321,25 +321,25 @@ impl Http {
     pub(super) fn answer_admin(&mut self, p: &Policy) {
         let Some(req) = self.admin.take() else { return };
         self.phase = Phase::Local;
-        Metrics::inc(self.vm.m().synth);
+        Metrics::inc(&self.vm.port, self.vm.m().synth);
         // `GET /.cachet/config`: the configuration in force (`cachet_policy::inforce`).
         if let Some((r, fx)) = admin::config_call(p, &req, || self.vm.config_body()) {
-            admin::count(&self.vm.m(), fx);
-            send_reply(&r);
+            admin::count(&self.vm.port, &self.vm.m(), fx);
+            send_reply(&self.vm.port, &r);
             return;
         }
         let envoy = &p.config().envoy;
         if !envoy.etcd_cluster.is_empty() {
-            let now_ms = host::now_ms();
-            let (prefix, suffix) = (&envoy.etcd_prefix, host::random_u64());
-            match admin::handle_fleet(&HostData, p, &req, &self.body, now_ms, prefix, suffix) {
+            let now_ms = self.vm.port.now_ms();
+            let (prefix, suffix) = (&envoy.etcd_prefix, self.vm.port.random_u64());
+            match admin::handle_fleet(&*self.vm.port, p, &req, &self.body, now_ms, prefix, suffix) {
                 admin::Fleet::Reply(r, fx) => {
-                    admin::count(&self.vm.m(), fx);
-                    send_reply(&r);
+                    admin::count(&self.vm.port, &self.vm.m(), fx);
+                    send_reply(&self.vm.port, &r);
                 }
                 admin::Fleet::Write(w) => {
                     let path = cachet_store::etcd::TXN_PATH;
-                    if fleet::call(&envoy.etcd_cluster, path, &w.txn).is_some() {
+                    if fleet::call(&self.vm.port, &envoy.etcd_cluster, path, &w.txn).is_some() {
                         self.fleet = Some(w);
                         self.phase = Phase::AdminEtcd;
                     } else {
@@ -350,8 +350,8 @@ impl Http {
             }
             return;
         }
-        let a = admin::handle(p, &self.vm.m(), &req, &self.body, host::now_ms());
-        send_reply(&a);
+        let a = admin::handle(&self.vm.port, p, &self.vm.m(), &req, &self.body, self.vm.port.now_ms());
+        send_reply(&self.vm.port, &a);
         // A ban or purge applies to this VM's next request at once.
         self.vm.sync_bans();
     }
@@ -377,11 +377,11 @@ impl Http {
             };
         }
         if self.phase == Phase::Pass || stage == Some(Stage::Passed) {
-            let mut hs = host::headers(MapType::HttpResponseHeaders);
+            let mut hs = self.vm.port.headers(MapType::HttpResponseHeaders);
             let respaced = cachet_http::fields::respace_joined_lists(&mut hs);
             match &self.flow {
-                Some(f) => edit_passed_headers(&hs, &respaced, &f.borrow().client),
-                None => edit_passed_headers(&hs, &respaced, &self.client),
+                Some(f) => edit_passed_headers(&self.vm.port, &hs, &respaced, &f.borrow().client),
+                None => edit_passed_headers(&self.vm.port, &hs, &respaced, &self.client),
             }
             if let (Some((method, h, target)), Some(p)) =
                 (self.unsafe_target.take(), self.vm.policy())
@@ -389,10 +389,10 @@ impl Http {
                 let status = status_of(&hs).unwrap_or(0);
                 let keys =
                     cachet_http::invalidation_keys(&p, &method, status, &h, &target, hs.as_slice());
-                if bans::purge_keys(&HostData, &keys, p.config().bans.max_bans, host::now_ms())
+                if bans::purge_keys(&*self.vm.port, &keys, p.config().bans.max_bans, self.vm.port.now_ms())
                     .is_ok()
                 {
-                    Metrics::add(self.vm.m().purges, keys.len() as u64);
+                    Metrics::add(&self.vm.port, self.vm.m().purges, keys.len() as u64);
                     self.vm.sync_bans();
                 }
             }
@@ -429,7 +429,7 @@ impl Http {
         // client went away. Read only for a router fill (a property read per stream
         // otherwise).
         let upstream_failed = flow.borrow().stage == Stage::Router
-            && host::response_code_details()
+            && self.vm.port.response_code_details()
                 .is_some_and(|d| d != b"via_upstream" && !d.starts_with(b"downstream_"));
         self.vm.flow_ended(&flow, upstream_failed);
         let slot = flow.borrow().want.slot;
