@@ -462,7 +462,12 @@ fn past_its_keep_a_copy_is_shown_as_a_miss_from_the_same_read_and_a_banned_one_i
     let mut empty = want(&other, &plan, &[]);
     empty.key.push_str("-absent");
     let before = sd.gets.get();
-    assert!(other.find(&sd, &mut empty, past).expect("keyable").is_none());
+    assert!(
+        other
+            .find(&sd, &mut empty, past)
+            .expect("keyable")
+            .is_none()
+    );
     assert_eq!(reads, sd.gets.get() - before, "no read of its own");
     // A banned copy is of no use at all.
     bans::add_ban(&sd, "obj.http.x-url ~ ^/a", 100, T0 + 10).expect("ban");

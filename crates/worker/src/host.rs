@@ -160,7 +160,9 @@ pub struct Port {
 
 impl std::fmt::Debug for Port {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Port").field("calls", &self.calls).finish_non_exhaustive()
+        f.debug_struct("Port")
+            .field("calls", &self.calls)
+            .finish_non_exhaustive()
     }
 }
 

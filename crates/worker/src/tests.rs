@@ -367,11 +367,19 @@ fn a_follower_of_an_unstored_fill_fetches_from_the_root_within_a_hurried_tick() 
     // Woken in the leader's callback, the follower fills in turn; its callout goes out
     // from the root context (a stream's context may be gone before the answer), within
     // a millisecond rather than the 100 ms tick.
-    assert_eq!(fake.dispatched.borrow().len(), 1, "not from the leader's context");
+    assert_eq!(
+        fake.dispatched.borrow().len(),
+        1,
+        "not from the leader's context"
+    );
     assert_eq!(*fake.ticks.borrow(), [Duration::from_millis(1)]);
     fake.now_ms.set(fake.now_ms.get() + 1);
     vm.tick();
-    assert_eq!(fake.dispatched.borrow().len(), 2, "the hurried tick sent it");
+    assert_eq!(
+        fake.dispatched.borrow().len(),
+        2,
+        "the hurried tick sent it"
+    );
     assert_eq!(
         *fake.ticks.borrow(),
         [Duration::from_millis(1), Duration::from_millis(100)],
@@ -380,7 +388,10 @@ fn a_follower_of_an_unstored_fill_fetches_from_the_root_within_a_hurried_tick() 
     fake.buffer_set(BufferType::HttpCallResponseBody, b"carol's page");
     vm.on_root_callout(2, 2, 12);
     let answer = fake.last_sent();
-    assert_eq!((answer.0, answer.2.as_slice()), (200, b"carol's page".as_slice()));
+    assert_eq!(
+        (answer.0, answer.2.as_slice()),
+        (200, b"carol's page".as_slice())
+    );
 }
 
 #[test]
@@ -806,4 +817,3 @@ fn a_malformed_authority_is_a_400_before_anything_reads_the_request() {
         "nothing reached the origin"
     );
 }
-

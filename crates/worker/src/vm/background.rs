@@ -103,8 +103,13 @@ impl Vm {
                 self.run_wakes();
                 self.root_active.set(false);
             }
-            RootCall::Feed => self.apply_feed(&p, OriginResponse::read(&self.port, nh, body_size, 0, u64::MAX)),
-            RootCall::Etcd(what) => self.on_etcd(&p, what, fleet::answer(&self.port, nh, body_size)),
+            RootCall::Feed => self.apply_feed(
+                &p,
+                OriginResponse::read(&self.port, nh, body_size, 0, u64::MAX),
+            ),
+            RootCall::Etcd(what) => {
+                self.on_etcd(&p, what, fleet::answer(&self.port, nh, body_size))
+            }
         }
     }
 
@@ -155,7 +160,10 @@ impl Vm {
             (":scheme", b"http"),
             ("authorization", auth.as_bytes()),
         ];
-        if let Ok(token) = self.port.dispatch(&cfg.ban_feed_cluster, &h, None, Duration::from_secs(5)) {
+        if let Ok(token) =
+            self.port
+                .dispatch(&cfg.ban_feed_cluster, &h, None, Duration::from_secs(5))
+        {
             self.calls.borrow_mut().insert(token, RootCall::Feed);
         }
     }
@@ -172,7 +180,9 @@ impl Vm {
                 Metrics::add(&self.port, self.m().bans_added, added as u64);
                 self.sync_bans();
             }
-            Err(e) => self.port.log(LogLevel::Warn, &format!("cachet: ban feed: {e}")),
+            Err(e) => self
+                .port
+                .log(LogLevel::Warn, &format!("cachet: ban feed: {e}")),
         }
     }
 }

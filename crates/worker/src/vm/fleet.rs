@@ -100,12 +100,14 @@ impl Vm {
         let cfg = p.config();
         let prefix = &cfg.envoy.etcd_prefix;
         let Some((status, body)) = answer else {
-            self.port.log(LogLevel::Warn, "cachet: fleet ban log: etcd did not answer");
+            self.port
+                .log(LogLevel::Warn, "cachet: fleet ban log: etcd did not answer");
             return;
         };
         let now_ms = self.port.now_ms();
         let failed = |e: &dyn std::fmt::Display| {
-            self.port.log(LogLevel::Warn, &format!("cachet: fleet ban log: {e}"));
+            self.port
+                .log(LogLevel::Warn, &format!("cachet: fleet ban log: {e}"));
         };
         match what {
             EtcdCall::Poll => {

@@ -309,8 +309,11 @@ impl Vm {
         // its TTL and keep: to a request that waited it is what its leader stored (the
         // exchange serves it as the answer fetched for it); to one about to wait, what it
         // saw before.
-        let found =
-            (self.cache.borrow_mut()).find(&*self.port, &mut f.want, Timestamp::from_millis(now_ms));
+        let found = (self.cache.borrow_mut()).find(
+            &*self.port,
+            &mut f.want,
+            Timestamp::from_millis(now_ms),
+        );
         self.flush();
         let Ok(found) = found else {
             return Event::Unkeyable;
@@ -373,10 +376,13 @@ impl Vm {
             // This worker's queue is full (`collapse.max_waiters` for the key,
             // `collapse.max_keys` keys): to the origin uncollapsed rather than grow it
             // without bound.
-            Metrics::inc(&self.port, match why {
-                Refused::KeyFull => m.collapse_key_full,
-                Refused::TooManyKeys => m.collapse_keys_full,
-            });
+            Metrics::inc(
+                &self.port,
+                match why {
+                    Refused::KeyFull => m.collapse_key_full,
+                    Refused::TooManyKeys => m.collapse_keys_full,
+                },
+            );
             return Next::Event(Event::Refused);
         }
         let mut f = flow.borrow_mut();
@@ -401,7 +407,13 @@ impl Vm {
             && f.client.get
             && !conditional;
         if router {
-            fill_through_router(&self.port, &f.job.inputs.scheme, &f.want.target, fields, &f.client);
+            fill_through_router(
+                &self.port,
+                &f.job.inputs.scheme,
+                &f.want.target,
+                fields,
+                &f.client,
+            );
             f.stage = Stage::Router;
             Metrics::inc(&self.port, self.m().misses);
             return Next::Wait(Go::Upstream);
@@ -513,7 +525,10 @@ impl Vm {
         let written = match op {
             WriteOp::Insert { meta, body, .. } => {
                 let obj = StoredObject::new(f.want.key.clone(), *meta, body);
-                let (obj, stored) = self.cache.borrow_mut().put(&*self.port, p, &f.want, obj, now);
+                let (obj, stored) = self
+                    .cache
+                    .borrow_mut()
+                    .put(&*self.port, p, &f.want, obj, now);
                 refused = !stored;
                 Some(obj)
             }
@@ -595,7 +610,10 @@ impl Vm {
             (_, s) => {
                 let Some(o) = written.or(s) else {
                     flow.borrow_mut().stage = Stage::Answered;
-                    send_error(&self.port, &WorkerError::unavailable("no object to answer from"));
+                    send_error(
+                        &self.port,
+                        &WorkerError::unavailable("no object to answer from"),
+                    );
                     return Go::Paused;
                 };
                 o
@@ -750,18 +768,19 @@ impl Vm {
         };
         let limit = p.config().edge.max_object_bytes;
         let started_ms = flow.borrow().started_ms;
-        let event = if let Some(r) = OriginResponse::read(&self.port, nh, body_size, started_ms, limit) {
-            let head = AnswerHead {
-                status: r.status,
-                fields: r.headers.clone(),
-                elapsed: r.elapsed,
+        let event =
+            if let Some(r) = OriginResponse::read(&self.port, nh, body_size, started_ms, limit) {
+                let head = AnswerHead {
+                    status: r.status,
+                    fields: r.headers.clone(),
+                    elapsed: r.elapsed,
+                };
+                flow.borrow_mut().answer = Some(Answer::Callout(r));
+                Event::Head(head)
+            } else {
+                Metrics::inc(&self.port, self.m().origin_errors);
+                Event::OriginFailed("the callout failed".into())
             };
-            flow.borrow_mut().answer = Some(Answer::Callout(r));
-            Event::Head(head)
-        } else {
-            Metrics::inc(&self.port, self.m().origin_errors);
-            Event::OriginFailed("the callout failed".into())
-        };
         self.drive_later(flow, event, via)
     }
 
@@ -793,7 +812,9 @@ impl Vm {
         let head = AnswerHead {
             status: status_of(&hs).unwrap_or(502),
             fields: hs.clone(),
-            elapsed: Duration::from_millis(self.port.now_ms().saturating_sub(flow.borrow().started_ms)),
+            elapsed: Duration::from_millis(
+                self.port.now_ms().saturating_sub(flow.borrow().started_ms),
+            ),
         };
         flow.borrow_mut().answer = Some(Answer::Router {
             headers: hs,

@@ -318,7 +318,8 @@ impl Vm {
             None => match Workspace::new(policy.config().workspace.workspace_config()) {
                 Ok(w) => w,
                 Err(e) => {
-                    self.port.log(LogLevel::Error, &format!("cachet: workspace: {e}"));
+                    self.port
+                        .log(LogLevel::Error, &format!("cachet: workspace: {e}"));
                     return false;
                 }
             },
@@ -336,7 +337,10 @@ impl Vm {
     /// bounds, the workspace, the tick, the metrics; logs what it set up.
     fn apply(&self, policy: &Policy, workspace: Workspace, rejected: bool) {
         let cfg = policy.config();
-        let key = cachet_store::tier::hash_key(&*self.port, [self.port.random_u64(), self.port.random_u64()]);
+        let key = cachet_store::tier::hash_key(
+            &*self.port,
+            [self.port.random_u64(), self.port.random_u64()],
+        );
         *self.cache.borrow_mut() = Cache::new(
             cfg.envoy.shared_bytes,
             cfg.envoy.local_bytes,

@@ -73,14 +73,19 @@ impl Http {
         // Client-supplied x-cachet-* never reach the origin (house rule).
         headers.retain(|(n, _)| {
             if fields::reserved(n) {
-                self.vm.port.set_header(MapType::HttpRequestHeaders, n, None);
+                self.vm
+                    .port
+                    .set_header(MapType::HttpRequestHeaders, n, None);
                 false
             } else {
                 true
             }
         });
         let Some(p) = self.vm.policy() else {
-            send_error(&self.vm.port, &WorkerError::Config(PolicyError::Invalid(Vec::new())));
+            send_error(
+                &self.vm.port,
+                &WorkerError::Config(PolicyError::Invalid(Vec::new())),
+            );
             return Action::Pause;
         };
         // A missing or malformed authority is the plan's `400` before anything else reads
@@ -240,7 +245,9 @@ impl Http {
         // go upstream stripped of the token, and the buffered body reaches this filter
         // in the same dispatch, so the local reply comes before any upstream answer
         // (docs/envoy.md).
-        self.vm.port.set_header(MapType::HttpRequestHeaders, "authorization", None);
+        self.vm
+            .port
+            .set_header(MapType::HttpRequestHeaders, "authorization", None);
         self.phase = Phase::AdminBody;
         self.vm
             .admin_waiting
@@ -299,12 +306,15 @@ impl Http {
         self.vm.admin_body_arrived(self.ctx);
         if size > admin::MAX_BODY_BYTES {
             // The refusal the edge sends for a declared length over the limit.
-            send_reply(&self.vm.port, &cachet_http::reply::admin_error(
-                &cachet_policy::admin::AdminError::PayloadTooLarge {
-                    len: size,
-                    limit: admin::MAX_BODY_BYTES,
-                },
-            ));
+            send_reply(
+                &self.vm.port,
+                &cachet_http::reply::admin_error(
+                    &cachet_policy::admin::AdminError::PayloadTooLarge {
+                        len: size,
+                        limit: admin::MAX_BODY_BYTES,
+                    },
+                ),
+            );
             self.phase = Phase::Local;
             return Action::Pause;
         }
@@ -350,7 +360,14 @@ impl Http {
             }
             return;
         }
-        let a = admin::handle(&self.vm.port, p, &self.vm.m(), &req, &self.body, self.vm.port.now_ms());
+        let a = admin::handle(
+            &self.vm.port,
+            p,
+            &self.vm.m(),
+            &req,
+            &self.body,
+            self.vm.port.now_ms(),
+        );
         send_reply(&self.vm.port, &a);
         // A ban or purge applies to this VM's next request at once.
         self.vm.sync_bans();
@@ -389,8 +406,13 @@ impl Http {
                 let status = status_of(&hs).unwrap_or(0);
                 let keys =
                     cachet_http::invalidation_keys(&p, &method, status, &h, &target, hs.as_slice());
-                if bans::purge_keys(&*self.vm.port, &keys, p.config().bans.max_bans, self.vm.port.now_ms())
-                    .is_ok()
+                if bans::purge_keys(
+                    &*self.vm.port,
+                    &keys,
+                    p.config().bans.max_bans,
+                    self.vm.port.now_ms(),
+                )
+                .is_ok()
                 {
                     Metrics::add(&self.vm.port, self.vm.m().purges, keys.len() as u64);
                     self.vm.sync_bans();
@@ -429,7 +451,10 @@ impl Http {
         // client went away. Read only for a router fill (a property read per stream
         // otherwise).
         let upstream_failed = flow.borrow().stage == Stage::Router
-            && self.vm.port.response_code_details()
+            && self
+                .vm
+                .port
+                .response_code_details()
                 .is_some_and(|d| d != b"via_upstream" && !d.starts_with(b"downstream_"));
         self.vm.flow_ended(&flow, upstream_failed);
         let slot = flow.borrow().want.slot;
