@@ -8,6 +8,9 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::time::Duration;
+
+use cachet_refresh::{Draw, EarlyRefresh, EntryTimes, Freshness, Timestamp, decide};
 
 /// Slab index meaning "none".
 const NIL: u32 = u32::MAX;
@@ -59,14 +62,21 @@ struct Node {
 }
 
 impl Node {
-    fn age(&self, now: i64) -> u64 {
-        u64::try_from(now.saturating_sub(self.stored_at)).unwrap_or(0)
+    /// Its times as the engine reads them (`cachet_refresh::EntryTimes`, whole seconds).
+    fn times(&self) -> EntryTimes {
+        EntryTimes {
+            stored_at: ms(self.stored_at),
+            ttl: Duration::from_secs(u64::from(self.ttl)),
+            grace: Duration::from_secs(u64::from(self.grace)),
+            keep: Duration::from_secs(u64::from(self.keep)),
+            delta: Duration::ZERO,
+        }
     }
+}
 
-    /// Whether the object has outlived TTL, grace and keep at `now`.
-    fn gone(&self, now: i64) -> bool {
-        self.age(now) >= u64::from(self.ttl) + u64::from(self.grace) + u64::from(self.keep)
-    }
+/// A log time (seconds since the epoch, earlier ones as the epoch) as a [`Timestamp`].
+fn ms(secs: i64) -> Timestamp {
+    Timestamp::from_millis(u64::try_from(secs).unwrap_or(0).saturating_mul(1000))
 }
 
 /// How long an object lives, in whole seconds (saturating at `u32::MAX`, ~136 years).
@@ -157,24 +167,33 @@ impl ByteLru {
     /// Looks `hash` up at `now`; a hit (fresh or stale) becomes most recently used. An
     /// object past TTL + grace + keep is removed (counted as expired).
     pub fn lookup(&mut self, hash: u64, now: i64) -> Lookup {
+        match self.freshness(hash, now) {
+            Freshness::Fresh | Freshness::RefreshAhead => Lookup::Fresh,
+            Freshness::Stale => Lookup::Stale,
+            Freshness::Expired | Freshness::Miss => Lookup::Miss,
+        }
+    }
+
+    /// The freshness of `hash` at `now` by the engine's rule (`cachet_refresh::decide`,
+    /// no early refresh: the log's requests are replayed one at a time); `Miss` when it is
+    /// not stored. A hit (fresh or stale) becomes most recently used; an object past
+    /// TTL + grace + keep is removed (counted as expired); one in its keep window stays,
+    /// untouched.
+    pub fn freshness(&mut self, hash: u64, now: i64) -> Freshness {
         let Some(&i) = self.index.get(&hash) else {
-            return Lookup::Miss;
+            return Freshness::Miss;
         };
         let n = self.nodes[i as usize];
-        let age = n.age(now);
-        if age < u64::from(n.ttl) {
-            self.touch(i);
-            Lookup::Fresh
-        } else if age < u64::from(n.ttl) + u64::from(n.grace) {
-            self.touch(i);
-            Lookup::Stale
-        } else {
-            if n.gone(now) {
+        let f = decide(Some(&n.times()), ms(now), &EarlyRefresh::None, Draw::ONE);
+        match f {
+            Freshness::Fresh | Freshness::RefreshAhead | Freshness::Stale => self.touch(i),
+            Freshness::Expired => {}
+            Freshness::Miss => {
                 self.remove_at(i);
                 self.tags[usize::from(n.tag)].expired += 1;
             }
-            Lookup::Miss
         }
+        f
     }
 
     /// Stores (or replaces) `hash` with `size` bytes at `now`, evicting least recently
@@ -261,7 +280,7 @@ impl ByteLru {
         let mut i = self.head;
         while i != NIL {
             let n = self.nodes[i as usize];
-            if n.gone(now) {
+            if ms(now) >= n.times().keep_end() {
                 self.remove_at(i);
                 self.tags[usize::from(n.tag)].expired += 1;
             }

@@ -12,9 +12,12 @@ use std::collections::HashMap;
 use std::hash::Hasher;
 use std::time::{Duration, SystemTime};
 
+use cachet_http::CacheStatus;
+use cachet_http::lookup::{self, Found, Next, Rights};
 use cachet_policy::{
     CacheControl, Decision, Policy, RequestView, ResponseView, Storability, Synth,
 };
+use cachet_refresh::Freshness;
 
 use crate::distinct::Distinct;
 use crate::fleet::Fleet;
@@ -687,12 +690,34 @@ pub(crate) struct Fetch<'a> {
 /// hit or a miss, fills the cache from the origin's answer ([`fill`]). Returns what the
 /// lookup found and the bytes stored (`None`: nothing stored). The single-node replay and
 /// every fleet edge without a shield tier go through here, so they decide alike.
+///
+/// The step after the lookup is the engine's (`cachet_http::lookup::next`, as the exchange
+/// takes it) for a node holding the fill right: the log is replayed one request at a
+/// time, so there is no collapsing to model. A revalidation (a copy in its keep window)
+/// is counted as a fetch that fills: logs carry no origin `304`s.
 pub(crate) fn serve(cache: &mut ByteLru, fetch: &Fetch<'_>) -> (Lookup, Option<u64>) {
-    let found = cache.lookup(fetch.key, fetch.now);
-    if found == Lookup::Fresh {
-        return (found, None);
+    let found = match cache.freshness(fetch.key, fetch.now) {
+        Freshness::Miss => Found::Nothing,
+        freshness => Found::Object {
+            freshness,
+            soft_purged: false,
+            has_grace: false,
+            ahead: false,
+        },
+    };
+    let rights = Rights {
+        fill: true,
+        relookup: false,
+        only_if_cached: false,
+    };
+    match lookup::next(found, rights) {
+        Next::Serve {
+            status: CacheStatus::Hit,
+            ..
+        } => (Lookup::Fresh, None),
+        Next::Serve { .. } => (Lookup::Stale, fill(cache, Lookup::Stale, fetch)),
+        _ => (Lookup::Miss, fill(cache, Lookup::Miss, fetch)),
     }
-    (found, fill(cache, found, fetch))
 }
 
 /// Fills `cache` after a stale hit or a miss (`found`) with the origin's answer at
