@@ -197,7 +197,7 @@ impl Port {
         self.with().random()
     }
 
-    /// Milliseconds since the Unix epoch of [`now`].
+    /// Milliseconds since the Unix epoch of [`Port::now`].
     pub fn now_ms(&self) -> u64 {
         u64::try_from(
             self.now()

@@ -11,7 +11,7 @@ const HURRIED: Duration = Duration::from_millis(1);
 
 impl Vm {
     /// Root tick: bans, parked requests, refreshes, lurker, ban feed or fleet ban log.
-    /// A hurried tick ([`Vm::hurry`]) sent before the period is over only sends the root's
+    /// A hurried tick (`Vm::hurry`) sent before the period is over only sends the root's
     /// fetches and restores the period.
     pub fn tick(&self) {
         let Some(p) = self.policy() else { return };
@@ -108,7 +108,7 @@ impl Vm {
                 OriginResponse::read(&self.port, nh, body_size, 0, u64::MAX),
             ),
             RootCall::Etcd(what) => {
-                self.on_etcd(&p, what, fleet::answer(&self.port, nh, body_size))
+                self.on_etcd(&p, what, fleet::answer(&self.port, nh, body_size));
             }
         }
     }

@@ -572,13 +572,7 @@ impl Vm {
                 return self.answer_object(flow, status, (found, meta, written), &cookies, now);
             }
             Respond::Unstored { body, .. } => return self.answer_unstored(policy, flow, body),
-            Respond::Pass => {
-                let mut f = flow.borrow_mut();
-                f.forward.apply(&self.port, policy);
-                f.stage = Stage::Passed;
-                Metrics::inc(&self.port, self.m().passes);
-                return Go::Upstream;
-            }
+            Respond::Pass => return self.pass(policy, flow),
             Respond::Refreshed(_) => None,
             // RFC 9111 §5.2.1.7: nothing servable is stored, and the origin is off limits.
             Respond::NotCached => Some(cachet_http::reply::failure(Failure::NotCached)),
@@ -648,6 +642,15 @@ impl Vm {
     /// The origin's answer, not stored: a callout's (or a router answer held whole) as a
     /// local reply; a router answer not read streams on with the edge's edits (the fill
     /// asked for a coding this client accepts: nothing to inflate).
+    /// Lets the request go to the origin through the router with its own edits (`PASS`).
+    fn pass(&self, policy: &Policy, flow: &FlowRef) -> Go {
+        let mut f = flow.borrow_mut();
+        f.forward.apply(&self.port, policy);
+        f.stage = Stage::Passed;
+        Metrics::inc(&self.port, self.m().passes);
+        Go::Upstream
+    }
+
     fn answer_unstored(&self, policy: &Policy, flow: &FlowRef, body: Option<Vec<u8>>) -> Go {
         let mut f = flow.borrow_mut();
         let (status, headers, held) = match f.answer.take() {
@@ -656,7 +659,7 @@ impl Vm {
                 // the router, streamed by Envoy (a second fetch; `[envoy].fill = "router"`
                 // avoids it).
                 drop(f);
-                return self.answer(policy, flow, Respond::Pass, None, Timestamp::from_millis(0));
+                return self.pass(policy, flow);
             }
             Some(Answer::Callout(r)) => (r.status, r.headers, Some(r.body)),
             Some(Answer::Router {
