@@ -78,6 +78,18 @@ pub struct AnswerHead {
     pub elapsed: Duration,
 }
 
+impl AnswerHead {
+    /// The head as seen at `now` when it arrived at `at`: `elapsed` grows by the time in
+    /// between (the body's read), so `now - elapsed` is still when the fetch was sent.
+    /// A stored object is stamped with that time (RFC 9111 §4.2.3 `request_time`), so a
+    /// ban or purge added while the body was still arriving covers what it brings back.
+    fn since(mut self, at: Timestamp, now: Timestamp) -> Self {
+        let ms = now.as_millis().saturating_sub(at.as_millis());
+        self.elapsed += Duration::from_millis(ms);
+        self
+    }
+}
+
 /// What the flow tells the access log so far ([`Exchange::notes`]); the host records, it
 /// decides nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -436,7 +448,7 @@ enum State<T, S, B> {
     Reading(Held<T, S>, Next),
     Parked,
     Fetching(Fetch<T, S, B>),
-    Receiving(Fetch<T, S, B>, AnswerHead),
+    Receiving(Fetch<T, S, B>, AnswerHead, Timestamp),
     Done,
 }
 
@@ -556,7 +568,7 @@ impl<T, S: StoredMeta + Clone, B: Default> Exchange<T, S, B> {
     pub fn handle_ref(&self) -> Option<&T> {
         match &self.state {
             State::Checking(c) | State::Flagging(c, _) | State::Reading(c, _) => Some(&c.handle),
-            State::Fetching(f) | State::Receiving(f, _) => Some(&f.handle),
+            State::Fetching(f) | State::Receiving(f, ..) => Some(&f.handle),
             _ => None,
         }
     }
@@ -644,11 +656,13 @@ impl<T, S: StoredMeta + Clone, B: Default> Run<'_, '_, T, S, B> {
                 }
                 done(Some(cancel(f.handle)), Respond::Pass)
             }
-            (State::Receiving(f, head), Event::Body(body)) => {
-                self.received(now, f, &head, Some(body))
+            (State::Receiving(f, head, at), Event::Body(body)) => {
+                self.received(now, f, &head.since(at, now), Some(body))
             }
-            (State::Receiving(f, head), Event::Oversize) => self.received(now, f, &head, None),
-            (State::Receiving(f, _), Event::BodyBroke(reason)) => {
+            (State::Receiving(f, head, at), Event::Oversize) => {
+                self.received(now, f, &head.since(at, now), None)
+            }
+            (State::Receiving(f, ..), Event::BodyBroke(reason)) => {
                 self.failed(now, f, reason, Refreshed::OriginError)
             }
             (_, event) => done(
@@ -1095,7 +1109,7 @@ impl<T, S: StoredMeta + Clone, B: Default> Run<'_, '_, T, S, B> {
             return self.apply(now, f, v, None);
         }
         let limit = self.policy.config().edge.max_object_bytes;
-        self.ex.state = State::Receiving(f, head);
+        self.ex.state = State::Receiving(f, head, now);
         Action::ReadBody { limit }
     }
 

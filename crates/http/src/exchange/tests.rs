@@ -1143,3 +1143,36 @@ fn a_follower_is_served_what_its_leader_stored_even_once_its_ttl_ran_out() {
         ],
     );
 }
+
+#[test]
+fn an_object_is_stamped_with_when_its_fetch_was_sent_however_long_its_body_took() {
+    // RFC 9111 §4.2.3 `request_time`: the head came 5 ms after the fetch went out (at
+    // 995), the body 800 ms later. Stamped at the body's time less the head's 5 ms
+    // (1795), a soft purge or ban added at 1200, while the body was still arriving,
+    // would miss what the fetch brought back.
+    let p = policy(CONFIG);
+    exchange!(ex, p, 990, NONE);
+    let read = format!("ReadBody {}", p.config().edge.max_object_bytes);
+    let done = table(
+        &mut ex,
+        vec![
+            (990, Event::Start, "Lookup 10000ms"),
+            (995, looked(true, None), "Fetch"),
+            (1_000, head(200, PUBLIC), &read),
+            (
+                1_800,
+                Event::Body(b"hello".to_vec()),
+                "Done insert; object MISS as written",
+            ),
+        ],
+    );
+    let Action::Done(d) = done else {
+        panic!("done")
+    };
+    let Some(WriteOp::Insert { meta, .. }) = d.write.map(|w| w.op) else {
+        panic!("an insert")
+    };
+    assert_eq!(meta.times.stored_at, at(995));
+    // The age counts the whole fetch, body included (fail closed: never younger).
+    assert_eq!(meta.times.delta, Duration::from_millis(805));
+}
