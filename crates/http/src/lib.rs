@@ -50,6 +50,7 @@ pub mod reply;
 pub mod request;
 pub mod response;
 mod status;
+pub mod stitch;
 pub mod store;
 pub mod unstored;
 pub mod vary;

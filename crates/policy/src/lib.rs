@@ -35,7 +35,7 @@ pub use cachet_device::{
     DEFAULT_PC_FILL_USER_AGENT, DEFAULT_SMARTPHONE_FILL_USER_AGENT, DeviceClass, Profile,
 };
 pub use config::{Config, ConfigIssue, EdgeConfig, HumanDuration, RouteAction, RouteConfig};
-pub use plan::{Decision, PassReason, Plan, RequestView, Synth};
+pub use plan::{Decision, PassReason, Plan, RequestView, Stitch, Synth};
 pub use response::{
     CacheControl, NoStore, ResponseView, Storability, Store, VaryRewrite, accepts_encoding,
 };
@@ -239,6 +239,7 @@ impl Policy {
             cache_key: String::new(),
             authorized: false,
             slice: None,
+            stitch: None,
             ttl: std::time::Duration::ZERO,
             ttl_override: false,
             grace: std::time::Duration::ZERO,

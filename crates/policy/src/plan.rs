@@ -153,6 +153,11 @@ pub struct Plan<'a> {
     /// The slice of the representation this request is cached under (partial content
     /// storage, the route's `slice_bytes`, issue 30), `None` for the whole object.
     pub slice: Option<Slice>,
+    /// A `GET` on a slicing route that no one slice answers (no `Range`, several ranges,
+    /// or one closed or open-ended range across slices), without `If-Range`: answered by
+    /// combining the slices it covers (`cachet_http::stitch`, RFC 9111 §3.4, issue 30).
+    /// `None` otherwise (and for suffix ranges, which need the length first).
+    pub stitch: Option<Stitch>,
     /// The request carries `Authorization` and is cached under its credentials' own key
     /// (RFC 9111 §3.5, issue 30): its answer is stored only when it says `public`,
     /// `s-maxage` or `must-revalidate` (`Policy::storability`), and its fill carries
@@ -368,6 +373,79 @@ impl Slice {
     }
 }
 
+/// What a request answered by combining slices wants ([`Plan::stitch`]): bytes `first`
+/// to `last` (inclusive; `None`: to the end) of the representation, in slices of
+/// `slice_bytes`, and whether it asked for the whole representation (a `200`, not a
+/// `206`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stitch {
+    /// The route's `slice_bytes` (> 0).
+    pub slice_bytes: u64,
+    /// First byte wanted.
+    pub first: u64,
+    /// Last byte wanted (inclusive), `None` for the representation's end.
+    pub last: Option<u64>,
+    /// The whole representation was asked for (no `Range`, or several ranges, which
+    /// Cachet answers whole).
+    pub whole: bool,
+}
+
+/// The [`Stitch`] of a `GET` on a route with `slice_bytes` whose `Range` (`None`: none)
+/// no one slice answers: the whole representation without `Range` or with several
+/// ranges (Cachet answers those whole); bytes `a` to `b` or to the end for one closed
+/// `bytes=a-b` across slices or an open-ended `bytes=a-` (RFC 9110 §14.1.2). `None` for
+/// a range inside one slice ([`slice_of`]), a suffix range, another unit or bytes Cachet
+/// cannot read (those use the whole object, as before).
+pub fn stitch_of(range: Option<&[u8]>, slice_bytes: u64) -> Option<Stitch> {
+    let whole = Stitch {
+        slice_bytes,
+        first: 0,
+        last: None,
+        whole: true,
+    };
+    if slice_bytes == 0 {
+        return None;
+    }
+    let Some(range) = range else {
+        return Some(whole);
+    };
+    if slice_of(range, slice_bytes).is_some() {
+        return None;
+    }
+    let spec = range.trim_ascii();
+    if !spec.get(..6)?.eq_ignore_ascii_case(b"bytes=") {
+        return None;
+    }
+    let spec = spec[6..].trim_ascii();
+    if spec.contains(&b',') {
+        return Some(whole);
+    }
+    let dash = spec.iter().position(|&b| b == b'-')?;
+    let number = |v: &[u8]| -> Option<u64> {
+        let v = v.trim_ascii();
+        if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(v).ok()?.parse().ok()
+    };
+    let first = number(&spec[..dash])?;
+    let rest = spec[dash + 1..].trim_ascii();
+    let last = if rest.is_empty() {
+        None
+    } else {
+        Some(number(rest)?).filter(|&b| b >= first)
+    };
+    if !rest.is_empty() && last.is_none() {
+        return None;
+    }
+    Some(Stitch {
+        slice_bytes,
+        first,
+        last,
+        whole: false,
+    })
+}
+
 /// The slice of `slice_bytes` a `Range` value falls in: one closed range `bytes=a-b`
 /// (`a <= b`, decimal, RFC 9110 §14.1.2) with both ends in the same slice. `None` for
 /// anything else (several ranges, open-ended or suffix ranges, a range across slices,
@@ -413,6 +491,7 @@ impl Plan<'_> {
         let authorization = req.authorization;
         if req.method == "GET" && !req.has_if_range {
             self.slice = req.range.and_then(|v| slice_of(v, slice_bytes));
+            self.stitch = stitch_of(req.range, slice_bytes);
             if self.slice.is_some() {
                 // Byte offsets are the origin's: a slice is stored as the identity coding.
                 self.compress = false;

@@ -406,6 +406,24 @@ fn object_keys(plan: &Plan<'_>, resp: &ResponseView<'_>) -> Vec<String> {
 /// length when its length is known, and the identity coding (offsets are the origin's
 /// bytes). Anything else is `None` (not stored; a `200` to a slice fill is the whole
 /// representation the client is answered from, unstored).
+/// A `Content-Range` value `bytes first-last/total` (RFC 9110 §14.4) as
+/// `(first, last, total)`; `None` for an unsatisfied range (`bytes */total`), an unknown
+/// total (`/*`), another unit, `last < first`, or numbers Cachet cannot read.
+pub fn content_range(value: &str) -> Option<(u64, u64, u64)> {
+    let cr = value.trim();
+    cr.get(..6).filter(|u| u.eq_ignore_ascii_case("bytes "))?;
+    let (span, total) = cr[6..].trim().split_once('/')?;
+    let (first, last) = span.split_once('-')?;
+    let num = |v: &str| -> Option<u64> {
+        let v = v.trim();
+        (!v.is_empty() && v.len() <= 19 && v.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| v.parse().ok())
+            .flatten()
+    };
+    let (first, last, total) = (num(first)?, num(last)?, num(total)?);
+    (first <= last).then_some((first, last, total))
+}
+
 fn slice_answer(
     s: crate::plan::Slice,
     resp: &ResponseView<'_>,
@@ -417,17 +435,7 @@ fn slice_answer(
     {
         return None;
     }
-    let cr = resp.content_range?.trim();
-    cr.get(..6).filter(|u| u.eq_ignore_ascii_case("bytes "))?;
-    let (span, total) = cr[6..].trim().split_once('/')?;
-    let (first, last) = span.split_once('-')?;
-    let num = |v: &str| -> Option<u64> {
-        let v = v.trim();
-        (!v.is_empty() && v.len() <= 19 && v.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| v.parse().ok())
-            .flatten()
-    };
-    let (first, last, total) = (num(first)?, num(last)?, num(total)?);
+    let (first, last, total) = content_range(resp.content_range?)?;
     let expected_last = s.last.min(total.checked_sub(1)?);
     let length_ok = resp
         .content_length

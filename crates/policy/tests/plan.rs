@@ -737,6 +737,66 @@ fn a_range_inside_one_slice_is_planned_as_that_slice() {
 }
 
 #[test]
+fn a_request_no_one_slice_answers_is_planned_to_combine_the_slices() {
+    // Issue 30, RFC 9111 §3.4: on a slicing route, the whole representation and ranges
+    // across slices are answered by combining slices.
+    use cachet_policy::plan::{Stitch, stitch_of};
+    let s = |first, last, whole| {
+        Some(Stitch {
+            slice_bytes: 16,
+            first,
+            last,
+            whole,
+        })
+    };
+    assert_eq!(stitch_of(None, 16), s(0, None, true));
+    assert_eq!(stitch_of(Some(b"bytes=14-17"), 16), s(14, Some(17), false));
+    assert_eq!(stitch_of(Some(b"BYTES=5-"), 16), s(5, None, false));
+    assert_eq!(
+        stitch_of(Some(b"bytes=0-1,4-5"), 16),
+        s(0, None, true),
+        "several ranges are answered whole"
+    );
+    for own in [
+        &b"bytes=2-5"[..], // inside one slice: that slice answers it
+        b"bytes=-5",       // suffix: the length comes first
+        b"bytes=5-2",
+        b"items=0-1",
+        b"bytes=a-b",
+        b"",
+    ] {
+        assert_eq!(
+            stitch_of(Some(own), 16),
+            None,
+            "{:?}",
+            String::from_utf8_lossy(own)
+        );
+    }
+    assert_eq!(stitch_of(None, 0), None, "off");
+
+    let cfg = SHIPPED.replacen(
+        "[[routes]]",
+        "[[routes]]\nname = \"video\"\npath_prefix = \"/v/\"\nslice_bytes = 16\n\n[[routes]]",
+        1,
+    );
+    let p = Policy::from_toml(&cfg).expect("valid");
+    let mut v = get("cdn.example", "/v/a", None);
+    let whole = p.plan(&v, now());
+    assert_eq!((whole.slice, whole.stitch), (None, s(0, None, true)));
+    v.range = Some(b"bytes=2-5");
+    assert_eq!(p.plan(&v, now()).stitch, None, "one slice answers it");
+    v.range = Some(b"bytes=14-40");
+    assert_eq!(p.plan(&v, now()).stitch, s(14, Some(40), false));
+    v.has_if_range = true;
+    assert_eq!(p.plan(&v, now()).stitch, None, "If-Range: the whole object");
+    v.has_if_range = false;
+    v.method = "HEAD";
+    assert_eq!(p.plan(&v, now()).stitch, None);
+    let article = get("blog.example", "/blog/a/entry/1", None);
+    assert_eq!(p.plan(&article, now()).stitch, None, "no slice_bytes");
+}
+
+#[test]
 fn a_slice_stores_only_the_origins_206_for_exactly_that_slice() {
     let cfg = SHIPPED.replacen(
         "[[routes]]",
