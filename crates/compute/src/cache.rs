@@ -116,12 +116,15 @@ pub(crate) fn cached<H: Host>(
     f.record(&notes);
     match out? {
         Finished::Out(out, refresh) => Ok(Outcome {
-            after: refresh.map(|refresh| {
-                Box::new(Refresh {
-                    refresh,
-                    req: req.without_body(),
+            after: refresh
+                .map(|refresh| {
+                    Box::new(Refresh {
+                        refresh,
+                        req: req.without_body(),
+                    })
                 })
-            }),
+                .into_iter()
+                .collect(),
             ..out
         }),
         Finished::Pass => pass(cx, plan, req, f),

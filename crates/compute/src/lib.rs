@@ -27,6 +27,7 @@ mod cache;
 mod deliver;
 mod origin;
 mod scratch;
+mod slices;
 
 #[cfg(test)]
 mod tests;
@@ -184,19 +185,22 @@ pub(crate) struct Outcome<H: Host> {
     /// The response for the client.
     pub resp: Response<H::Body>,
     /// Work after the response is sent.
-    pub after: Option<Box<Refresh<H>>>,
+    pub after: Vec<Box<Refresh<H>>>,
 }
 
 impl<H: Host> From<Response<H::Body>> for Outcome<H> {
     fn from(resp: Response<H::Body>) -> Self {
-        Self { resp, after: None }
+        Self {
+            resp,
+            after: Vec::new(),
+        }
     }
 }
 
 /// One request's state after its response: the access record and the work left.
 pub struct Pending<H: Host> {
     access: Access,
-    after: Option<Box<Refresh<H>>>,
+    after: Vec<Box<Refresh<H>>>,
     /// When the request arrived ([`Host::monotonic`]), for `total_ms`.
     arrived: std::time::Duration,
 }
@@ -287,7 +291,7 @@ pub fn refuse_authority<H: Host>(
     access.body_bytes = sent_bytes(method, &resp);
     let pending = Pending {
         access,
-        after: None,
+        after: Vec::new(),
         arrived,
     };
     Some((resp, pending))
@@ -403,14 +407,16 @@ impl<H: Host> Pending<H> {
         }
         access.total_ms = Some(millis(host.monotonic().saturating_sub(arrived)));
         let policy = sandbox.policy();
-        if let (Some(job), Ok(f)) = (after, policy) {
+        if let Ok(f) = policy {
             let cx = Ctx {
                 host,
                 policy: &f.policy,
                 status: &f.status,
                 origin: sandbox.origin(host, &f.policy),
             };
-            job.run(cx, &mut access);
+            for job in after {
+                job.run(cx, &mut access);
+            }
         }
         scratch::end(host, &mut access);
         let endpoint = policy.map_or(DEFAULT_LOG_ENDPOINT, |f| {
@@ -479,7 +485,12 @@ fn handle<H: Host>(
             }
             cache::pass(cx, &plan, req, f)
         }
-        Decision::Cache => cache::cached(cx, &plan, req, f),
+        Decision::Cache => match plan.stitch {
+            Some(want) => slices::serve(cx, want, req, f, |cx, req, f| {
+                cache::cached(cx, &plan, req, f)
+            }),
+            None => cache::cached(cx, &plan, req, f),
+        },
     }
 }
 

@@ -279,6 +279,9 @@ impl Host for Fake {
     ) -> Result<OriginResponse<Vec<u8>>, String> {
         let mut origin = self.origin.borrow_mut();
         origin.push((req.method.clone(), req.path.clone()));
+        if let Some(answer) = video(&req) {
+            return Ok(answer);
+        }
         let body = format!("{} #{}", req.path, origin.len()).into_bytes();
         let mut headers: Fields = vec![
             ("content-type".into(), b"text/plain".to_vec()),
@@ -316,6 +319,38 @@ impl Host for Fake {
     fn log(&self, _: &str, line: &str) {
         self.logs.borrow_mut().push(line.to_owned());
     }
+}
+
+/// The origin's `/v/` resources: 40 bytes with a strong `ETag`, ranges answered with a
+/// `206` (one closed range, RFC 9110 §14.2).
+fn video(req: &OriginRequest<Vec<u8>>) -> Option<OriginResponse<Vec<u8>>> {
+    const BODY: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCD";
+    if !req.path.starts_with("/v/") {
+        return None;
+    }
+    let mut headers: Fields = vec![
+        ("cache-control".into(), b"max-age=600".to_vec()),
+        ("etag".into(), b"\"v1\"".to_vec()),
+    ];
+    let range = crate::first(&req.headers, "range")
+        .and_then(|r| std::str::from_utf8(r).ok()?.strip_prefix("bytes="))
+        .and_then(|r| r.split_once('-'))
+        .and_then(|(a, b)| Some((a.parse::<usize>().ok()?, b.parse::<usize>().ok()?)));
+    let Some((a, b)) = range else {
+        return Some(OriginResponse {
+            status: 200,
+            headers,
+            body: BODY.to_vec(),
+        });
+    };
+    let b = b.min(BODY.len() - 1);
+    let cr = format!("bytes {a}-{b}/{}", BODY.len());
+    headers.push(("content-range".into(), cr.into_bytes()));
+    Some(OriginResponse {
+        status: 206,
+        headers,
+        body: BODY[a..=b].to_vec(),
+    })
 }
 
 fn request(
@@ -948,4 +983,44 @@ fn instances_without_a_config_store_entry_share_the_prebuilt_policy() {
 
 fn get_req(target: &str) -> ClientRequest<Vec<u8>> {
     request("GET", target, &[], "")
+}
+
+#[test]
+fn a_whole_request_on_a_slicing_route_is_filled_by_slices_and_answered_from_them() {
+    // Issue 30, RFC 9111 §3.4: 40 bytes in slices of 16 are three parts.
+    let host = Fake::at(T0);
+    let text = BUILTIN.replacen(
+        "[[routes]]",
+        "[[routes]]\nname = \"video\"\npath_prefix = \"/v/\"\nslice_bytes = 16\n\n[[routes]]",
+        1,
+    );
+    *host.config_store.borrow_mut() = Some(text);
+    let (resp, body) = get(&host, "/v/movie");
+    assert_eq!(resp.status, 200);
+    assert_eq!(body, "0123456789abcdefghijklmnopqrstuvwxyzABCD");
+    assert_eq!(header(&resp, "x-cache"), Some("MISS"));
+    assert_eq!(header(&resp, "content-length"), Some("40"));
+    assert_eq!(header(&resp, "content-range"), None);
+    assert_eq!(host.origin_hits(), 3, "one fill per slice, never the whole");
+    assert_eq!(host.access()["cache"], "MISS");
+
+    host.now.set(T0 + 1_000);
+    let (resp, body) = get(&host, "/v/movie");
+    assert_eq!((resp.status, header(&resp, "x-cache")), (200, Some("HIT")));
+    assert_eq!(body.len(), 40);
+    let ranged = request("GET", "/v/movie", &[("range", "bytes=10-35")], "");
+    let (resp, body) = serve(&host, ranged);
+    assert_eq!(resp.status, 206);
+    assert_eq!(header(&resp, "content-range"), Some("bytes 10-35/40"));
+    assert_eq!(body, "abcdefghijklmnopqrstuvwxyz");
+    assert_eq!(header(&resp, "x-cache"), Some("HIT"));
+    let open = request("GET", "/v/movie", &[("range", "bytes=30-")], "");
+    let (resp, body) = serve(&host, open);
+    assert_eq!((resp.status, body.as_str()), (206, "uvwxyzABCD"));
+    assert_eq!(
+        host.origin_hits(),
+        3,
+        "every later answer came from the slices"
+    );
+    assert_eq!(host.access()["cache"], "HIT");
 }

@@ -22,12 +22,14 @@
 //!   the whole representation (an empty one has no slice): [`Took::Whole`].
 //! * The combined answer is a `200` for the whole representation, else a `206` with
 //!   `Content-Range: bytes first-last/length` (§14.4); `Content-Length` is the sum of the
-//!   parts; `X-Cache` is `HIT` only when every part was a `HIT` (else `MISS`: the origin
-//!   was asked); `Age` is the oldest part's (RFC 9111 §5.1: never younger than a part).
+//!   parts; `X-Cache` is the least cached part's (`PASS`, then `MISS`, then `STALE`, then
+//!   `HIT`); `Age` is the oldest part's (RFC 9111 §5.1: never younger than a part).
+//! * A part in a coding other than identity is never spliced ([`Took::Whole`]).
 
 use cachet_policy::plan::Stitch;
 use cachet_policy::response::content_range;
 
+use crate::CacheStatus;
 use crate::exchange::Fields;
 use crate::headers::Headers;
 
@@ -56,7 +58,7 @@ pub struct Stitcher {
     total: u64,
     etag: Option<Vec<u8>>,
     head: Option<Fields>,
-    all_hit: bool,
+    cache: CacheStatus,
     age: u64,
     parts: usize,
 }
@@ -75,7 +77,7 @@ impl Stitcher {
             total: 0,
             etag: None,
             head: None,
-            all_hit: true,
+            cache: CacheStatus::Hit,
             age: 0,
             parts: 0,
         }
@@ -93,6 +95,12 @@ impl Stitcher {
     /// The `Range` value the next part's request carries (`bytes=a-b` inside one slice).
     pub fn range(&self) -> String {
         format!("bytes={}-{}", self.next, self.part_last())
+    }
+
+    /// The combined answer's cache status: `PASS` when a part was passed, else `MISS`
+    /// when one was fetched, else `STALE` when one was stale, else `HIT`.
+    pub fn cache(&self) -> CacheStatus {
+        self.cache
     }
 
     /// How many parts were taken.
@@ -117,6 +125,13 @@ impl Stitcher {
             return Took::Whole;
         };
         let etag = fields.value("etag").filter(|e| !e.starts_with(b"W/"));
+        let coded = fields.value("content-encoding").is_some_and(|c| {
+            !c.trim_ascii().is_empty() && !c.trim_ascii().eq_ignore_ascii_case(b"identity")
+        });
+        if coded {
+            // Slices are the identity coding; another coding's bytes never splice.
+            return Took::Whole;
+        }
         if first {
             // The length is known now: the answer ends at the representation's end.
             let last_byte = total.saturating_sub(1);
@@ -135,7 +150,21 @@ impl Stitcher {
         if (a, b) != (self.next, self.part_last()) {
             return Took::Whole;
         }
-        self.all_hit &= fields.value("x-cache").as_deref() == Some(b"HIT");
+        let part = match fields.value("x-cache").as_deref() {
+            Some(b"HIT") => CacheStatus::Hit,
+            Some(b"STALE") => CacheStatus::Stale,
+            Some(b"PASS") => CacheStatus::Pass,
+            _ => CacheStatus::Miss,
+        };
+        let rank = |c| match c {
+            CacheStatus::Hit => 0,
+            CacheStatus::Stale => 1,
+            CacheStatus::Miss => 2,
+            _ => 3,
+        };
+        if rank(part) > rank(self.cache) {
+            self.cache = part;
+        }
         let age = fields
             .value("age")
             .and_then(|v| std::str::from_utf8(&v).ok()?.trim().parse::<u64>().ok())
@@ -177,8 +206,7 @@ impl Stitcher {
             fields.push(("content-range".into(), cr.into_bytes()));
             206
         };
-        let hit = if self.all_hit { "HIT" } else { "MISS" };
-        fields.push(("x-cache".into(), hit.as_bytes().to_vec()));
+        fields.push(("x-cache".into(), self.cache.as_str().as_bytes().to_vec()));
         fields.push(("age".into(), self.age.to_string().into_bytes()));
         (status, fields)
     }
@@ -268,6 +296,12 @@ mod tests {
         assert_eq!(get(&head, "content-range"), Some(&b"bytes 14-19/20"[..]));
         assert_eq!(get(&head, "content-length"), Some(&b"6"[..]));
         assert_eq!(get(&head, "x-cache"), Some(&b"HIT"[..]));
+        // A stale part makes the whole stale; a fetched one, a miss.
+        let mut s = Stitcher::new(whole(), None);
+        s.take(206, &part("bytes 0-15/32", "\"v1\"", "STALE", "0"));
+        assert_eq!(s.cache(), CacheStatus::Stale);
+        s.take(206, &part("bytes 16-31/32", "\"v1\"", "HIT", "0"));
+        assert_eq!(s.cache(), CacheStatus::Stale);
     }
 
     #[test]
@@ -313,6 +347,11 @@ mod tests {
             Took::More
         );
         assert_eq!(s.take(503, &Vec::new()), Took::Whole);
+        // A part in another coding.
+        let mut s = Stitcher::new(whole(), None);
+        let mut gz = part("bytes 0-15/40", "\"v1\"", "MISS", "0");
+        gz.push(("content-encoding".into(), b"gzip".to_vec()));
+        assert_eq!(s.take(206, &gz), Took::Whole);
     }
 
     #[test]

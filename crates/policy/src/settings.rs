@@ -416,6 +416,13 @@ pub struct EnvoyConfig {
     /// worker applies here within the smaller of this and `tick` (docs/envoy.md, "Bans").
     /// At most 1 s.
     pub ban_staleness: HumanDuration,
+    /// Cluster that routes back to this Envoy's own listener: on a route with
+    /// `slice_bytes`, a request no one slice answers (the whole representation, a range
+    /// across slices) is answered by combining its slices, each asked for through this
+    /// cluster as a range inside that slice (`cachet_http::stitch`; docs/http.md,
+    /// "Partial content storage"). Empty (the default): such requests use the whole
+    /// object.
+    pub slice_cluster: String,
 }
 
 impl Default for EnvoyConfig {
@@ -434,6 +441,7 @@ impl Default for EnvoyConfig {
             etcd_interval: HumanDuration::from_secs(1),
             shield: false,
             ban_staleness: HumanDuration(Duration::ZERO),
+            slice_cluster: String::new(),
         }
     }
 }

@@ -817,3 +817,109 @@ fn a_malformed_authority_is_a_400_before_anything_reads_the_request() {
         "nothing reached the origin"
     );
 }
+
+/// Answers the stream's callout `token` with a `206` part of a 40-byte representation.
+fn part_answers(fake: &Fake, s: &mut Http, token: u32, (a, b): (usize, usize), etag: &[u8]) {
+    const BODY: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCD";
+    let cr = format!("bytes {a}-{b}/40");
+    fake.map(
+        MapType::HttpCallResponseHeaders,
+        &[
+            (":status", b"206"),
+            ("content-range", cr.as_bytes()),
+            ("etag", etag),
+            ("x-cache", b"HIT"),
+            ("age", b"3"),
+            ("content-length", (b - a + 1).to_string().as_bytes()),
+            ("x-envoy-upstream-service-time", b"1"),
+        ],
+    );
+    fake.buffer_set(BufferType::HttpCallResponseBody, &BODY[a..=b]);
+    s.on_fetch_response(token, 7, b - a + 1);
+}
+
+#[test]
+fn a_whole_request_on_a_slicing_route_is_combined_from_parts_asked_through_the_slice_cluster() {
+    // Issue 30, RFC 9111 §3.4; the rules are `cachet_http::stitch`'s.
+    let mut cfg: serde_json::Value = serde_json::from_str(&config()).unwrap();
+    cfg["envoy"]["slice_cluster"] = serde_json::json!("self");
+    let video = serde_json::json!({"name": "video", "path_prefix": "/v/", "slice_bytes": 16});
+    cfg["routes"].as_array_mut().unwrap().insert(0, video);
+    let (fake, vm) = vm_with(&cfg.to_string());
+    let get = |ctx: u32| {
+        fake.map(
+            MapType::HttpRequestHeaders,
+            &[
+                (":method", b"GET"),
+                (":path", b"/v/movie"),
+                (":authority", b"cdn.example"),
+                ("connection", b"x-hop"),
+                ("x-hop", b"1"),
+                ("user-agent", IPHONE),
+            ],
+        );
+        let mut s = Http::new(Rc::clone(&vm), ctx);
+        assert_eq!(s.on_request_headers(true), Action::Pause);
+        s
+    };
+    let asked = |i: usize| {
+        let (cluster, _) = fake.dispatched_to.borrow()[i].clone();
+        let h = fake.dispatched.borrow()[i].clone();
+        let get = |n: &str| h.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+        assert!(
+            get("x-hop").is_none() && get("connection").is_none(),
+            "hop-by-hop"
+        );
+        assert_eq!(get(":authority").as_deref(), Some("cdn.example"));
+        assert_eq!(
+            get("user-agent").as_deref(),
+            Some(std::str::from_utf8(IPHONE).unwrap())
+        );
+        (
+            cluster,
+            get(":path").unwrap_or_default(),
+            get("range").unwrap_or_default(),
+        )
+    };
+    let mut s = get(2);
+    assert_eq!(
+        asked(0),
+        ("self".into(), "/v/movie".into(), "bytes=0-15".into())
+    );
+    part_answers(&fake, &mut s, 1, (0, 15), b"\"v1\"");
+    assert_eq!(asked(1).2, "bytes=16-31");
+    part_answers(&fake, &mut s, 2, (16, 31), b"\"v1\"");
+    assert_eq!(
+        asked(2).2,
+        "bytes=32-39",
+        "the last part ends at the length"
+    );
+    assert!(
+        fake.sent.borrow().is_empty(),
+        "nothing before the last part"
+    );
+    part_answers(&fake, &mut s, 3, (32, 39), b"\"v1\"");
+    let sent = fake.last_sent();
+    assert_eq!(sent.0, 200);
+    assert_eq!(sent.2, b"0123456789abcdefghijklmnopqrstuvwxyzABCD");
+    assert_eq!(header(&sent, "x-cache"), Some("HIT"));
+    assert_eq!(header(&sent, "age"), Some("3"));
+    assert_eq!(header(&sent, "content-range"), None);
+    assert_eq!(
+        header(&sent, "content-length"),
+        None,
+        "Envoy frames local replies"
+    );
+
+    // A later part of another representation: the request's ordinary flow (a whole
+    // fill from the origin cluster), nothing sent before it.
+    let before = fake.sent.borrow().len();
+    let mut s = get(3);
+    part_answers(&fake, &mut s, 4, (0, 15), b"\"v1\"");
+    part_answers(&fake, &mut s, 5, (16, 31), b"\"v2\"");
+    assert_eq!(fake.sent.borrow().len(), before);
+    let (cluster, _) = fake.dispatched_to.borrow().last().cloned().unwrap();
+    assert_eq!(cluster, "origin");
+    let whole = fake.dispatched.borrow().last().cloned().unwrap();
+    assert!(whole.iter().all(|(n, _)| n != "range"), "{whole:?}");
+}

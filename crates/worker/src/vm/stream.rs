@@ -7,6 +7,7 @@
 use super::*;
 
 use super::flow::{Flow, FlowRef, Forward, Go, Stage, Via, edit_passed_headers};
+use cachet_http::stitch::Stitcher;
 
 /// Where one HTTP stream is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +22,20 @@ enum Phase {
     AdminEtcd,
     /// A cacheable request: where it is, is its flow's ([`Flow`]).
     Cached,
+    /// A request answered by combining slices: waiting for a part ([`Http::stitch`]).
+    Stitching,
+}
+
+/// A request answered by combining its slices (`cachet_http::stitch`): each part goes
+/// through `[envoy].slice_cluster` back into this Envoy as a range inside one slice.
+struct Stitching {
+    s: Stitcher,
+    /// The client's request lines, for the parts and for its ordinary flow.
+    headers: Vec<(String, Vec<u8>)>,
+    path: String,
+    edge_tier: bool,
+    /// The parts' bodies so far (at most `[edge].max_object_bytes`: the stitcher's bound).
+    body: Vec<u8>,
 }
 
 /// One HTTP stream.
@@ -40,6 +55,10 @@ pub struct Http {
     unsafe_target: Option<(String, String, String)>,
     /// Fleet mode: the admin write sent to etcd, answered when etcd answers.
     fleet: Option<admin::FleetWrite>,
+    /// A request answered by combining slices, while its parts come back.
+    stitch: Option<Stitching>,
+    /// The slices did not combine: the request takes its ordinary flow.
+    unstitched: bool,
 }
 
 impl Http {
@@ -56,6 +75,8 @@ impl Http {
             body: Vec::new(),
             unsafe_target: None,
             fleet: None,
+            stitch: None,
+            unstitched: false,
         }
     }
 
@@ -159,6 +180,22 @@ impl Http {
                 return self.pass(p);
             }
             Decision::Cache => {}
+        }
+        let slice_cluster = &p.config().envoy.slice_cluster;
+        if let Some(want) = plan
+            .stitch
+            .filter(|_| !self.unstitched && !slice_cluster.is_empty())
+        {
+            let max = p.config().edge.max_object_bytes;
+            self.stitch = Some(Stitching {
+                s: Stitcher::new(want, Some(max)),
+                headers,
+                path: path.to_owned(),
+                edge_tier,
+                body: Vec::new(),
+            });
+            self.phase = Phase::Stitching;
+            return self.next_part(p);
         }
         let want = Wanted {
             slot: self.vm.cache.borrow().slot_of(&plan.cache_key),
@@ -269,8 +306,101 @@ impl Http {
         }
     }
 
-    /// A callout of this stream answered: its flow's origin fetch, or in fleet mode an
-    /// admin write's etcd transaction.
+    /// Asks for the next part of a stitched request through `[envoy].slice_cluster`: the
+    /// client's lines with `Range` for one slice. Pauses the stream; a refused callout
+    /// sends the request down its ordinary flow.
+    fn next_part(&mut self, p: &Policy) -> crate::host::Action {
+        let Some(st) = &self.stitch else {
+            return crate::host::Action::Pause;
+        };
+        let range = st.s.range();
+        let listed = cachet_http::fields::connection_listed(st.headers.as_slice());
+        let mut h: Vec<(&str, &[u8])> = vec![
+            (":method", b"GET"),
+            (":path", st.path.as_bytes()),
+            (":scheme", b"http"),
+        ];
+        h.extend(
+            st.headers
+                .iter()
+                .filter(|(n, _)| {
+                    n == ":authority"
+                        || !(n.starts_with(':')
+                            || n == "range"
+                            || cachet_http::fields::hop_by_hop(n, &listed))
+                })
+                .map(|(n, v)| (n.as_str(), v.as_slice())),
+        );
+        h.push(("range", range.as_bytes()));
+        let cfg = p.config();
+        let sent = self.vm.port.dispatch(
+            &cfg.envoy.slice_cluster,
+            &h,
+            None,
+            cfg.origin.first_byte_timeout.0,
+        );
+        if sent.is_err() {
+            return self.unstitch(p);
+        }
+        crate::host::Action::Pause
+    }
+
+    /// A part of a stitched request answered (`cachet_http::stitch::Stitcher::take`
+    /// decides): ask for the next, send the combined answer or the part as it is, or run
+    /// the request's ordinary flow.
+    fn part_answered(&mut self, nh: usize, body_size: usize) {
+        use cachet_http::stitch::Took;
+        let Some(p) = self.vm.policy() else { return };
+        let limit = p.config().edge.max_object_bytes;
+        let answer =
+            OriginResponse::read(&self.vm.port, nh, body_size, 0, limit).filter(|r| !r.oversized);
+        let Some(st) = self.stitch.as_mut() else {
+            return;
+        };
+        let Some(r) = answer else {
+            self.unstitch(&p);
+            return;
+        };
+        match st.s.take(r.status, &r.headers) {
+            Took::More => {
+                st.body.extend_from_slice(&r.body);
+                self.next_part(&p);
+            }
+            Took::Done => {
+                st.body.extend_from_slice(&r.body);
+                let (status, fields) = st.s.head();
+                send_fields(&self.vm.port, status, &fields, &st.body);
+                self.stitch = None;
+                self.phase = Phase::Local;
+            }
+            Took::AsIs => {
+                send_fields(&self.vm.port, r.status, &r.headers, &r.body);
+                self.stitch = None;
+                self.phase = Phase::Local;
+            }
+            Took::Whole => {
+                self.unstitch(&p);
+            }
+        }
+    }
+
+    /// The slices do not combine: the (paused) request runs its ordinary flow, and goes
+    /// on upstream when that flow says so.
+    fn unstitch(&mut self, p: &Policy) -> crate::host::Action {
+        self.phase = Phase::Local;
+        let Some(st) = self.stitch.take() else {
+            return crate::host::Action::Pause;
+        };
+        self.unstitched = true;
+        let action = self.plan_request(p, st.headers, "GET", &st.path, (true, st.edge_tier));
+        if action == crate::host::Action::Continue {
+            self.vm.port.resume_request();
+        }
+        crate::host::Action::Pause
+    }
+
+    /// A callout of this stream answered: its flow's origin fetch, a part of a stitched
+    /// request, or in fleet mode an admin write's etcd transaction.
     pub fn on_fetch_response(&mut self, token: u32, nh: usize, body_size: usize) {
         if self.phase == Phase::AdminEtcd {
             let answer = fleet::answer(&self.vm.port, nh, body_size);
@@ -282,6 +412,10 @@ impl Http {
         if let Some(other) = self.vm.take_flow_call(token) {
             self.vm.flow_callout_elsewhere(&other, nh, body_size);
             self.vm.run_wakes();
+            return;
+        }
+        if self.phase == Phase::Stitching {
+            self.part_answered(nh, body_size);
             return;
         }
         let Some(flow) = self.flow.clone() else {
@@ -462,4 +596,20 @@ impl Http {
         self.vm.pending_wakes.borrow_mut().push(slot);
         self.vm.run_wakes();
     }
+}
+
+/// Sends `fields` and `body` as the stream's local response, without the lines Envoy
+/// writes itself (pseudo-headers, framing, hop-by-hop).
+fn send_fields(port: &Port, status: u16, fields: &[(String, Vec<u8>)], body: &[u8]) {
+    let listed = cachet_http::fields::connection_listed(fields);
+    let h: Vec<(&str, &[u8])> = fields
+        .iter()
+        .filter(|(n, _)| {
+            !(n.starts_with(':')
+                || n.eq_ignore_ascii_case("content-length")
+                || cachet_http::fields::hop_by_hop(n, &listed))
+        })
+        .map(|(n, v)| (n.as_str(), v.as_slice()))
+        .collect();
+    port.send(status, &h, Some(body));
 }
