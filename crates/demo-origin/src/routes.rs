@@ -523,7 +523,13 @@ struct TestQuery {
     /// `Content-Range` and those bytes of the body (`416` past its end), for the partial
     /// content storage cases (issue 30).
     ranges: Option<u8>,
+    /// A body of this many bytes ([`TEST_BODY`] repeated; at most [`MAX_SIZE`]), for
+    /// benchmarks of large representations.
+    size: Option<usize>,
 }
+
+/// Largest `size=` body, bytes.
+pub const MAX_SIZE: usize = 64 * 1024 * 1024;
 
 /// The request field that makes one `/t/…` answer fail (chaos cases, issue 28), so a
 /// case can break a revalidation or a fill without changing the URL: `reset` (the
@@ -716,7 +722,11 @@ fn test_answer(q: TestQuery, req: &Request) -> Response {
         }
         return (status, h, chunked_body(len)).into_response();
     }
-    let body = body_of(q.body_from.as_deref(), q.body, req);
+    let body = match q.size {
+        Some(n) => TEST_BODY.repeat(n.min(MAX_SIZE).div_ceil(TEST_BODY.len()))[..n.min(MAX_SIZE)]
+            .to_owned(),
+        None => body_of(q.body_from.as_deref(), q.body, req),
+    };
     if let Some(r) = req.headers().get(header::RANGE).filter(|_| ranged) {
         return ranged_answer(h, body.into_bytes(), r.as_bytes());
     }
