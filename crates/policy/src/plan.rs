@@ -373,6 +373,15 @@ impl Slice {
     }
 }
 
+/// A byte position of a `Range` value (RFC 9110 §14.1.2): ASCII digits, at most 19.
+fn range_number(v: &[u8]) -> Option<u64> {
+    let v = v.trim_ascii();
+    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
 /// What a request answered by combining slices wants ([`Plan::stitch`]): bytes `first`
 /// to `last` (inclusive; `None`: to the end) of the representation, in slices of
 /// `slice_bytes`, and whether it asked for the whole representation (a `200`, not a
@@ -421,19 +430,12 @@ pub fn stitch_of(range: Option<&[u8]>, slice_bytes: u64) -> Option<Stitch> {
         return Some(whole);
     }
     let dash = spec.iter().position(|&b| b == b'-')?;
-    let number = |v: &[u8]| -> Option<u64> {
-        let v = v.trim_ascii();
-        if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        std::str::from_utf8(v).ok()?.parse().ok()
-    };
-    let first = number(&spec[..dash])?;
+    let first = range_number(&spec[..dash])?;
     let rest = spec[dash + 1..].trim_ascii();
     let last = if rest.is_empty() {
         None
     } else {
-        Some(number(rest)?).filter(|&b| b >= first)
+        Some(range_number(rest)?).filter(|&b| b >= first)
     };
     if !rest.is_empty() && last.is_none() {
         return None;
@@ -461,14 +463,7 @@ pub fn slice_of(range: &[u8], slice_bytes: u64) -> Option<Slice> {
     }
     let spec = spec[6..].trim_ascii();
     let dash = spec.iter().position(|&b| b == b'-')?;
-    let number = |v: &[u8]| -> Option<u64> {
-        let v = v.trim_ascii();
-        if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        std::str::from_utf8(v).ok()?.parse().ok()
-    };
-    let (a, b) = (number(&spec[..dash])?, number(&spec[dash + 1..])?);
+    let (a, b) = (range_number(&spec[..dash])?, range_number(&spec[dash + 1..])?);
     let index = a / slice_bytes;
     if b < a || b / slice_bytes != index {
         return None;
