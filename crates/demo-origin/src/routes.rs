@@ -722,20 +722,24 @@ fn test_answer(q: TestQuery, req: &Request) -> Response {
         }
         return (status, h, chunked_body(len)).into_response();
     }
-    let body = match q.size {
-        Some(n) => TEST_BODY.repeat(n.min(MAX_SIZE).div_ceil(TEST_BODY.len()))[..n.min(MAX_SIZE)]
-            .to_owned(),
-        None => body_of(q.body_from.as_deref(), q.body, req),
-    };
+    let body = body_of(q.size, q.body_from.as_deref(), q.body, req);
     if let Some(r) = req.headers().get(header::RANGE).filter(|_| ranged) {
         return ranged_answer(h, body.into_bytes(), r.as_bytes());
     }
     (status, h, body).into_response()
 }
 
-/// A `/t/…` body: the request field `body_from` names (`none` when absent), else `body`,
-/// else [`TEST_BODY`].
-fn body_of(body_from: Option<&str>, body: Option<String>, req: &Request) -> String {
+/// A `/t/…` body: `size` bytes of [`TEST_BODY`] repeated (at most [`MAX_SIZE`]), else the
+/// request field `body_from` names (`none` when absent), else `body`, else [`TEST_BODY`].
+fn body_of(
+    size: Option<usize>,
+    body_from: Option<&str>,
+    body: Option<String>,
+    req: &Request,
+) -> String {
+    if let Some(n) = size.map(|n| n.min(MAX_SIZE)) {
+        return TEST_BODY.repeat(n.div_ceil(TEST_BODY.len()))[..n].to_owned();
+    }
     match body_from {
         Some(name) => req.headers().get(name).map_or_else(
             || "none".to_owned(),
