@@ -7,7 +7,7 @@
 #                       path of the wasm that ships, target/wasm32-wasip1/release/cachet_envoy.opt.wasm
 #                       (scripts/build-envoy runs it)
 #   check_envoy_wasm_size WASM  fails when the filter is over ENVOY_WASM_BUDGET bytes
-#   validate_envoy_yaml ENVOY   `envoy --mode validate` on envoy-filter/envoy.yaml and the
+#   validate_envoy_yaml ENVOY   `envoy --mode validate` on envoy-filter/envoy.yaml, envoy-module/envoy.yaml and the
 #                       fleet examples envoy-filter/fleet/{edge,shield}.yaml (docs/fleet.md)
 
 : "${ROOT:?source scripts/lib.sh before scripts/envoy.sh}"
@@ -88,6 +88,13 @@ validate_envoy_yaml() {
     (cd "$dir" && "$envoy" --mode validate -c "$ROOT/envoy-filter/$yaml" \
         --use-dynamic-base-id --log-level warn >&2) || rc=$?
   done
+  # The dynamic module's example (issue 33): validating it loads the module, so it is
+  # built first (host target, release) and found through ENVOY_DYNAMIC_MODULES_SEARCH_PATH.
+  say "envoy --mode validate -c envoy-module/envoy.yaml"
+  (cd "$ROOT" && cargo build -q -p cachet-envoy-module --release --locked >&2) || rc=$?
+  (cd "$dir" && ENVOY_DYNAMIC_MODULES_SEARCH_PATH="${CARGO_TARGET_DIR:-$ROOT/target}/release" \
+      "$envoy" --mode validate -c "$ROOT/envoy-module/envoy.yaml" \
+      --use-dynamic-base-id --log-level warn >&2) || rc=$?
   rm -rf "$dir"
   return $rc
 }

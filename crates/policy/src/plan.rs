@@ -463,7 +463,10 @@ pub fn slice_of(range: &[u8], slice_bytes: u64) -> Option<Slice> {
     }
     let spec = spec[6..].trim_ascii();
     let dash = spec.iter().position(|&b| b == b'-')?;
-    let (a, b) = (range_number(&spec[..dash])?, range_number(&spec[dash + 1..])?);
+    let (a, b) = (
+        range_number(&spec[..dash])?,
+        range_number(&spec[dash + 1..])?,
+    );
     let index = a / slice_bytes;
     if b < a || b / slice_bytes != index {
         return None;

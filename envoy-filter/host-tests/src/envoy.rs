@@ -147,6 +147,9 @@ impl Envoy {
         let path = dir.path().join("envoy.yaml");
         std::fs::write(&path, yaml)?;
         let mut child = Command::new(envoy)
+            // Where a YAML that loads the dynamic module finds `libcachet_envoy_module.so`
+            // (`crate::module_dir`); unused by the proxy-wasm configurations.
+            .env("ENVOY_DYNAMIC_MODULES_SEARCH_PATH", crate::module_dir())
             .arg("-c")
             .arg(&path)
             .args([
@@ -190,6 +193,24 @@ impl Envoy {
             logs,
             _dir: dir,
         })
+    }
+
+    /// Starts Envoy on the dynamic module's example (`envoy-module/envoy.yaml`, loading
+    /// `libcachet_envoy_module.so` from [`crate::module_dir`]) in front of `origin`, with
+    /// `rewrite` applied to its configuration JSON (issue 33).
+    ///
+    /// # Errors
+    /// As [`Self::start`].
+    pub fn start_module(
+        envoy: &Path,
+        origin: SocketAddr,
+        rewrite: &dyn Fn(&mut serde_json::Value),
+    ) -> Result<Self> {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../envoy-module/envoy.yaml");
+        let yaml = std::fs::read_to_string(path).context("reading envoy-module/envoy.yaml")?;
+        let (listen, admin) = (free_port()?, free_port()?);
+        let yaml = Self::configure(&yaml, listen, admin, origin, Path::new(""), rewrite)?;
+        Self::start_yaml(envoy, &yaml, listen, admin, 2)
     }
 
     /// The example YAML with ports, wasm path and plugin configuration replaced.

@@ -106,6 +106,34 @@ pub fn filter_wasm() -> Result<PathBuf> {
     Ok(target_dir().join("wasm32-wasip1/release/cachet_envoy.wasm"))
 }
 
+/// The directory holding the dynamic module `libcachet_envoy_module.so` (issue 33):
+/// `$CACHET_ENVOY_MODULE_DIR`, else `target/release` (built by [`build_module`]).
+pub fn module_dir() -> PathBuf {
+    std::env::var_os("CACHET_ENVOY_MODULE_DIR")
+        .map_or_else(|| target_dir().join("release"), PathBuf::from)
+}
+
+/// Builds the dynamic module (`cargo build -p cachet-envoy-module --release`) unless
+/// `$CACHET_ENVOY_MODULE_DIR` names a built one; returns [`module_dir`].
+///
+/// # Errors
+/// When the build fails.
+pub fn build_module() -> Result<PathBuf> {
+    if std::env::var_os("CACHET_ENVOY_MODULE_DIR").is_none() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .current_dir(&root)
+            .args(["build", "-q", "-p", "cachet-envoy-module", "--release"])
+            .status()
+            .context("running cargo to build the dynamic module")?;
+        if !status.success() {
+            bail!("building cachet-envoy-module failed");
+        }
+    }
+    Ok(module_dir())
+}
+
 /// `$CARGO_TARGET_DIR`, else the workspace's `target/`.
 fn target_dir() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
