@@ -923,3 +923,37 @@ fn a_whole_request_on_a_slicing_route_is_combined_from_parts_asked_through_the_s
     let whole = fake.dispatched.borrow().last().cloned().unwrap();
     assert!(whole.iter().all(|(n, _)| n != "range"), "{whole:?}");
 }
+
+#[test]
+fn a_part_the_host_cannot_send_leaves_the_request_to_its_ordinary_flow() {
+    // A client field that is not UTF-8 (obs-text): the proxy-wasm binding refuses the
+    // part's callout rather than alter it, so the request takes its ordinary flow (a whole
+    // fill, the bytes carried as they are), never a half-combined answer.
+    let mut cfg: serde_json::Value = serde_json::from_str(&config()).unwrap();
+    cfg["envoy"]["slice_cluster"] = serde_json::json!("self");
+    let video = serde_json::json!({"name": "video", "path_prefix": "/v/", "slice_bytes": 16});
+    cfg["routes"].as_array_mut().unwrap().insert(0, video);
+    let (fake, vm) = vm_with(&cfg.to_string());
+    fake.text_callouts.set(true);
+    fake.map(
+        MapType::HttpRequestHeaders,
+        &[
+            (":method", b"GET"),
+            (":path", b"/v/movie"),
+            (":authority", b"cdn.example"),
+            ("x-note", b"caf\xe9"),
+        ],
+    );
+    let mut s = Http::new(Rc::clone(&vm), 2);
+    assert_eq!(s.on_request_headers(true), Action::Pause);
+    assert!(fake.sent.borrow().is_empty(), "nothing answered");
+    let to: Vec<String> = fake
+        .dispatched_to
+        .borrow()
+        .iter()
+        .map(|(c, _)| c.clone())
+        .collect();
+    assert_eq!(to, ["origin"], "no part went out; the whole fill did");
+    let whole = fake.dispatched.borrow().last().cloned().unwrap();
+    assert!(whole.iter().all(|(n, _)| n != "range"), "{whole:?}");
+}
