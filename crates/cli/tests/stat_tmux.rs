@@ -51,7 +51,9 @@ impl Tmux {
         let end = Instant::now() + DEADLINE;
         loop {
             let s = self.screen(history);
-            if re.is_match(&s) {
+            // A capture can catch the view half drawn (the rows below the match still
+            // blank): the match counts once a second capture shows the same screen.
+            if re.is_match(&s) && self.screen(history) == s {
                 return s;
             }
             assert!(Instant::now() < end, "the screen never matched {re}:\n{s}");
