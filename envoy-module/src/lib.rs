@@ -22,6 +22,7 @@
 )]
 
 pub mod abi;
+pub mod store;
 
 use cachet_http::Inputs;
 use cachet_policy::{Config, Decision, Policy};

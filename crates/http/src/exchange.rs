@@ -126,6 +126,13 @@ impl<S: StoredMeta> StoredMeta for std::rc::Rc<S> {
     }
 }
 
+/// The dynamic module's objects are shared across Envoy's worker threads.
+impl<S: StoredMeta> StoredMeta for std::sync::Arc<S> {
+    fn meta(&self) -> &Meta {
+        (**self).meta()
+    }
+}
+
 /// The request's right to fill or revalidate the key, as its lookup left it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Right {

@@ -357,6 +357,55 @@ pub fn request_fields(
     out
 }
 
+/// A fill's request lines for a proxy (Envoy's router or an HTTP callout): the
+/// pseudo-headers of a `GET` of `target` (`:authority` from the fill's `host` line), then
+/// the fill's other lines ([`request_fields`]) as their bytes.
+///
+/// `router`: `Some((scheme, client))` when the fill replaces the client's own request on
+/// its way through the proxy's router: Envoy routes only a request with
+/// `x-forwarded-proto`, which is the scheme the plan used (the connection's, never a
+/// client's claim); and an identity client's fill asks for identity, so an answer too
+/// large to store reaches the client in a coding it accepts without inflating it (without
+/// any field the origin may pick any coding, RFC 9110 §12.5.3).
+pub fn request_lines<'a>(
+    target: &'a str,
+    fields: &'a [(String, Vec<u8>)],
+    router: Option<(&'a str, &crate::deliver::Client)>,
+) -> Vec<(&'a str, &'a [u8])> {
+    let authority: &[u8] = fields
+        .iter()
+        .find(|(n, _)| n == "host")
+        .map_or(&[], |(_, v)| v.as_slice());
+    let mut h: Vec<(&str, &[u8])> = vec![
+        (":method", b"GET"),
+        (":path", target.as_bytes()),
+        (":authority", authority),
+        (":scheme", b"http"),
+    ];
+    h.extend(
+        fields
+            .iter()
+            .filter(|(n, _)| n != "host")
+            .map(|(n, v)| (n.as_str(), v.as_slice())),
+    );
+    if let Some((scheme, client)) = router {
+        h.push(("x-forwarded-proto", scheme.as_bytes()));
+        let gzip_ok = client
+            .accept_encoding
+            .as_deref()
+            .and_then(text)
+            .is_some_and(|v| cachet_policy::accepts_encoding(Some(v), "gzip"));
+        if !gzip_ok {
+            for (n, v) in &mut h {
+                if n.eq_ignore_ascii_case("accept-encoding") {
+                    *v = b"identity";
+                }
+            }
+        }
+    }
+    h
+}
+
 /// The validators a response carries (`ETag`, `Last-Modified`, RFC 9110 §8.8), when they
 /// are text.
 pub fn validators(fields: &(impl Headers + ?Sized)) -> Validators {

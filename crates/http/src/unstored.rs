@@ -3,6 +3,8 @@
 //! revalidation). One rule for both adapters: which fields go out, which are added, and
 //! whether the body is inflated.
 
+use std::borrow::Cow;
+
 use cachet_policy::accepts_encoding;
 
 use crate::deliver::Client;
@@ -69,6 +71,86 @@ pub fn unstored(
         inflate,
         body: !client.head,
     }
+}
+
+/// A local reply carrying an origin answer that was not stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginReply<'a> {
+    /// Status code.
+    pub status: u16,
+    /// Header lines: the origin's kept lines (as their bytes), `Content-Length`, then the
+    /// lines [`Unstored::set`] adds.
+    pub lines: Vec<(&'a str, Cow<'a, [u8]>)>,
+    /// The body to send (`None` for `HEAD`), inflated when [`Unstored::inflate`].
+    pub body: Option<Cow<'a, [u8]>>,
+}
+
+/// The local reply for a fill's origin answer that was not stored (`PASS`), as
+/// [`unstored`] says (the fill carried our `Accept-Encoding`): every host that answers it
+/// whole sends exactly these lines. A gzip body that does not inflate goes as it is.
+pub fn origin_reply<'a>(
+    status: u16,
+    headers: &'a [(String, Vec<u8>)],
+    body: &'a [u8],
+    client: &Client,
+) -> OriginReply<'a> {
+    let u = unstored(headers, client, CacheStatus::Pass, true);
+    let inflated = if u.inflate {
+        cachet_policy::object::gunzip(body).ok()
+    } else {
+        None
+    };
+    let out: Cow<'a, [u8]> = inflated.map_or(Cow::Borrowed(body), Cow::Owned);
+    let kept = |n: &str| {
+        !n.starts_with(':')
+            && !n.eq_ignore_ascii_case("content-length")
+            && !n.eq_ignore_ascii_case("transfer-encoding")
+            && !(u.remove.iter().any(|r| r.eq_ignore_ascii_case(n))
+                && (matches!(out, Cow::Owned(_)) || !n.eq_ignore_ascii_case("content-encoding")))
+    };
+    let mut lines: Vec<(&str, Cow<'a, [u8]>)> = headers
+        .iter()
+        .filter(|(n, _)| kept(n))
+        .map(|(n, v)| (n.as_str(), Cow::Borrowed(v.as_slice())))
+        .collect();
+    lines.push((
+        "content-length",
+        Cow::Owned(out.len().to_string().into_bytes()),
+    ));
+    lines.extend(u.set.iter().map(|(n, v)| (*n, Cow::Borrowed(v.as_bytes()))));
+    OriginReply {
+        status,
+        lines,
+        body: u.body.then_some(out),
+    }
+}
+
+/// The edits to an answer the proxy forwards itself (a pass, an oversized router fill):
+/// each field to set (`Some`) or remove (`None`): [`unstored`]'s removals and settings,
+/// and the `respaced` fields of `fields` (`crate::fields::respace_joined_lists`) written
+/// back. A pass forwarded the client's own `Accept-Encoding`: nothing to inflate.
+pub fn forwarded_edits<'a>(
+    fields: &'a [(String, Vec<u8>)],
+    respaced: &'a [String],
+    client: &Client,
+) -> Vec<(Cow<'a, str>, Option<&'a [u8]>)> {
+    let u = unstored(fields, client, CacheStatus::Pass, false);
+    let mut out: Vec<(Cow<'a, str>, Option<&'a [u8]>)> = Vec::new();
+    for (n, v) in &u.set {
+        out.push((Cow::Borrowed(*n), Some(v.as_bytes())));
+    }
+    for n in respaced {
+        if u.remove.iter().any(|r| r.eq_ignore_ascii_case(n))
+            || u.set.iter().any(|(r, _)| r.eq_ignore_ascii_case(n))
+        {
+            continue;
+        }
+        if let Some((_, v)) = fields.iter().find(|(h, _)| h == n) {
+            out.push((Cow::Borrowed(n.as_str()), Some(v.as_slice())));
+        }
+    }
+    let removed = u.remove.into_iter().map(|n| (Cow::Owned(n), None));
+    removed.chain(out).collect()
 }
 
 #[cfg(test)]

@@ -248,7 +248,7 @@ impl Cache {
             let primary = want.key.clone();
             // `lookup` found nothing, so it read both tiers under the key: a vary marker
             // there is in `marker` (not read from shared data again).
-            self.resolve_variant(want, marker)?;
+            self.resolve_variant(want, marker.as_deref())?;
             if want.key != primary {
                 newest = None;
                 found = self.lookup(sd, want, now, &mut None, &mut newest);
@@ -267,42 +267,20 @@ impl Cache {
         }))
     }
 
-    /// Freshness of `obj` for this request after bans, the times it was decided on, and
-    /// whether a soft purge covers it; `None` when the object is of no use (banned, past
-    /// its keep window, an expired hit-for-pass marker).
-    ///
-    /// A soft purge does not change the object's times: like Fastly's soft-purge bit
-    /// (Viceroy's `ObjectMeta::is_fresh`), it only ends freshness; the object stays
-    /// servable stale until its own grace ends (`stored_at + ttl + grace`), then
-    /// revalidatable within keep. [`cachet_http::lookup::next`] applies the rule for both
-    /// platforms (issue 27 item 10).
+    /// [`classify`] with this cache's ban replica and draw.
     fn classify(
         &mut self,
         obj: &StoredObject,
         want: &Wanted,
         now: Timestamp,
     ) -> Option<(Freshness, EntryTimes, bool)> {
-        let times = obj.h.meta.times;
         let req = Req {
             url: &want.target,
             headers: &want.fields,
         };
-        let soft_purged = match self.bans.check(obj, &req) {
-            Check::Banned => return None,
-            Check::SoftPurged(_) => true,
-            Check::Clean => false,
-        };
+        let check = self.bans.check(obj, &req);
         let draw = Draw::from_bits(self.draw());
-        match decide(Some(&times), now, &want.early, draw) {
-            Freshness::Fresh | Freshness::RefreshAhead if soft_purged => {
-                Some((Freshness::Fresh, times, true))
-            }
-            f @ (Freshness::Fresh | Freshness::RefreshAhead) => Some((f, times, false)),
-            f @ (Freshness::Stale | Freshness::Expired) if !obj.h.meta.pass => {
-                Some((f, times, soft_purged))
-            }
-            _ => None,
-        }
+        classify(obj, check, &want.early, now, draw)
     }
 
     /// Looks `want.key` up in both tiers: a fresh in-VM copy at once; otherwise the
@@ -392,83 +370,33 @@ impl Cache {
     }
 
     /// Points `want` at the variant its request selects when the URL's primary key holds
-    /// a vary marker (`marker`, as [`Self::lookup`] found it;
-    /// `cachet_http::vary::variant_key`).
+    /// a vary marker (`marker`, as [`Self::lookup`] found it; [`variant_of`]).
     fn resolve_variant(
         &mut self,
         want: &mut Wanted,
-        marker: Option<Rc<StoredObject>>,
+        marker: Option<&StoredObject>,
     ) -> Result<(), Unkeyable> {
-        if vary::is_variant_key(&want.key) {
-            return Ok(());
+        if let Some(k) = variant_of(&want.key, marker, &want.fields)? {
+            want.slot = self.shared.slot_of(&k);
+            want.key = k;
         }
-        let Some(marker) = marker else {
-            return Ok(());
-        };
-        let k = vary::variant_key(
-            &want.key,
-            &marker.h.meta.vary_fields,
-            want.fields.as_slice(),
-        )
-        .ok_or(Unkeyable)?;
-        want.slot = self.shared.slot_of(&k);
-        want.key = k;
         Ok(())
     }
 
-    /// An object whose origin `Vary` names request fields is one variant of its URL
-    /// (RFC 9111 §4.1): it is stored under its variant key, and the primary key holds a
-    /// vary marker listing the fields and the variants stored so far. `None` when the URL
-    /// already has `[edge].max_variants` variants or the request's variant can't be keyed
-    /// (the object back with `false`): answer it uncached.
+    /// [`place`] over both tiers: the vary marker read and written here.
     fn place_variant(
         &mut self,
         sd: &dyn SharedData,
         p: &Policy,
         want: &Wanted,
-        mut obj: StoredObject,
+        obj: StoredObject,
         now: Timestamp,
     ) -> (StoredObject, bool) {
-        let fields = obj.h.meta.vary_fields.clone();
-        if fields.is_empty() {
-            return (obj, true);
+        let (obj, ok, marker) = place(p, want, obj, |k| self.vary_marker(sd, k), now);
+        if let Some(m) = marker {
+            self.insert(sd, m, now);
         }
-        let primary = want
-            .key
-            .split(vary::VARIANT_SEPARATOR)
-            .next()
-            .unwrap_or(&want.key)
-            .to_owned();
-        let key = if vary::is_variant_key(&want.key) {
-            want.key.clone()
-        } else {
-            match vary::variant_key(&primary, &fields, want.fields.as_slice()) {
-                Some(k) => k,
-                None => return (obj, false),
-            }
-        };
-        let mut variants = self
-            .vary_marker(sd, &primary)
-            .filter(|m| m.h.meta.vary_fields == fields)
-            .map(|m| m.h.meta.variants.clone())
-            .unwrap_or_default();
-        if !variants.contains(&key) {
-            if variants.len() >= p.config().edge.max_variants {
-                return (obj, false);
-            }
-            variants.push(key.clone());
-            let t = obj.h.meta.times;
-            let hold = t.ttl.saturating_add(t.grace).saturating_add(t.keep);
-            let mut marker = Meta::vary_marker(&obj.h.meta.route, now, hold, fields);
-            marker.host.clone_from(&obj.h.meta.host);
-            marker.url.clone_from(&obj.h.meta.url);
-            marker.surrogate_keys.clone_from(&obj.h.meta.surrogate_keys);
-            marker.tag = object::object_tag(&primary);
-            marker.variants = variants;
-            self.insert(sd, StoredObject::new(primary, marker, Vec::new()), now);
-        }
-        obj.h.key = key;
-        (obj, true)
+        (obj, ok)
     }
 
     /// Inserts into both tiers; returns the in-VM handle.
@@ -680,3 +608,115 @@ pub struct Retirement {
 
 /// Shared-data key of the lurker lease: owner, lease end (ms), cursor (`u64` LE each).
 pub const LURKER_KEY: &str = "cachet.lurker";
+
+/// Freshness of `obj` for a request after the ban verdict `check` (`draw`: XFetch's),
+/// the times it was decided on, and whether a soft purge covers it; `None` when the
+/// object is of no use (banned, past its keep window, an expired hit-for-pass marker).
+/// The one rule of every Envoy storage (the filter's two tiers, the dynamic module's
+/// process-wide store).
+///
+/// A soft purge does not change the object's times: like Fastly's soft-purge bit
+/// (Viceroy's `ObjectMeta::is_fresh`), it only ends freshness; the object stays
+/// servable stale until its own grace ends (`stored_at + ttl + grace`), then
+/// revalidatable within keep. [`cachet_http::lookup::next`] applies the rule for both
+/// platforms (issue 27 item 10).
+pub fn classify(
+    obj: &StoredObject,
+    check: Check,
+    early: &EarlyRefresh,
+    now: Timestamp,
+    draw: Draw,
+) -> Option<(Freshness, EntryTimes, bool)> {
+    let times = obj.h.meta.times;
+    let soft_purged = match check {
+        Check::Banned => return None,
+        Check::SoftPurged(_) => true,
+        Check::Clean => false,
+    };
+    match decide(Some(&times), now, early, draw) {
+        Freshness::Fresh | Freshness::RefreshAhead if soft_purged => {
+            Some((Freshness::Fresh, times, true))
+        }
+        f @ (Freshness::Fresh | Freshness::RefreshAhead) => Some((f, times, false)),
+        f @ (Freshness::Stale | Freshness::Expired) if !obj.h.meta.pass => {
+            Some((f, times, soft_purged))
+        }
+        _ => None,
+    }
+}
+
+/// The key of the variant a request for `key` selects (its `fields`, RFC 9111 §4.1) when
+/// the URL's primary key holds the vary marker `marker`; `None` when `key` is a variant's
+/// already or nothing varies.
+///
+/// # Errors
+/// [`Unkeyable`] when a varying field's value is over the bound
+/// (`cachet_http::vary::variant_key`).
+pub fn variant_of(
+    key: &str,
+    marker: Option<&StoredObject>,
+    fields: &[(String, Vec<u8>)],
+) -> Result<Option<String>, Unkeyable> {
+    let Some(marker) = marker.filter(|_| !vary::is_variant_key(key)) else {
+        return Ok(None);
+    };
+    vary::variant_key(key, &marker.h.meta.vary_fields, fields)
+        .map(Some)
+        .ok_or(Unkeyable)
+}
+
+/// Where a fill's object is stored. An object whose origin `Vary` names request fields
+/// is one variant of its URL (RFC 9111 §4.1): it goes under its variant key, and the
+/// primary key holds a vary marker listing the fields and the variants stored so far
+/// (`marker_at` reads the marker stored under a primary key). Returns the object (its key
+/// set), whether it may be stored (`false` when the URL already has `[edge].max_variants`
+/// variants or the request's variant can't be keyed: answer it uncached), and the new
+/// marker to store first, if the variant is new.
+pub fn place<M: std::ops::Deref<Target = StoredObject>>(
+    p: &Policy,
+    want: &Wanted,
+    mut obj: StoredObject,
+    marker_at: impl FnOnce(&str) -> Option<M>,
+    now: Timestamp,
+) -> (StoredObject, bool, Option<StoredObject>) {
+    let fields = obj.h.meta.vary_fields.clone();
+    if fields.is_empty() {
+        return (obj, true, None);
+    }
+    let primary = want
+        .key
+        .split(vary::VARIANT_SEPARATOR)
+        .next()
+        .unwrap_or(&want.key)
+        .to_owned();
+    let key = if vary::is_variant_key(&want.key) {
+        want.key.clone()
+    } else {
+        match vary::variant_key(&primary, &fields, want.fields.as_slice()) {
+            Some(k) => k,
+            None => return (obj, false, None),
+        }
+    };
+    let mut variants = marker_at(&primary)
+        .filter(|m| m.h.meta.vary_fields == fields)
+        .map(|m| m.h.meta.variants.clone())
+        .unwrap_or_default();
+    let mut new_marker = None;
+    if !variants.contains(&key) {
+        if variants.len() >= p.config().edge.max_variants {
+            return (obj, false, None);
+        }
+        variants.push(key.clone());
+        let t = obj.h.meta.times;
+        let hold = t.ttl.saturating_add(t.grace).saturating_add(t.keep);
+        let mut marker = Meta::vary_marker(&obj.h.meta.route, now, hold, fields);
+        marker.host.clone_from(&obj.h.meta.host);
+        marker.url.clone_from(&obj.h.meta.url);
+        marker.surrogate_keys.clone_from(&obj.h.meta.surrogate_keys);
+        marker.tag = object::object_tag(&primary);
+        marker.variants = variants;
+        new_marker = Some(StoredObject::new(primary, marker, Vec::new()));
+    }
+    obj.h.key = key;
+    (obj, true, new_marker)
+}

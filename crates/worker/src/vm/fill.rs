@@ -20,7 +20,7 @@ impl Vm {
         target: &str,
         fields: &[(String, Vec<u8>)],
     ) -> Result<u32, crate::host::Status> {
-        let h = fill_lines(target, fields);
+        let h = cachet_http::fill::request_lines(target, fields, None);
         self.port.dispatch(
             &p.config().envoy.cluster,
             &h,
@@ -28,29 +28,4 @@ impl Vm {
             p.config().origin.first_byte_timeout.0,
         )
     }
-}
-
-/// A fill's request lines: the pseudo-headers of a `GET` of `target` (`:authority` from
-/// the fill's `host` line), then the fill's other lines as their bytes.
-pub(super) fn fill_lines<'a>(
-    target: &'a str,
-    fields: &'a [(String, Vec<u8>)],
-) -> Vec<(&'a str, &'a [u8])> {
-    let authority: &[u8] = fields
-        .iter()
-        .find(|(n, _)| n == "host")
-        .map_or(&[], |(_, v)| v.as_slice());
-    let mut h: Vec<(&str, &[u8])> = vec![
-        (":method", b"GET"),
-        (":path", target.as_bytes()),
-        (":authority", authority),
-        (":scheme", b"http"),
-    ];
-    h.extend(
-        fields
-            .iter()
-            .filter(|(n, _)| n != "host")
-            .map(|(n, v)| (n.as_str(), v.as_slice())),
-    );
-    h
 }

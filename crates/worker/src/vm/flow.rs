@@ -407,13 +407,10 @@ impl Vm {
             && f.client.get
             && !conditional;
         if router {
-            fill_through_router(
-                &self.port,
-                &f.job.inputs.scheme,
-                &f.want.target,
-                fields,
-                &f.client,
-            );
+            // The paused request becomes the fill (`cachet_http::fill::request_lines`).
+            let router = Some((f.job.inputs.scheme.as_str(), &f.client));
+            let lines = cachet_http::fill::request_lines(&f.want.target, fields, router);
+            self.port.set_headers(MapType::HttpRequestHeaders, &lines);
             f.stage = Stage::Router;
             Metrics::inc(&self.port, self.m().misses);
             return Next::Wait(Go::Upstream);
@@ -925,40 +922,8 @@ impl Vm {
     }
 }
 
-/// Rewrites the paused request into the fill ([`cachet_http::fill::request_fields`]: the
-/// normalized `Host`, our device header, no client preconditions, range or cookie) for
-/// the router. Envoy routes only a request with `x-forwarded-proto`: ours is the scheme the
-/// plan used (the connection's, never a client's claim). An identity client's fill asks
-/// for identity: the engine stores gzip either way, and an answer too large to store then
-/// reaches the client in a coding it accepts without inflating it here (without any field
-/// the origin may pick any coding, RFC 9110 §12.5.3).
-fn fill_through_router(
-    port: &Port,
-    scheme: &str,
-    target: &str,
-    fields: &[(String, Vec<u8>)],
-    client: &Client,
-) {
-    let gzip_ok = client
-        .accept_encoding
-        .as_deref()
-        .and_then(|v| std::str::from_utf8(v).ok())
-        .is_some_and(|v| cachet_policy::accepts_encoding(Some(v), "gzip"));
-    let mut h = super::fill::fill_lines(target, fields);
-    h.push(("x-forwarded-proto", scheme.as_bytes()));
-    if !gzip_ok {
-        for (n, v) in &mut h {
-            if n.eq_ignore_ascii_case("accept-encoding") {
-                *v = b"identity";
-            }
-        }
-    }
-    port.set_headers(MapType::HttpRequestHeaders, &h);
-}
-
-/// Sends a fill's origin answer that was not stored (`PASS`), as the engine says
-/// (`cachet_http::unstored`: the fill carried our `Accept-Encoding`); the origin's values
-/// go out as their bytes.
+/// Sends a fill's origin answer that was not stored (`PASS`) as a local reply
+/// (`cachet_http::unstored::origin_reply`).
 pub(super) fn send_origin(
     port: &Port,
     client: &Client,
@@ -966,56 +931,20 @@ pub(super) fn send_origin(
     headers: &[(String, Vec<u8>)],
     body: &[u8],
 ) {
-    let u = cachet_http::unstored(headers, client, CacheStatus::Pass, true);
-    let inflated = if u.inflate {
-        object::gunzip(body).ok()
-    } else {
-        None
-    };
-    let out: &[u8] = inflated.as_deref().unwrap_or(body);
-    let len = out.len().to_string();
-    let kept = |n: &str| {
-        !n.starts_with(':')
-            && !n.eq_ignore_ascii_case("content-length")
-            && !n.eq_ignore_ascii_case("transfer-encoding")
-            && !(u.remove.iter().any(|r| r.eq_ignore_ascii_case(n))
-                && (inflated.is_some() || !n.eq_ignore_ascii_case("content-encoding")))
-    };
-    let mut h: Vec<(&str, &[u8])> = headers
-        .iter()
-        .filter(|(n, _)| kept(n))
-        .map(|(n, v)| (n.as_str(), v.as_slice()))
-        .collect();
-    h.push(("content-length", len.as_bytes()));
-    h.extend(u.set.iter().map(|(n, v)| (*n, v.as_bytes())));
-    port.send(status, &h, u.body.then_some(out));
+    let r = cachet_http::unstored::origin_reply(status, headers, body, client);
+    let h: Vec<(&str, &[u8])> = r.lines.iter().map(|(n, v)| (*n, &**v)).collect();
+    port.send(r.status, &h, r.body.as_deref());
 }
 
 /// The edge's edits to an answer Envoy forwards itself (a pass, an oversized router
-/// fill): `cachet_http::unstored`'s removals and settings, and the `respaced` fields of
-/// `hs` ([`cachet_http::fields::respace_joined_lists`]) written back. A pass forwarded the
-/// client's own `Accept-Encoding`: nothing to inflate.
+/// fill): `cachet_http::unstored::forwarded_edits`.
 pub(super) fn edit_passed_headers(
     port: &Port,
     hs: &[(String, Vec<u8>)],
     respaced: &[String],
     client: &Client,
 ) {
-    let u = cachet_http::unstored(hs, client, CacheStatus::Pass, false);
-    for n in &u.remove {
-        port.set_header(MapType::HttpResponseHeaders, n, None);
-    }
-    for (n, v) in &u.set {
-        port.set_header(MapType::HttpResponseHeaders, n, Some(v.as_bytes()));
-    }
-    for n in respaced {
-        if u.remove.iter().any(|r| r.eq_ignore_ascii_case(n))
-            || u.set.iter().any(|(r, _)| r.eq_ignore_ascii_case(n))
-        {
-            continue;
-        }
-        if let Some((_, v)) = hs.iter().find(|(h, _)| h == n) {
-            port.set_header(MapType::HttpResponseHeaders, n, Some(v));
-        }
+    for (n, v) in cachet_http::unstored::forwarded_edits(hs, respaced, client) {
+        port.set_header(MapType::HttpResponseHeaders, &n, v);
     }
 }
