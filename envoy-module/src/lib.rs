@@ -2,19 +2,21 @@
 //! 1.40's `envoy.filters.http.dynamic_modules` filter (issue 33), configured by the same
 //! JSON as the proxy-wasm filter (`envoy-module/envoy.yaml`).
 //!
-//! **Step 1 of issue 33** (docs/envoy.md, "Dynamic module"): the C ABI
-//! ([`abi`], every declaration checked against the 1.40 binary's exports), the
-//! version handshake, the configuration (a rejected one is refused with the parser's
-//! message, and Envoy refuses the listener), and the request side every Cachet host
-//! shares: the plan (`cachet_policy`), the device class sent to the origin in
-//! `[device].header` overwriting any client value, Cachet's synthesized answers (`robots.txt`,
-//! a malformed authority's `400`). The cache itself (one process-wide store driven by
-//! `cachet_http::exchange`, as the edge and the proxy-wasm filter drive it) is the next
-//! step; until then every other request goes to the origin through Envoy's router.
+//! **What it does** (docs/envoy.md, "Dynamic module"): the C ABI ([`abi`], every
+//! declaration checked against the 1.40 binary's exports) and the version handshake; the
+//! configuration (a rejected one is refused with the parser's message, and Envoy refuses
+//! the listener); the request side every Cachet host shares (the plan, the device class
+//! overwriting any client value, `robots.txt`, a malformed authority's `400`); and the
+//! cache: one process-wide [`store::Store`] every worker thread reads in place, driven by
+//! `cachet_http::exchange` as the edge and the proxy-wasm filter drive it ([`flow`]), with
+//! request collapsing across threads ([`store::Locks`]). Not yet here (issue 33's next
+//! steps): bans, purges and the lurker (the admin API answers `501`), background refreshes,
+//! fleet mode, `/stats` counters, combining slices.
 //!
-//! Every `unsafe` block carries a `// SAFETY:` line. A hook never panics across the C
-//! boundary: the crate denies `unwrap`/`expect`/`panic`, and the configuration and request
-//! paths return errors as values.
+//! Every `unsafe` block carries a `// SAFETY:` line; the stream-side calls are wrapped in
+//! [`host`]. A hook never panics across the C boundary: the crate denies
+//! `unwrap`/`expect`/`panic`, and the configuration and request paths return errors as
+//! values.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(
     unsafe_code,
@@ -22,172 +24,32 @@
 )]
 
 pub mod abi;
+pub mod flow;
+pub mod host;
 pub mod store;
 
-use cachet_http::Inputs;
-use cachet_policy::{Config, Decision, Policy};
+use std::sync::Arc;
 
-/// Header lines: names (lower case, as Envoy keeps them) and byte values.
-type Fields = Vec<(String, Vec<u8>)>;
+use cachet_policy::{Config, Policy};
 
-/// One filter configuration (one `filter_config` in Envoy's YAML): the compiled policy.
+use crate::flow::{Filter, Go, Shared};
+use crate::host::{Stream, envoy_bytes, envoy_chunks, envoy_fields, log};
+
+/// One filter configuration (one `filter_config` in Envoy's YAML): what its streams
+/// share.
 struct FilterConfig {
-    policy: Policy,
+    shared: Arc<Shared>,
 }
 
-/// One HTTP stream.
-struct Filter {
-    config: *const FilterConfig,
-}
-
-/// A module-owned buffer over `bytes` (valid while `bytes` is).
-fn module_buffer(bytes: &[u8]) -> abi::ModuleBuffer {
-    abi::ModuleBuffer {
-        ptr: bytes.as_ptr().cast(),
-        length: bytes.len(),
-    }
-}
-
-/// The bytes of an Envoy-owned buffer.
+/// The stream behind a module pointer.
 ///
 /// # Safety
-/// `b` must be valid for the duration of the call that handed it over (Envoy's
-/// ownership rule for every `envoy_buffer` argument).
-unsafe fn envoy_bytes<'a>(b: abi::EnvoyBuffer) -> &'a [u8] {
-    if b.ptr.is_null() || b.length == 0 {
-        return &[];
-    }
-    // SAFETY: Envoy guarantees `ptr` points at `length` readable bytes for the call.
-    unsafe { std::slice::from_raw_parts(b.ptr.cast::<u8>(), b.length) }
-}
-
-/// Writes one log line at `level` to Envoy's `dynamic_modules` logger.
-fn log(level: abi::LogLevel, msg: &str) {
-    // SAFETY: the buffer points at `msg`, alive for the call; Envoy copies it.
-    unsafe { abi::envoy_dynamic_module_callback_log(level, module_buffer(msg.as_bytes())) }
-}
-
-/// Every line of one of the stream's header maps.
-fn headers(filter: abi::HttpFilterEnvoyPtr, kind: abi::HttpHeaderType) -> Fields {
-    // SAFETY: `filter` is the stream Envoy is calling us for.
-    let n = unsafe { abi::envoy_dynamic_module_callback_http_get_headers_size(filter, kind) };
-    let empty = abi::EnvoyHttpHeader {
-        key_ptr: std::ptr::null(),
-        key_length: 0,
-        value_ptr: std::ptr::null(),
-        value_length: 0,
-    };
-    let mut raw = vec![empty; n];
-    // SAFETY: `raw` has room for the `n` entries the previous call reported.
-    let ok = unsafe {
-        abi::envoy_dynamic_module_callback_http_get_headers(filter, kind, raw.as_mut_ptr())
-    };
-    if !ok {
-        return Vec::new();
-    }
-    raw.iter()
-        .map(|h| {
-            let (k, v) = (
-                abi::EnvoyBuffer {
-                    ptr: h.key_ptr,
-                    length: h.key_length,
-                },
-                abi::EnvoyBuffer {
-                    ptr: h.value_ptr,
-                    length: h.value_length,
-                },
-            );
-            // SAFETY: the entries point into the header map, alive during this hook.
-            let (k, v) = unsafe { (envoy_bytes(k), envoy_bytes(v)) };
-            (String::from_utf8_lossy(k).to_ascii_lowercase(), v.to_vec())
-        })
-        .collect()
-}
-
-/// Sets (or with `None` removes) one request header.
-fn set_request_header(filter: abi::HttpFilterEnvoyPtr, name: &str, value: Option<&[u8]>) {
-    let value = value.map_or(
-        abi::ModuleBuffer {
-            ptr: std::ptr::null(),
-            length: 0,
-        },
-        module_buffer,
-    );
-    // SAFETY: `filter` is the current stream; both buffers outlive the call.
-    unsafe {
-        abi::envoy_dynamic_module_callback_http_set_header(
-            filter,
-            abi::HTTP_HEADER_TYPE_REQUEST_HEADER,
-            module_buffer(name.as_bytes()),
-            value,
-        );
-    }
-}
-
-/// Answers the stream locally with `reply` (`cachet_http`'s answers: one place decides them).
-fn send(filter: abi::HttpFilterEnvoyPtr, reply: &cachet_http::Reply) {
-    let mut lines: Vec<abi::ModuleHttpHeader> = reply
-        .headers
-        .iter()
-        .map(|(n, v)| abi::ModuleHttpHeader {
-            key_ptr: n.as_ptr().cast(),
-            key_length: n.len(),
-            value_ptr: v.as_ptr().cast(),
-            value_length: v.len(),
-        })
-        .collect();
-    // SAFETY: `lines` and the reply's strings and body outlive the call; Envoy copies them.
-    unsafe {
-        abi::envoy_dynamic_module_callback_http_send_response(
-            filter,
-            u32::from(reply.status),
-            lines.as_mut_ptr(),
-            lines.len(),
-            module_buffer(&reply.body),
-            module_buffer(b"cachet"),
-        );
-    }
-}
-
-/// The value of the first `name` line.
-fn value<'a>(fields: &'a Fields, name: &str) -> Option<&'a [u8]> {
-    fields
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.as_slice())
-}
-
-impl FilterConfig {
-    /// The request's headers: refused authorities and synthesized answers go back at once
-    /// (returns `false`: stop); otherwise the device header is ours and the request goes on.
-    fn request_headers(&self, envoy: abi::HttpFilterEnvoyPtr) -> bool {
-        let config = self;
-        let fields = headers(envoy, abi::HTTP_HEADER_TYPE_REQUEST_HEADER);
-        if let Err(refused) = cachet_http::authority::authority(fields.as_slice()) {
-            send(envoy, &refused);
-            return false;
-        }
-        let text = |n: &str| {
-            value(&fields, n)
-                .and_then(|v| std::str::from_utf8(v).ok())
-                .unwrap_or_default()
-        };
-        let inputs = Inputs::read(text(":method"), "http", text(":path"), fields.as_slice());
-        let plan = config
-            .policy
-            .plan(&inputs.view(), std::time::SystemTime::now());
-        if let Decision::Synth(s) = &plan.decision {
-            send(envoy, &cachet_http::reply::synth(s));
-            return false;
-        }
-        // A client-supplied device header never reaches the origin: the class is ours.
-        set_request_header(
-            envoy,
-            plan.device_header,
-            Some(plan.device.as_str().as_bytes()),
-        );
-        true
-    }
+/// `filter` must be a pointer `on_http_filter_new` returned and `on_http_filter_destroy`
+/// has not freed; Envoy calls a stream's hooks on its one worker thread, one at a time, so
+/// the `&mut` is unique.
+unsafe fn filter<'a>(filter: abi::HttpFilterModulePtr) -> &'a mut Filter {
+    // SAFETY: the caller's contract.
+    unsafe { &mut *(filter.cast_mut().cast::<Filter>()) }
 }
 
 // ---- event hooks ---------------------------------------------------------------------------
@@ -222,7 +84,8 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
                      above says whether its own matches); configuration loaded"
                 ),
             );
-            Box::into_raw(Box::new(FilterConfig { policy })) as abi::HttpFilterConfigModulePtr
+            let shared = Arc::new(Shared::new(policy));
+            Box::into_raw(Box::new(FilterConfig { shared })) as abi::HttpFilterConfigModulePtr
         }
         Err(e) => {
             log(
@@ -253,9 +116,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_new(
     config: abi::HttpFilterConfigModulePtr,
     _envoy: abi::HttpFilterEnvoyPtr,
 ) -> abi::HttpFilterModulePtr {
-    let filter = Filter {
-        config: config.cast::<FilterConfig>(),
-    };
+    // SAFETY: `config` is a pointer `config_new` returned (Envoy never makes a stream of
+    // a refused configuration), alive while any stream made from it is.
+    let config = unsafe { &*config.cast::<FilterConfig>() };
+    let filter = Filter::new(Arc::clone(&config.shared));
     Box::into_raw(Box::new(filter)) as abi::HttpFilterModulePtr
 }
 const _: abi::OnHttpFilterNew = envoy_dynamic_module_on_http_filter_new;
@@ -264,26 +128,29 @@ const _: abi::OnHttpFilterNew = envoy_dynamic_module_on_http_filter_new;
 #[unsafe(no_mangle)]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_destroy(filter: abi::HttpFilterModulePtr) {
     if !filter.is_null() {
-        // SAFETY: `filter` came from `Box::into_raw` in `filter_new`; destroyed once.
-        drop(unsafe { Box::from_raw(filter as *mut Filter) });
+        // SAFETY: `filter` came from `Box::into_raw` in `filter_new`; destroyed once, on
+        // the stream's thread (where its scheduler is freed).
+        let mut f = unsafe { Box::from_raw(filter as *mut Filter) };
+        f.close();
     }
 }
 const _: abi::OnHttpFilterDestroy = envoy_dynamic_module_on_http_filter_destroy;
 
 /// `envoy_dynamic_module_on_http_filter_request_headers`.
+///
+/// # Safety
+/// Called by Envoy only, with the pointers its ABI hands this hook.
 #[unsafe(no_mangle)]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
     envoy: abi::HttpFilterEnvoyPtr,
-    filter: abi::HttpFilterModulePtr,
-    _end_of_stream: bool,
+    filter_ptr: abi::HttpFilterModulePtr,
+    end_of_stream: bool,
 ) -> abi::OnHttpFilterRequestHeadersStatus {
-    // SAFETY: `filter` is this stream's `Filter` (from `filter_new`, alive until
-    // `filter_destroy`), and its configuration outlives every stream made from it.
-    let config = unsafe { &*(*filter.cast::<Filter>()).config };
-    if config.request_headers(envoy) {
-        abi::REQUEST_HEADERS_STATUS_CONTINUE
-    } else {
-        abi::REQUEST_HEADERS_STATUS_STOP_ITERATION
+    // SAFETY: this stream's filter, on its thread (`filter`'s contract).
+    let f = unsafe { filter(filter_ptr) };
+    match f.on_request_headers(Stream(envoy), end_of_stream) {
+        Go::Paused => abi::REQUEST_HEADERS_STATUS_STOP_ITERATION,
+        Go::Upstream | Go::Downstream => abi::REQUEST_HEADERS_STATUS_CONTINUE,
     }
 }
 const _: abi::OnHttpFilterRequestHeaders = envoy_dynamic_module_on_http_filter_request_headers;
@@ -332,24 +199,41 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(
 const _: abi::OnHttpFilterRequestTrailers = envoy_dynamic_module_on_http_filter_request_trailers;
 
 /// `…_response_headers`.
+///
+/// # Safety
+/// Called by Envoy only, with the pointers its ABI hands this hook.
 #[unsafe(no_mangle)]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
-    _envoy: abi::HttpFilterEnvoyPtr,
-    _filter: abi::HttpFilterModulePtr,
-    _end_of_stream: bool,
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
+    envoy: abi::HttpFilterEnvoyPtr,
+    filter_ptr: abi::HttpFilterModulePtr,
+    end_of_stream: bool,
 ) -> abi::OnHttpFilterResponseHeadersStatus {
-    abi::RESPONSE_HEADERS_STATUS_CONTINUE
+    // SAFETY: this stream's filter, on its thread (`filter`'s contract).
+    let f = unsafe { filter(filter_ptr) };
+    match f.on_response_headers(Stream(envoy), end_of_stream) {
+        Go::Paused => abi::RESPONSE_HEADERS_STATUS_STOP_ITERATION,
+        Go::Upstream | Go::Downstream => abi::RESPONSE_HEADERS_STATUS_CONTINUE,
+    }
 }
 const _: abi::OnHttpFilterResponseHeaders = envoy_dynamic_module_on_http_filter_response_headers;
 
 /// `…_response_body`.
+///
+/// # Safety
+/// Called by Envoy only, with the pointers its ABI hands this hook.
 #[unsafe(no_mangle)]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
-    _envoy: abi::HttpFilterEnvoyPtr,
-    _filter: abi::HttpFilterModulePtr,
-    _end_of_stream: bool,
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
+    envoy: abi::HttpFilterEnvoyPtr,
+    filter_ptr: abi::HttpFilterModulePtr,
+    end_of_stream: bool,
 ) -> abi::OnHttpFilterResponseBodyStatus {
-    abi::RESPONSE_BODY_STATUS_CONTINUE
+    // SAFETY: this stream's filter, on its thread (`filter`'s contract).
+    let f = unsafe { filter(filter_ptr) };
+    match f.on_response_body(Stream(envoy), end_of_stream) {
+        (Go::Paused, true) => abi::RESPONSE_BODY_STATUS_STOP_ITERATION_AND_BUFFER,
+        (Go::Paused, false) => abi::RESPONSE_BODY_STATUS_STOP_ITERATION_NO_BUFFER,
+        (Go::Upstream | Go::Downstream, _) => abi::RESPONSE_BODY_STATUS_CONTINUE,
+    }
 }
 const _: abi::OnHttpFilterResponseBody = envoy_dynamic_module_on_http_filter_response_body;
 
@@ -364,26 +248,47 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(
 const _: abi::OnHttpFilterResponseTrailers = envoy_dynamic_module_on_http_filter_response_trailers;
 
 /// `…_stream_complete`.
+///
+/// # Safety
+/// Called by Envoy only, with the pointers its ABI hands this hook.
 #[unsafe(no_mangle)]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(
-    _envoy: abi::HttpFilterEnvoyPtr,
-    _filter: abi::HttpFilterModulePtr,
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(
+    envoy: abi::HttpFilterEnvoyPtr,
+    filter_ptr: abi::HttpFilterModulePtr,
 ) {
+    // SAFETY: this stream's filter, on its thread (`filter`'s contract).
+    let f = unsafe { filter(filter_ptr) };
+    f.on_stream_complete(Stream(envoy));
 }
 const _: abi::OnHttpFilterStreamComplete = envoy_dynamic_module_on_http_filter_stream_complete;
 
 /// `…_http_callout_done`: no callouts yet.
+///
+/// # Safety
+/// Called by Envoy only, with the pointers its ABI hands this hook.
 #[unsafe(no_mangle)]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
-    _envoy: abi::HttpFilterEnvoyPtr,
-    _filter: abi::HttpFilterModulePtr,
-    _callout_id: u64,
-    _result: abi::HttpCalloutResult,
-    _headers: *mut abi::EnvoyHttpHeader,
-    _headers_size: usize,
-    _body_chunks: *mut abi::EnvoyBuffer,
-    _body_chunks_size: usize,
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
+    envoy: abi::HttpFilterEnvoyPtr,
+    filter_ptr: abi::HttpFilterModulePtr,
+    callout_id: u64,
+    result: abi::HttpCalloutResult,
+    headers: *mut abi::EnvoyHttpHeader,
+    headers_size: usize,
+    body_chunks: *mut abi::EnvoyBuffer,
+    body_chunks_size: usize,
 ) {
+    // SAFETY: this stream's filter, on its thread (`filter`'s contract).
+    let f = unsafe { filter(filter_ptr) };
+    let answer = (result == abi::HTTP_CALLOUT_RESULT_SUCCESS).then(|| {
+        // SAFETY: Envoy hands the answer's records and chunks to this hook.
+        unsafe {
+            (
+                envoy_fields(headers, headers_size),
+                envoy_chunks(body_chunks, body_chunks_size),
+            )
+        }
+    });
+    f.on_callout_done(Stream(envoy), callout_id, answer);
 }
 const _: abi::OnHttpFilterHttpCalloutDone = envoy_dynamic_module_on_http_filter_http_callout_done;
 
@@ -450,12 +355,20 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(
 const _: abi::OnHttpFilterHttpStreamReset = envoy_dynamic_module_on_http_filter_http_stream_reset;
 
 /// `…_scheduled`: no stream schedulers yet.
+///
+/// # Safety
+/// Called by Envoy only, with the pointers its ABI hands this hook.
 #[unsafe(no_mangle)]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
-    _envoy: abi::HttpFilterEnvoyPtr,
-    _filter: abi::HttpFilterModulePtr,
-    _event_id: u64,
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
+    envoy: abi::HttpFilterEnvoyPtr,
+    filter_ptr: abi::HttpFilterModulePtr,
+    event_id: u64,
 ) {
+    // SAFETY: this stream's filter, on its thread (`filter`'s contract).
+    let f = unsafe { filter(filter_ptr) };
+    if event_id == host::EVENT_WOKEN {
+        f.on_scheduled(Stream(envoy));
+    }
 }
 const _: abi::OnHttpFilterScheduled = envoy_dynamic_module_on_http_filter_scheduled;
 

@@ -94,3 +94,102 @@ fn a_configuration_the_module_cannot_load_is_refused_with_its_reason() {
         "{msg}"
     );
 }
+
+/// GET `path` with `headers`: status, `X-Cache`, `Age`, body.
+fn get_full(e: &Envoy, path: &str, headers: &[(&str, &str)]) -> (u16, String, String, String) {
+    let mut req = ureq::get(&format!("http://{}{path}", e.addr)).header("host", "blog.example");
+    for (n, v) in headers {
+        req = req.header(*n, *v);
+    }
+    let mut resp = (req.config().http_status_as_error(false).build())
+        .call()
+        .expect("request");
+    let field = |n: &str| {
+        (resp.headers().get(n))
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let (cache, age) = (field("x-cache"), field("age"));
+    let body = resp.body_mut().read_to_string().unwrap_or_default();
+    (resp.status().as_u16(), cache, age, body)
+}
+
+#[test]
+fn the_module_stores_a_fill_in_its_process_wide_store_and_answers_hits_from_it() {
+    let Some((origin, e)) = stack(&|_| {}) else {
+        return;
+    };
+    let e = e.expect("envoy with the module");
+    // Query parameters in the configured order (`sort = "name"`): the origin counts the
+    // normalized target.
+    let path = "/t/module-hit?body=stored&cc=max-age%3D600";
+    let (status, cache, age, body) = get_full(&e, path, &[]);
+    assert_eq!(
+        (status, cache.as_str(), age.as_str(), body.as_str()),
+        (200, "MISS", "0", "stored")
+    );
+    // Every later request, on whichever worker, is the stored object: the origin saw one.
+    for _ in 0..6 {
+        let (status, cache, _, body) = get_full(&e, path, &[]);
+        assert_eq!(
+            (status, cache.as_str(), body.as_str()),
+            (200, "HIT", "stored")
+        );
+    }
+    assert_eq!(origin.stats().count(path), 1);
+    // A conditional request is answered from the stored validator (RFC 9110 §13.1.1).
+    let tagged = "/t/module-etag?cc=max-age%3D600&etag=v1";
+    assert_eq!(get_full(&e, tagged, &[]).1, "MISS");
+    let (status, cache, _, _) = get_full(&e, tagged, &[("if-none-match", "\"v1\"")]);
+    assert_eq!((status, cache.as_str()), (304, "HIT"));
+    // Private answers are never stored or served to another request.
+    let private = "/t/module-private?body=mine&cc=private";
+    for _ in 0..2 {
+        let (status, cache, _, body) = get_full(&e, private, &[]);
+        assert_eq!((status, body.as_str()), (200, "mine"));
+        assert_ne!(cache, "HIT");
+    }
+    assert_eq!(origin.stats().count(private), 2);
+}
+
+#[test]
+fn the_module_keeps_one_object_per_variant_the_origin_varies_on() {
+    let Some((origin, e)) = stack(&|_| {}) else {
+        return;
+    };
+    let e = e.expect("envoy with the module");
+    let path = "/t/module-vary?body_from=accept-language&cc=max-age%3D600&vary=accept-language";
+    for (lang, first) in [("fr", "MISS"), ("de", "MISS"), ("fr", "HIT"), ("de", "HIT")] {
+        let (status, cache, _, body) = get_full(&e, path, &[("accept-language", lang)]);
+        assert_eq!((status, cache.as_str(), body.as_str()), (200, first, lang));
+    }
+    assert_eq!(origin.stats().count(path), 2);
+}
+
+#[test]
+fn concurrent_misses_collapse_into_one_origin_fetch_whichever_worker_takes_them() {
+    let Some((origin, e)) = stack(&|_| {}) else {
+        return;
+    };
+    let e = e.expect("envoy with the module");
+    let path = "/t/module-collapse?body=once&cc=max-age%3D600&delay_ms=400";
+    let answers: Vec<(u16, String, String, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| get_full(&e, path, &[])))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client"))
+            .collect()
+    });
+    for (status, _, _, body) in &answers {
+        assert_eq!((*status, body.as_str()), (200, "once"), "{answers:?}");
+    }
+    assert_eq!(
+        answers.iter().filter(|a| a.1 == "MISS").count(),
+        1,
+        "one leader: {answers:?}"
+    );
+    assert_eq!(origin.stats().count(path), 1, "{answers:?}");
+}

@@ -1,0 +1,866 @@
+//! One stream's request in the dynamic module: the request-side rules, then, for a
+//! cacheable request, its `cachet_http::exchange` fed from the stream's hooks, its actions
+//! carried out on the process-wide [`Store`] and [`Locks`]. Every decision is the
+//! exchange's or the policy's; this module moves bytes between Envoy and them (the third
+//! host of the machine, after the edge and the proxy-wasm filter).
+//!
+//! | action | here |
+//! |---|---|
+//! | `Lookup` | [`Store::get`], the variant a vary marker selects, one pointer clone under a read lock (no bans stored yet: the module answers the admin API `501`) |
+//! | `Claim` | [`Locks::claim`] on the cache key: leader (a [`Permit`] in the handle) or follower |
+//! | `Park` | the key's queue ([`Locks::park`]); the leader's permit, dropped, commits an event to this stream's scheduler |
+//! | `Fetch` | the client's own request rewritten into the fill (`cachet_http::fill::request_lines`) and sent through Envoy's router while the request is still held in its headers and the fill is a plain `GET`; else a callout to `[envoy].cluster` |
+//! | `Done` | the write to the store, then the answer: a local reply from the stored object or the origin's answer, a pass, or Cachet's `503`/`504` |
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use cachet_http::exchange::{
+    Action as Step, AnswerHead, Claim, Cx, Done, Event, Exchange, MetaFrom, Respond, Right, Write,
+    WriteOp,
+};
+use cachet_http::{CacheStatus, Client, Failure, Inputs};
+use cachet_policy::{Decision, Plan, Policy};
+use cachet_refresh::{Draw, Timestamp};
+use cachet_store::bans::Check;
+use cachet_store::cache::{Wanted, classify, place, variant_of};
+use cachet_store::tier::StoredObject;
+
+use crate::abi;
+use crate::host::{Fields, Scheduler, Stream};
+use crate::store::{Claimed, Locks, Parked, Permit, Store, Wake};
+
+const REQUEST: abi::HttpHeaderType = abi::HTTP_HEADER_TYPE_REQUEST_HEADER;
+const RESPONSE: abi::HttpHeaderType = abi::HTTP_HEADER_TYPE_RESPONSE_HEADER;
+
+/// What every stream of one filter configuration shares, across Envoy's worker threads.
+pub struct Shared {
+    /// The loaded configuration.
+    pub policy: Policy,
+    /// The process-wide object store (`[envoy].shared_bytes`).
+    pub store: Store,
+    /// The collapsing locks.
+    pub locks: Arc<Locks>,
+    /// When the origin last failed a fill of a key, ms (read by requests that waited for
+    /// that fill: they are answered as it was).
+    failures: Mutex<HashMap<String, u64>>,
+    /// Lock owners and exchange seeds.
+    counter: AtomicU64,
+    seed: u64,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (f.debug_struct("Shared").field("store", &self.store))
+            .field("locks", &self.locks)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Failures remembered at most (older ones go first once over).
+const MAX_FAILURES: usize = 4096;
+
+impl Shared {
+    /// The shared state of a configuration.
+    pub fn new(policy: Policy) -> Self {
+        let bytes = policy.config().envoy.shared_bytes;
+        Self {
+            policy,
+            store: Store::new(bytes),
+            locks: Arc::new(Locks::default()),
+            failures: Mutex::default(),
+            counter: AtomicU64::new(1),
+            seed: RandomState::new().hash_one(0x6361_6368_6574_u64),
+        }
+    }
+
+    /// A fresh value: lock owners, exchange seeds, XFetch draws (splitmix64 over a
+    /// process-random base).
+    fn next(&self) -> u64 {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let mut z = self
+            .seed
+            .wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn record_failure(&self, key: &str, now_ms: u64) {
+        let memory = self.policy.config().collapse.max_wait_ms;
+        let mut f = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        if f.len() >= MAX_FAILURES {
+            f.retain(|_, at| now_ms.saturating_sub(*at) < memory);
+        }
+        if f.len() < MAX_FAILURES {
+            f.insert(key.to_owned(), now_ms);
+        }
+    }
+
+    fn failed_at(&self, key: &str) -> Option<Timestamp> {
+        let f = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        f.get(key).copied().map(Timestamp::from_millis)
+    }
+}
+
+/// The exchange's lookup handle here: the object found (the base of a freshen) and the
+/// fill right once claimed.
+#[derive(Debug, Default)]
+pub struct Hold {
+    found: Option<Arc<StoredObject>>,
+    permit: Option<Permit>,
+}
+
+type Ex = Exchange<Hold, Arc<StoredObject>, ()>;
+type Ev = Event<Hold, Arc<StoredObject>, ()>;
+type Act = Step<Hold, Arc<StoredObject>, ()>;
+
+/// Where a stream is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Deciding (inside a hook).
+    Deciding,
+    /// Parked behind another request's fill.
+    Parked,
+    /// Its fill's callout is out.
+    Callout(u64),
+    /// Its fill goes through the router: the answer comes in the response hooks.
+    Router,
+    /// Answered by a local reply.
+    Answered,
+    /// Passed to the origin: the answer Envoy forwards gets the edge's edits.
+    Passed,
+    /// Its fill's answer streams on to the client (too large, or not stored).
+    Streaming,
+}
+
+/// What a hook returns after driving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Go {
+    /// Stay stopped (answered, or waiting for an event).
+    Paused,
+    /// The request goes upstream.
+    Upstream,
+    /// The response goes on to the client.
+    Downstream,
+}
+
+/// The origin's answer while the exchange decides on it.
+#[derive(Debug)]
+enum Answer {
+    /// A callout's, whole.
+    Callout {
+        status: u16,
+        headers: Fields,
+        body: Vec<u8>,
+    },
+    /// The router's: its fields, the fields respaced, the declared length, whether the
+    /// headers ended the stream.
+    Router {
+        headers: Fields,
+        respaced: Vec<String>,
+        declared: Option<u64>,
+        eos: bool,
+    },
+}
+
+/// The request's own edits for the upstream: the device header (the client's was
+/// removed) and the normalized `:path` when it differs.
+#[derive(Debug, Default)]
+struct Forward {
+    device: Option<cachet_policy::DeviceClass>,
+    path: Option<String>,
+}
+
+impl Forward {
+    fn apply(&self, s: Stream, p: &Policy) {
+        if let Some(d) = self.device {
+            s.set_header(REQUEST, p.device_header(), Some(d.as_str().as_bytes()));
+        }
+        if let Some(path) = &self.path {
+            s.set_header(REQUEST, ":path", Some(path.as_bytes()));
+        }
+    }
+}
+
+/// One cacheable request's flow.
+struct Flow {
+    ex: Ex,
+    at: SystemTime,
+    want: Wanted,
+    forward: Forward,
+    stage: Stage,
+    answer: Option<Answer>,
+    /// When its fetch was sent.
+    started: Timestamp,
+    /// Its write was refused (a variant over `[edge].max_variants`): `PASS`.
+    refused: bool,
+    /// The request is still held in its headers: it may be rewritten and continued.
+    holding: bool,
+    /// The stream has ended: only writes are carried out.
+    gone: bool,
+}
+
+/// One stream.
+pub struct Filter {
+    shared: Arc<Shared>,
+    inputs: Option<Inputs>,
+    client: Client,
+    flow: Option<Flow>,
+    /// Edits for a passed request's answer (`Stage::Passed` without a flow).
+    passed: bool,
+    scheduler: Option<Arc<Scheduler>>,
+}
+
+fn now() -> (SystemTime, Timestamp) {
+    let t = SystemTime::now();
+    (t, Timestamp::from_system_time(t))
+}
+
+/// The plan of the `GET` a request fetches, at `at` (the same plan for the same `at`).
+fn get_plan<'a>(p: &'a Policy, inputs: &'a Inputs, at: SystemTime) -> Plan<'a> {
+    let mut view = inputs.view();
+    view.method = "GET";
+    p.plan(&view, at)
+}
+
+fn text<'a>(fields: &'a Fields, name: &str) -> &'a str {
+    fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        .unwrap_or_default()
+}
+
+impl Filter {
+    /// A stream of the configuration `shared`.
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            inputs: None,
+            client: Client::default(),
+            flow: None,
+            passed: false,
+            scheduler: None,
+        }
+    }
+
+    /// The request's headers: answered here (`false`: stop), or on to the origin.
+    pub fn on_request_headers(&mut self, s: Stream, end_of_stream: bool) -> Go {
+        let sh = Arc::clone(&self.shared);
+        let p = &sh.policy;
+        let mut headers = s.headers(REQUEST);
+        // Client-supplied x-cachet-* never reach the origin (house rule).
+        headers.retain(|(n, _)| {
+            let reserved = cachet_http::fields::reserved(n);
+            if reserved {
+                s.set_header(REQUEST, n, None);
+            }
+            !reserved
+        });
+        if let Err(refused) = cachet_http::authority::authority(headers.as_slice()) {
+            s.send_reply(&refused);
+            return Go::Paused;
+        }
+        let path = text(&headers, ":path").to_owned();
+        let method = text(&headers, ":method").to_owned();
+        if cachet_policy::admin::admin_path(&path).is_some() {
+            // Never to the origin: a token meant for the admin API stays here.
+            let body = "the admin API (bans, purges) is not in the dynamic module yet: \
+                        use the proxy-wasm filter (docs/envoy.md)\n";
+            s.send_reply(&cachet_http::reply::admin(501, body.to_owned()));
+            return Go::Paused;
+        }
+        let (at, ts) = now();
+        let mut inputs = Inputs::read(&method, "http", &path, headers.as_slice());
+        inputs.has_body |= !end_of_stream;
+        self.client = Client::read(&method, headers.as_slice());
+        let inputs = self.inputs.insert(inputs);
+        let plan = p.plan(&inputs.view(), at);
+        let forward = Forward {
+            device: Some(plan.device),
+            path: (plan.target != path).then(|| plan.target.to_string()),
+        };
+        match &plan.decision {
+            Decision::Synth(synth) => {
+                s.send_reply(&cachet_http::reply::synth(synth));
+                return Go::Paused;
+            }
+            Decision::Pass(_) => {
+                forward.apply(s, p);
+                self.passed = true;
+                return Go::Upstream;
+            }
+            Decision::Cache => {}
+        }
+        let want = Wanted {
+            key: plan.cache_key.clone(),
+            slot: 0,
+            target: plan.target.to_string(),
+            fields: headers,
+            early: p.early_refresh(&plan),
+        };
+        let plan = if method == "GET" {
+            plan
+        } else {
+            get_plan(p, inputs, at)
+        };
+        let ex = {
+            let cx = context(p, &plan, &self.client, &want.fields);
+            // No ban is stored here yet (the admin API is refused): the lookup's verdict
+            // is always clean. A stored object holds its body.
+            Exchange::new(cx, ts, sh.next())
+                .lookup_applies_bans()
+                .found_carries_body()
+        };
+        let flow = self.flow.insert(Flow {
+            ex,
+            at,
+            want,
+            forward,
+            stage: Stage::Deciding,
+            answer: None,
+            started: ts,
+            refused: false,
+            holding: true,
+            gone: false,
+        });
+        let mut d = Driver {
+            sh: &sh,
+            s,
+            client: &self.client,
+            scheduler: &mut self.scheduler,
+        };
+        d.drive(&plan, flow, Event::Start, ts)
+    }
+
+    /// Feeds `event` to the flow from a later hook (the plan made again at its time).
+    fn drive_later(&mut self, s: Stream, event: Ev) -> Go {
+        let sh = Arc::clone(&self.shared);
+        let (Some(inputs), Some(flow)) = (&self.inputs, &mut self.flow) else {
+            return Go::Paused;
+        };
+        let plan = get_plan(&sh.policy, inputs, flow.at);
+        let mut d = Driver {
+            sh: &sh,
+            s,
+            client: &self.client,
+            scheduler: &mut self.scheduler,
+        };
+        d.drive(&plan, flow, event, now().1)
+    }
+
+    fn stage(&self) -> Option<Stage> {
+        self.flow.as_ref().map(|f| f.stage)
+    }
+
+    /// The scheduler's event: a parked request looks again.
+    pub fn on_scheduled(&mut self, s: Stream) {
+        if self.stage() != Some(Stage::Parked) {
+            return;
+        }
+        if self.drive_later(s, Event::Woken) == Go::Upstream {
+            s.continue_decoding();
+        }
+    }
+
+    /// A callout's answer (`None`: it failed).
+    pub fn on_callout_done(&mut self, s: Stream, id: u64, answer: Option<(Fields, Vec<u8>)>) {
+        let Some(flow) = self.flow.as_mut() else {
+            return;
+        };
+        if flow.stage != Stage::Callout(id) {
+            return;
+        }
+        let event = match answer {
+            Some((headers, body)) => {
+                let status = text(&headers, ":status").parse().unwrap_or(502);
+                let head = AnswerHead {
+                    status,
+                    fields: headers.clone(),
+                    elapsed: elapsed(flow.started),
+                };
+                flow.answer = Some(Answer::Callout {
+                    status,
+                    headers,
+                    body,
+                });
+                Event::Head(head)
+            }
+            None => Event::OriginFailed("the callout failed".into()),
+        };
+        if self.drive_later(s, event) == Go::Upstream {
+            s.continue_decoding();
+        }
+    }
+
+    /// The response's headers.
+    pub fn on_response_headers(&mut self, s: Stream, end_of_stream: bool) -> Go {
+        match self.stage() {
+            Some(Stage::Router) => {}
+            Some(Stage::Passed) | None if self.passed || self.flow.is_some() => {
+                let mut hs = s.headers(RESPONSE);
+                let respaced = cachet_http::fields::respace_joined_lists(&mut hs);
+                edit_forwarded(s, &hs, &respaced, &self.client);
+                return Go::Downstream;
+            }
+            _ => return Go::Downstream,
+        }
+        let mut hs = s.headers(RESPONSE);
+        // Envoy joined the origin's `Cache-Control` lines with a bare comma: stored and
+        // sent as a combining cache sends them.
+        let respaced = cachet_http::fields::respace_joined_lists(&mut hs);
+        let declared = text(&hs, "content-length").trim().parse::<u64>().ok();
+        let Some(flow) = self.flow.as_mut() else {
+            return Go::Downstream;
+        };
+        let head = AnswerHead {
+            status: text(&hs, ":status").parse().unwrap_or(502),
+            fields: hs.clone(),
+            elapsed: elapsed(flow.started),
+        };
+        flow.answer = Some(Answer::Router {
+            headers: hs,
+            respaced,
+            declared,
+            eos: end_of_stream,
+        });
+        self.drive_later(s, Event::Head(head))
+    }
+
+    /// A chunk of the response body; `Paused` with the stage still `Router`: buffer it.
+    pub fn on_response_body(&mut self, s: Stream, end_of_stream: bool) -> (Go, bool) {
+        if self.stage() != Some(Stage::Router) {
+            return (Go::Downstream, false);
+        }
+        let limit = self.shared.policy.config().edge.max_object_bytes;
+        if s.response_body_size() as u64 > limit {
+            return (self.drive_later(s, Event::Oversize), false);
+        }
+        if !end_of_stream {
+            return (Go::Paused, true);
+        }
+        let body = s.response_body();
+        (self.drive_later(s, Event::Body(body)), false)
+    }
+
+    /// The stream ended: a router fill cut short is recorded for the requests waiting for
+    /// it; the permit and the parked place go with the stream.
+    pub fn on_stream_complete(&mut self, s: Stream) {
+        if let Some(f) = self.flow.as_mut() {
+            f.gone = true;
+        }
+        if self.stage() == Some(Stage::Router) {
+            self.drive_later(s, Event::BodyBroke("the origin failed mid-answer".into()));
+        }
+        self.close();
+    }
+
+    /// Leaves the key's queue and frees the scheduler (the stream is going).
+    pub fn close(&mut self) {
+        if let (Some(f), Some(w)) = (&self.flow, &self.scheduler)
+            && f.stage == Stage::Parked
+        {
+            let w: Arc<dyn Wake> = w.clone();
+            self.shared.locks.cancel(&f.want.key, &w);
+        }
+        if let Some(w) = self.scheduler.take() {
+            w.close();
+        }
+        self.flow = None;
+    }
+}
+
+fn elapsed(since: Timestamp) -> Duration {
+    Duration::from_millis(now().1.as_millis().saturating_sub(since.as_millis()))
+}
+
+fn context<'c>(
+    p: &'c Policy,
+    plan: &'c Plan<'c>,
+    client: &'c Client,
+    request: &'c [(String, Vec<u8>)],
+) -> Cx<'c> {
+    Cx {
+        policy: p,
+        plan,
+        client,
+        request,
+    }
+}
+
+/// The edge's edits to an answer Envoy forwards itself.
+fn edit_forwarded(s: Stream, hs: &Fields, respaced: &[String], client: &Client) {
+    for (n, v) in cachet_http::unstored::forwarded_edits(hs, respaced, client) {
+        s.set_header(RESPONSE, &n, v);
+    }
+}
+
+/// What carrying out an action led to.
+enum Next {
+    Event(Ev),
+    Wait(Go),
+}
+
+/// One hook's driving: the stream, its client and scheduler.
+struct Driver<'a> {
+    sh: &'a Shared,
+    s: Stream,
+    client: &'a Client,
+    scheduler: &'a mut Option<Arc<Scheduler>>,
+}
+
+impl Driver<'_> {
+    /// Feeds `event` and carries out the actions until the exchange waits.
+    fn drive(&mut self, plan: &Plan<'_>, flow: &mut Flow, event: Ev, now: Timestamp) -> Go {
+        let p = &self.sh.policy;
+        let mut event = event;
+        loop {
+            flow.stage = Stage::Deciding;
+            let action = {
+                let cx = context(p, plan, self.client, &flow.want.fields);
+                flow.ex.handle(cx, now, event)
+            };
+            event = match self.perform(flow, action, now) {
+                Next::Event(e) => e,
+                Next::Wait(go) => return go,
+            };
+        }
+    }
+
+    fn perform(&mut self, flow: &mut Flow, action: Act, now: Timestamp) -> Next {
+        match action {
+            Step::Lookup { .. } => Next::Event(self.look(flow, now)),
+            Step::CheckBan => Next::Event(Event::Ban(false)),
+            Step::ReadFlag { .. } => Next::Event(Event::Flag(None)),
+            Step::ReadStored => Next::Event(Event::Stored(())),
+            Step::Claim(mut hold) => {
+                let owner = self.sh.next();
+                let claim = match self.sh.locks.claim(&flow.want.key, owner) {
+                    Claimed::Leader(permit) => {
+                        hold.permit = Some(permit);
+                        Claim::Leader
+                    }
+                    Claimed::Follower => Claim::Follower,
+                };
+                Next::Event(Event::Claimed(hold, claim))
+            }
+            Step::Park(_) => self.park(flow),
+            Step::Fetch { fields } => self.fetch(flow, &fields),
+            Step::ReadBody { limit } => read_body(flow, limit),
+            Step::Done(done) => Next::Wait(self.done(flow, done, now)),
+        }
+    }
+
+    /// The key's object, or the variant its vary marker selects.
+    fn look(&self, flow: &mut Flow, now: Timestamp) -> Ev {
+        let store = &self.sh.store;
+        let mut found = store.get(&flow.want.key);
+        if let Some(marker) = found.as_ref().filter(|o| o.h.meta.is_vary_marker()) {
+            match variant_of(&flow.want.key, Some(marker), &flow.want.fields) {
+                Err(_) => return Event::Unkeyable,
+                Ok(Some(k)) => {
+                    found = store.get(&k);
+                    flow.want.key = k;
+                }
+                Ok(None) => found = None,
+            }
+        }
+        // An expired hit-for-pass marker is nothing (`cachet_store::cache::classify`);
+        // any other object goes to the exchange, which decides on its times.
+        let draw = Draw::from_bits(self.sh.next());
+        let found = found.filter(|o| {
+            !o.h.meta.pass || classify(o, Check::Clean, &flow.want.early, now, draw).is_some()
+        });
+        let failed_at = if flow.ex.waited() {
+            self.sh.failed_at(&flow.want.key)
+        } else {
+            None
+        };
+        Event::Looked {
+            handle: Hold {
+                found: found.clone(),
+                permit: None,
+            },
+            right: Right::Ask,
+            found: found.map(|o| (o, false)),
+            failed_at,
+        }
+    }
+
+    /// Parks the stream behind the key's fill (`[collapse].max_waiters`).
+    fn park(&mut self, flow: &mut Flow) -> Next {
+        let s = self.s;
+        let w = Arc::clone(
+            self.scheduler
+                .get_or_insert_with(|| Arc::new(s.scheduler())),
+        );
+        let max = self.sh.policy.config().collapse.max_waiters;
+        match self.sh.locks.park(&flow.want.key, w, max) {
+            Parked::Waiting => {
+                flow.stage = Stage::Parked;
+                Next::Wait(Go::Paused)
+            }
+            Parked::Released => Next::Event(Event::Woken),
+            Parked::Full => Next::Event(Event::Refused),
+        }
+    }
+
+    /// Sends the fill: through the router (a plain fill of a `GET` still held in its
+    /// headers), else as a callout to `[envoy].cluster`.
+    fn fetch(&mut self, flow: &mut Flow, fields: &[(String, Vec<u8>)]) -> Next {
+        let p = &self.sh.policy;
+        let conditional = fields
+            .iter()
+            .any(|(n, _)| n == "if-none-match" || n == "if-modified-since");
+        flow.started = now().1;
+        if flow.holding && self.client.get && !conditional {
+            let router = Some(("http", self.client));
+            let lines = cachet_http::fill::request_lines(&flow.want.target, fields, router);
+            self.s.replace_request_headers(&lines);
+            flow.stage = Stage::Router;
+            flow.holding = false;
+            return Next::Wait(Go::Upstream);
+        }
+        let lines = cachet_http::fill::request_lines(&flow.want.target, fields, None);
+        let timeout = p.config().origin.first_byte_timeout.0;
+        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        match self
+            .s
+            .callout(&p.config().envoy.cluster, &lines, timeout_ms)
+        {
+            Ok(id) => {
+                flow.stage = Stage::Callout(id);
+                Next::Wait(Go::Paused)
+            }
+            Err(e) => Next::Event(Event::OriginFailed(format!("callout refused: {e}"))),
+        }
+    }
+
+    /// The exchange's last action: its write, then its answer.
+    fn done(
+        &mut self,
+        flow: &mut Flow,
+        done: Done<Hold, Arc<StoredObject>, ()>,
+        now: Timestamp,
+    ) -> Go {
+        let Done { write, respond, .. } = done;
+        let written = write.and_then(|w| self.write(flow, w, now));
+        if flow.gone {
+            return Go::Paused;
+        }
+        self.answer(flow, respond, written, now)
+    }
+
+    /// Carries out a write; returns the object written (or built and refused: the answer
+    /// is still this client's). The handle, with its permit, goes after.
+    fn write(&self, flow: &mut Flow, w: Write<Hold>, now: Timestamp) -> Option<Arc<StoredObject>> {
+        let Write { handle, op } = w;
+        let store = &self.sh.store;
+        let now_ms = now.as_millis();
+        let written = match op {
+            WriteOp::Insert { meta, body, .. } => {
+                let obj = StoredObject::new(flow.want.key.clone(), *meta, body);
+                let get = |k: &str| store.get(k);
+                let (obj, ok, marker) = if obj.h.meta.pass {
+                    (obj, true, None)
+                } else {
+                    place(&self.sh.policy, &flow.want, obj, get, now)
+                };
+                if let Some(m) = marker {
+                    store.insert(m, now_ms, None);
+                }
+                flow.refused = !ok;
+                Some(if ok {
+                    store.insert(obj, now_ms, None).obj
+                } else {
+                    Arc::new(obj)
+                })
+            }
+            WriteOp::Update { meta, .. } => handle.found.as_ref().map(|base| {
+                let fresh = StoredObject::new(base.h.key.clone(), *meta, base.body.clone());
+                store.insert(fresh, now_ms, Some(base.h.version)).obj
+            }),
+            WriteOp::Failure { .. } => {
+                self.sh.record_failure(&flow.want.key, now_ms);
+                None
+            }
+            WriteOp::Cancel => None,
+        };
+        drop(handle);
+        written
+    }
+
+    /// The client's answer.
+    fn answer(
+        &self,
+        flow: &mut Flow,
+        respond: Respond<Arc<StoredObject>, ()>,
+        written: Option<Arc<StoredObject>>,
+        now: Timestamp,
+    ) -> Go {
+        let reply = match respond {
+            Respond::Object {
+                status,
+                found,
+                meta,
+                cookies,
+            } => {
+                let found = found.map(|(o, ())| o);
+                let obj = match (meta, found) {
+                    (MetaFrom::Found, Some(o)) => Some(o),
+                    (MetaFrom::Own(own), Some(o)) => Some(Arc::new(StoredObject::new(
+                        o.h.key.clone(),
+                        *own,
+                        o.body.clone(),
+                    ))),
+                    (_, o) => written.or(o),
+                };
+                flow.stage = Stage::Answered;
+                match obj {
+                    Some(o) => {
+                        let status = if flow.refused {
+                            CacheStatus::Pass
+                        } else {
+                            status
+                        };
+                        self.respond(&o, status, now, &cookies);
+                        return Go::Paused;
+                    }
+                    None => Some(unavailable()),
+                }
+            }
+            Respond::Unstored { body, .. } => return self.unstored(flow, body),
+            Respond::Pass => {
+                flow.forward.apply(self.s, &self.sh.policy);
+                flow.stage = Stage::Passed;
+                return Go::Upstream;
+            }
+            Respond::Refreshed(_) => None,
+            Respond::NotCached => Some(cachet_http::reply::failure(Failure::NotCached)),
+            Respond::Unavailable(_) => Some(unavailable()),
+            Respond::Broken(_) => Some(cachet_http::reply::failure(Failure::Cache {
+                retry_after_secs: retry_after(),
+            })),
+        };
+        flow.stage = Stage::Answered;
+        if let Some(r) = reply {
+            self.s.send_reply(&r);
+        }
+        Go::Paused
+    }
+
+    /// A stored object as the local reply (`cachet_http::deliver` decides status, headers
+    /// and bytes), with a per-user 304's own `Set-Cookie` lines (`extra`).
+    fn respond(&self, obj: &StoredObject, status: CacheStatus, now: Timestamp, extra: &Fields) {
+        let d = cachet_http::deliver(&obj.h.meta, self.client, now, status);
+        // Inflated per identity client (the filter's in-VM tier keeps such a copy; the
+        // process-wide store keeps one representation).
+        let inflated = if d.inflate() {
+            let Ok(b) = cachet_policy::object::gunzip(&obj.body) else {
+                let r = cachet_http::reply::failure(Failure::Cache {
+                    retry_after_secs: retry_after(),
+                });
+                self.s.send_reply(&r);
+                return;
+            };
+            Some(b)
+        } else {
+            None
+        };
+        let bytes: &[u8] = inflated.as_deref().unwrap_or(&obj.body);
+        let head = d.head(bytes.len() as u64);
+        let body = head.body.select(bytes);
+        let mut h: Vec<(&str, &[u8])> = (head.headers.iter())
+            .map(|(n, v)| (n.as_ref(), v.as_ref()))
+            .collect();
+        h.extend(extra.iter().map(|(n, v)| (n.as_str(), v.as_slice())));
+        self.s.send(head.status, &h, body);
+    }
+
+    /// The origin's answer, not stored: a callout's as a local reply; a router answer
+    /// held whole likewise; one not read streams on with the edge's edits.
+    fn unstored(&self, flow: &mut Flow, body: Option<Vec<u8>>) -> Go {
+        let limit = self.sh.policy.config().edge.max_object_bytes;
+        match flow.answer.take() {
+            Some(Answer::Callout { body: held, .. })
+                if held.len() as u64 > limit && body.is_none() =>
+            {
+                // Too large to hold: this request goes through the router, streamed.
+                flow.forward.apply(self.s, &self.sh.policy);
+                flow.stage = Stage::Passed;
+                Go::Upstream
+            }
+            Some(Answer::Callout {
+                status,
+                headers,
+                body: held,
+            }) => {
+                flow.stage = Stage::Answered;
+                let b = body.unwrap_or(held);
+                self.send_origin(status, &headers, &b);
+                Go::Paused
+            }
+            Some(Answer::Router {
+                headers, respaced, ..
+            }) => match body {
+                None => {
+                    flow.stage = Stage::Streaming;
+                    edit_forwarded(self.s, &headers, &respaced, self.client);
+                    Go::Downstream
+                }
+                Some(b) => {
+                    flow.stage = Stage::Answered;
+                    let status = text(&headers, ":status").parse().unwrap_or(502);
+                    self.send_origin(status, &headers, &b);
+                    Go::Paused
+                }
+            },
+            None => {
+                flow.stage = Stage::Answered;
+                self.s.send_reply(&unavailable());
+                Go::Paused
+            }
+        }
+    }
+
+    fn send_origin(&self, status: u16, headers: &Fields, body: &[u8]) {
+        let r = cachet_http::unstored::origin_reply(status, headers, body, self.client);
+        let h: Vec<(&str, &[u8])> = r.lines.iter().map(|(n, v)| (*n, &**v)).collect();
+        self.s.send(r.status, &h, r.body.as_deref());
+    }
+}
+
+/// The body of the answer: a callout's is here already; the router's comes in the
+/// response hooks (a declared length over the limit, or headers that ended the stream,
+/// decide at once).
+fn read_body(flow: &mut Flow, limit: u64) -> Next {
+    match flow.answer.as_mut() {
+        Some(Answer::Callout { body, .. }) if body.len() as u64 > limit => {
+            Next::Event(Event::Oversize)
+        }
+        Some(Answer::Callout { body, .. }) => Next::Event(Event::Body(std::mem::take(body))),
+        Some(Answer::Router { declared, .. }) if declared.is_some_and(|n| n > limit) => {
+            Next::Event(Event::Oversize)
+        }
+        Some(Answer::Router { eos: true, .. }) => Next::Event(Event::Body(Vec::new())),
+        Some(Answer::Router { .. }) => {
+            flow.stage = Stage::Router;
+            Next::Wait(Go::Paused)
+        }
+        None => Next::Event(Event::BodyBroke("no origin answer".into())),
+    }
+}
+
+fn retry_after() -> u64 {
+    cachet_refresh::retry_after_secs(cachet_http::exchange::RETRY_AFTER)
+}
+
+fn unavailable() -> cachet_http::Reply {
+    cachet_http::reply::failure(Failure::Origin {
+        retry_after_secs: retry_after(),
+    })
+}

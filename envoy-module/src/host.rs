@@ -1,0 +1,341 @@
+//! Safe wrappers over the ABI callbacks the module calls ([`crate::abi`]): every `unsafe`
+//! call of the module's stream work is here, each with the condition that makes it sound.
+//! Values are bytes both ways (never assumed UTF-8); names are read lower-case.
+
+use crate::abi;
+
+/// Header lines as the module holds them: names lower-case, values bytes.
+pub type Fields = Vec<(String, Vec<u8>)>;
+
+/// A stream's filter in Envoy (`envoy_dynamic_module_type_http_filter_envoy_ptr`): valid
+/// from `on_http_filter_new` until `on_http_filter_destroy`, and only on the stream's
+/// worker thread. Every hook hands it over; the module never keeps one past the hook it
+/// came with, nor sends one to another thread.
+#[derive(Debug, Clone, Copy)]
+pub struct Stream(pub abi::HttpFilterEnvoyPtr);
+
+/// A byte slice as the ABI's module buffer (borrowed for the call it is passed to).
+pub fn module_buffer(bytes: &[u8]) -> abi::ModuleBuffer {
+    abi::ModuleBuffer {
+        ptr: bytes.as_ptr().cast(),
+        length: bytes.len(),
+    }
+}
+
+/// The bytes of an Envoy buffer.
+///
+/// # Safety
+/// `b` must come from Envoy in the current hook (its bytes live until the hook returns),
+/// and the slice must not outlive it.
+pub unsafe fn envoy_bytes<'a>(b: abi::EnvoyBuffer) -> &'a [u8] {
+    if b.ptr.is_null() || b.length == 0 {
+        return &[];
+    }
+    // SAFETY: Envoy hands out `length` readable bytes at `ptr`, alive for this hook (the
+    // caller's contract).
+    unsafe { std::slice::from_raw_parts(b.ptr.cast::<u8>(), b.length) }
+}
+
+/// Header lines Envoy handed to a hook (`n` records at `raw`), copied.
+///
+/// # Safety
+/// `raw` must point at `n` records Envoy handed to the current hook (or be null).
+pub unsafe fn envoy_fields(raw: *const abi::EnvoyHttpHeader, n: usize) -> Fields {
+    if raw.is_null() || n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: `n` initialised records at `raw`, alive for this hook (the caller's contract).
+    let raw = unsafe { std::slice::from_raw_parts(raw, n) };
+    raw.iter()
+        .map(|h| {
+            let k = abi::EnvoyBuffer {
+                ptr: h.key_ptr,
+                length: h.key_length,
+            };
+            let v = abi::EnvoyBuffer {
+                ptr: h.value_ptr,
+                length: h.value_length,
+            };
+            // SAFETY: the record's buffers are Envoy's for this hook, copied at once.
+            let (k, v) = unsafe { (envoy_bytes(k), envoy_bytes(v)) };
+            (String::from_utf8_lossy(k).to_ascii_lowercase(), v.to_vec())
+        })
+        .collect()
+}
+
+/// The bytes of `n` body chunks Envoy handed to a hook, joined.
+///
+/// # Safety
+/// As [`envoy_fields`], for buffers.
+pub unsafe fn envoy_chunks(raw: *const abi::EnvoyBuffer, n: usize) -> Vec<u8> {
+    if raw.is_null() || n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: `n` initialised buffers at `raw`, alive for this hook.
+    let chunks = unsafe { std::slice::from_raw_parts(raw, n) };
+    let mut out = Vec::new();
+    for c in chunks {
+        // SAFETY: each buffer is Envoy's for this hook, copied at once.
+        out.extend_from_slice(unsafe { envoy_bytes(*c) });
+    }
+    out
+}
+
+/// Writes a line to Envoy's log.
+pub fn log(level: abi::LogLevel, msg: &str) {
+    // SAFETY: the message buffer is borrowed for the call; Envoy copies it.
+    unsafe { abi::envoy_dynamic_module_callback_log(level, module_buffer(msg.as_bytes())) }
+}
+
+fn lines(pairs: &[(&str, &[u8])]) -> Vec<abi::ModuleHttpHeader> {
+    pairs
+        .iter()
+        .map(|(n, v)| abi::ModuleHttpHeader {
+            key_ptr: n.as_ptr().cast(),
+            key_length: n.len(),
+            value_ptr: v.as_ptr().cast(),
+            value_length: v.len(),
+        })
+        .collect()
+}
+
+impl Stream {
+    /// Every line of the `kind` header map (request or response), copied.
+    pub fn headers(self, kind: abi::HttpHeaderType) -> Fields {
+        // SAFETY: `self.0` is the current hook's filter (the type's contract).
+        let n = unsafe { abi::envoy_dynamic_module_callback_http_get_headers_size(self.0, kind) };
+        let empty = abi::EnvoyHttpHeader {
+            key_ptr: std::ptr::null(),
+            key_length: 0,
+            value_ptr: std::ptr::null(),
+            value_length: 0,
+        };
+        let mut raw = vec![empty; n];
+        // SAFETY: `raw` has room for the `n` records Envoy just counted.
+        let ok = unsafe {
+            abi::envoy_dynamic_module_callback_http_get_headers(self.0, kind, raw.as_mut_ptr())
+        };
+        if !ok {
+            return Vec::new();
+        }
+        // SAFETY: Envoy filled the `n` records for this hook.
+        unsafe { envoy_fields(raw.as_ptr(), n) }
+    }
+
+    /// Sets `name` in the `kind` map to `value` (every earlier value replaced); `None`
+    /// removes it.
+    pub fn set_header(self, kind: abi::HttpHeaderType, name: &str, value: Option<&[u8]>) {
+        let value = value.map_or(
+            abi::ModuleBuffer {
+                ptr: std::ptr::null(),
+                length: 0,
+            },
+            module_buffer,
+        );
+        // SAFETY: the current hook's filter; both buffers borrowed for the call (copied).
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_set_header(
+                self.0,
+                kind,
+                module_buffer(name.as_bytes()),
+                value,
+            );
+        }
+    }
+
+    /// Adds one more `name: value` line to the `kind` map.
+    pub fn add_header(self, kind: abi::HttpHeaderType, name: &str, value: &[u8]) {
+        // SAFETY: as `set_header`.
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_add_header(
+                self.0,
+                kind,
+                module_buffer(name.as_bytes()),
+                module_buffer(value),
+            );
+        }
+    }
+
+    /// Replaces the whole request header map with `pairs` (a repeated name: one line each).
+    pub fn replace_request_headers(self, pairs: &[(&str, &[u8])]) {
+        let kind = abi::HTTP_HEADER_TYPE_REQUEST_HEADER;
+        for (n, _) in self.headers(kind) {
+            if !pairs.iter().any(|(p, _)| p.eq_ignore_ascii_case(&n)) {
+                self.set_header(kind, &n, None);
+            }
+        }
+        for (i, (n, v)) in pairs.iter().enumerate() {
+            if pairs[..i].iter().any(|(p, _)| p.eq_ignore_ascii_case(n)) {
+                self.add_header(kind, n, v);
+            } else {
+                self.set_header(kind, n, Some(v));
+            }
+        }
+    }
+
+    /// Sends a local response: `status`, `pairs`, `body` (`None`: none, for `HEAD`).
+    pub fn send(self, status: u16, pairs: &[(&str, &[u8])], body: Option<&[u8]>) {
+        let mut h = lines(pairs);
+        // SAFETY: the current hook's filter; the header records and body are borrowed for
+        // the call (Envoy copies them into its reply).
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_send_response(
+                self.0,
+                u32::from(status),
+                h.as_mut_ptr(),
+                h.len(),
+                module_buffer(body.unwrap_or_default()),
+                module_buffer(b"cachet"),
+            );
+        }
+    }
+
+    /// Sends a `cachet_http::Reply` as the local response.
+    pub fn send_reply(self, r: &cachet_http::Reply) {
+        let h: Vec<(&str, &[u8])> = r.headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
+        self.send(r.status, &h, Some(&r.body));
+    }
+
+    /// Bytes of the response body Envoy holds for the filter: what it buffered, then what
+    /// this hook received.
+    pub fn response_body(self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for kind in [
+            abi::HTTP_BODY_TYPE_BUFFERED_RESPONSE_BODY,
+            abi::HTTP_BODY_TYPE_RECEIVED_RESPONSE_BODY,
+        ] {
+            // SAFETY: the current hook's filter.
+            let n = unsafe {
+                abi::envoy_dynamic_module_callback_http_get_body_chunks_size(self.0, kind)
+            };
+            let mut raw = vec![
+                abi::EnvoyBuffer {
+                    ptr: std::ptr::null(),
+                    length: 0,
+                };
+                n
+            ];
+            // SAFETY: `raw` has room for the `n` chunks just counted.
+            let ok = unsafe {
+                abi::envoy_dynamic_module_callback_http_get_body_chunks(
+                    self.0,
+                    kind,
+                    raw.as_mut_ptr(),
+                )
+            };
+            if ok {
+                // SAFETY: Envoy filled the `n` chunks for this hook.
+                out.extend(unsafe { envoy_chunks(raw.as_ptr(), n) });
+            }
+        }
+        out
+    }
+
+    /// Bytes of the response body held so far (buffered and received).
+    pub fn response_body_size(self) -> usize {
+        [
+            abi::HTTP_BODY_TYPE_BUFFERED_RESPONSE_BODY,
+            abi::HTTP_BODY_TYPE_RECEIVED_RESPONSE_BODY,
+        ]
+        .into_iter()
+        // SAFETY: the current hook's filter.
+        .map(|k| unsafe { abi::envoy_dynamic_module_callback_http_get_body_size(self.0, k) })
+        .sum()
+    }
+
+    /// Sends a request to `cluster` with `pairs` (pseudo-headers included) and no body;
+    /// the answer comes to `on_http_filter_http_callout_done` with the returned id.
+    ///
+    /// # Errors
+    /// Envoy's refusal (`HTTP_CALLOUT_INIT_RESULT_*`): nothing was sent.
+    pub fn callout(
+        self,
+        cluster: &str,
+        pairs: &[(&str, &[u8])],
+        timeout_ms: u64,
+    ) -> Result<u64, u32> {
+        let mut h = lines(pairs);
+        let mut id = 0u64;
+        // SAFETY: the current hook's filter; `id` is written by Envoy; the records and the
+        // cluster name are borrowed for the call (Envoy copies them into its request).
+        let r = unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_http_callout(
+                self.0,
+                &raw mut id,
+                module_buffer(cluster.as_bytes()),
+                h.as_mut_ptr(),
+                h.len(),
+                module_buffer(&[]),
+                timeout_ms,
+            )
+        };
+        if r == abi::HTTP_CALLOUT_INIT_RESULT_SUCCESS {
+            Ok(id)
+        } else {
+            Err(r)
+        }
+    }
+
+    /// Resumes the request path (a stream the filter stopped in its request headers).
+    pub fn continue_decoding(self) {
+        // SAFETY: the current hook's filter.
+        unsafe { abi::envoy_dynamic_module_callback_http_filter_continue_decoding(self.0) }
+    }
+
+    /// Resumes the response path.
+    pub fn continue_encoding(self) {
+        // SAFETY: the current hook's filter.
+        unsafe { abi::envoy_dynamic_module_callback_http_filter_continue_encoding(self.0) }
+    }
+
+    /// A scheduler for this stream (events arrive on its worker thread as
+    /// `on_http_filter_scheduled`).
+    pub fn scheduler(self) -> Scheduler {
+        // SAFETY: the current hook's filter; the scheduler is freed by `Scheduler::close`.
+        let p = unsafe { abi::envoy_dynamic_module_callback_http_filter_scheduler_new(self.0) };
+        Scheduler(std::sync::Mutex::new(Some(SchedulerPtr(p))))
+    }
+}
+
+struct SchedulerPtr(abi::HttpFilterSchedulerModulePtr);
+
+// SAFETY: the ABI lets any thread commit to a scheduler ("callable from any thread"); the
+// pointer is only used under the `Scheduler`'s mutex, and deleted once, by `close`.
+unsafe impl Send for SchedulerPtr {}
+
+/// A stream's scheduler, shared with the threads that may wake it ([`crate::store::Wake`]).
+/// `close` frees it on the stream's own thread; a wake after that does nothing.
+pub struct Scheduler(std::sync::Mutex<Option<SchedulerPtr>>);
+
+/// The one event the module schedules to a stream: its parked request may look again.
+pub const EVENT_WOKEN: u64 = 1;
+
+impl Scheduler {
+    /// Frees the scheduler (on the stream's thread, before the stream goes).
+    pub fn close(&self) {
+        let taken = (self.0.lock())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(p) = taken {
+            // SAFETY: made by `scheduler_new` and freed once (taken out under the lock, so
+            // no commit runs concurrently or after).
+            unsafe { abi::envoy_dynamic_module_callback_http_filter_scheduler_delete(p.0) }
+        }
+    }
+}
+
+impl crate::store::Wake for Scheduler {
+    fn wake(&self) {
+        let held = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(p) = held.as_ref() {
+            // SAFETY: alive until `close` (which takes the same lock); commit is
+            // callable from any thread.
+            unsafe {
+                abi::envoy_dynamic_module_callback_http_filter_scheduler_commit(p.0, EVENT_WOKEN);
+            }
+        }
+    }
+}
