@@ -121,6 +121,13 @@ pub const HTTP_HEADER_TYPE_RESPONSE_HEADER: HttpHeaderType = 2;
 /// `envoy_dynamic_module_type_http_header_type_ResponseTrailer`.
 pub const HTTP_HEADER_TYPE_RESPONSE_TRAILER: HttpHeaderType = 3;
 
+/// `envoy_dynamic_module_type_attribute_id`: a stream attribute (Envoy's attribute
+/// names, in the header's order; only the one the module reads is named here).
+pub type AttributeId = u32; // abi.h chars 9000..25000
+
+/// `response.code_details`: `via_upstream` for an answer that came from the upstream.
+pub const ATTRIBUTE_ID_RESPONSE_CODE_DETAILS: AttributeId = 16;
+
 /// `envoy_dynamic_module_type_log_level`: the level passed to the log callbacks (Envoy's
 /// `source/common/common/base_logger.h` levels).
 pub type LogLevel = u32; // abi.h chars 1200..17200
@@ -441,6 +448,33 @@ unsafe extern "C" {
         details: ModuleBuffer,
     ); // abi.h chars 97200..113200
 
+    /// Sends response headers downstream from the filter itself (`encodeHeaders` on the
+    /// decoder callbacks, no local-reply machinery), ending the stream when `end_stream`;
+    /// for a filter that stopped the request path and answers it (as Envoy's cache filter
+    /// answers a hit).
+    pub fn envoy_dynamic_module_callback_http_send_response_headers(
+        filter_envoy_ptr: HttpFilterEnvoyPtr,
+        headers_vector: *mut ModuleHttpHeader,
+        headers_vector_size: usize,
+        end_stream: bool,
+    ); // abi.h chars 97200..113200
+
+    /// Sends response body bytes downstream after `..._send_response_headers`, ending the
+    /// stream when `end_stream` (`encodeData`; Envoy copies `data`).
+    pub fn envoy_dynamic_module_callback_http_send_response_data(
+        filter_envoy_ptr: HttpFilterEnvoyPtr,
+        data: ModuleBuffer,
+        end_stream: bool,
+    ); // abi.h chars 97200..113200
+
+    /// Reads string attribute `attribute_id` of the stream into `*result` (Envoy's bytes,
+    /// valid for the current hook); false when absent or not a string attribute.
+    pub fn envoy_dynamic_module_callback_http_filter_get_attribute_string(
+        filter_envoy_ptr: HttpFilterEnvoyPtr,
+        attribute_id: AttributeId,
+        result: *mut EnvoyBuffer,
+    ) -> bool; // abi.h chars 161200..177200
+
     // -------------------------------------- Body ---------------------------------------------
 
     /// Number of buffers (chunks) in the `body_type` body (0 if unavailable or empty).
@@ -503,6 +537,19 @@ unsafe extern "C" {
     /// to `envoy_dynamic_module_on_http_filter_http_callout_done`.
     pub fn envoy_dynamic_module_callback_http_filter_http_callout(
         filter_envoy_ptr: HttpFilterEnvoyPtr,
+        callout_id_out: *mut u64,
+        cluster_name: ModuleBuffer,
+        headers: *mut ModuleHttpHeader,
+        headers_size: usize,
+        body: ModuleBuffer,
+        timeout_milliseconds: u64,
+    ) -> HttpCalloutInitResult; // abi.h chars 145200..161200
+
+    /// Starts an HTTP callout from the filter configuration (on the main thread), as
+    /// `..._http_filter_http_callout`; the answer comes to
+    /// `envoy_dynamic_module_on_http_filter_config_http_callout_done`.
+    pub fn envoy_dynamic_module_callback_http_filter_config_http_callout(
+        filter_config_envoy_ptr: HttpFilterConfigEnvoyPtr,
         callout_id_out: *mut u64,
         cluster_name: ModuleBuffer,
         headers: *mut ModuleHttpHeader,

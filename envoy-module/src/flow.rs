@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use cachet_http::exchange::{
@@ -30,7 +30,7 @@ use cachet_store::cache::{Wanted, classify, place, variant_of};
 use cachet_store::tier::StoredObject;
 
 use crate::abi;
-use crate::host::{Fields, Scheduler, Stream};
+use crate::host::{Config, Fields, Scheduler, Stream};
 use crate::store::{Claimed, Locks, Parked, Permit, Store, Wake};
 
 const REQUEST: abi::HttpHeaderType = abi::HTTP_HEADER_TYPE_REQUEST_HEADER;
@@ -50,6 +50,12 @@ pub struct Shared {
     /// Lock owners and exchange seeds.
     counter: AtomicU64,
     seed: u64,
+    /// Background refreshes handed out by client exchanges, waiting for the main thread.
+    queued: Mutex<Vec<Job>>,
+    /// Background refreshes whose callout is out, by callout id (main thread).
+    running: Mutex<HashMap<u64, Job>>,
+    /// Wakes the main thread for [`Shared::queued`] (the configuration's scheduler).
+    main: OnceLock<Arc<dyn Wake>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -74,6 +80,66 @@ impl Shared {
             failures: Mutex::default(),
             counter: AtomicU64::new(1),
             seed: RandomState::new().hash_one(0x6361_6368_6574_u64),
+            queued: Mutex::default(),
+            running: Mutex::default(),
+            main: OnceLock::new(),
+        }
+    }
+
+    /// Sets what wakes the main thread for background refreshes (once, in `config_new`).
+    pub fn set_main(&self, waker: Arc<dyn Wake>) {
+        // A second call keeps the first waker: there is one configuration scheduler.
+        let _ = self.main.set(waker);
+    }
+
+    /// Queues a background refresh for the main thread.
+    fn queue(&self, job: Job) {
+        (self.queued.lock().unwrap_or_else(PoisonError::into_inner)).push(job);
+        if let Some(w) = self.main.get() {
+            w.wake();
+        }
+    }
+
+    /// The main thread's turn: starts every queued background refresh (its callout through
+    /// `config`).
+    pub fn run_refreshes(&self, config: Config) {
+        let jobs = std::mem::take(&mut *self.queued.lock().unwrap_or_else(PoisonError::into_inner));
+        for mut job in jobs {
+            if let Some(id) = self.drive_job(config, &mut job, Event::Start) {
+                (self.running.lock().unwrap_or_else(PoisonError::into_inner)).insert(id, job);
+            }
+        }
+    }
+
+    /// A background refresh's callout answered (`None`: it failed), on the main thread.
+    pub fn refresh_answered(&self, config: Config, id: u64, answer: Option<(Fields, Vec<u8>)>) {
+        let job = (self.running.lock().unwrap_or_else(PoisonError::into_inner)).remove(&id);
+        let Some(mut job) = job else { return };
+        let event = answered(&mut job.flow, answer);
+        if let Some(next) = self.drive_job(config, &mut job, event) {
+            (self.running.lock().unwrap_or_else(PoisonError::into_inner)).insert(next, job);
+        }
+    }
+
+    /// Drives a background refresh; returns its callout id while one is out.
+    fn drive_job(&self, config: Config, job: &mut Job, event: Ev) -> Option<u64> {
+        let Job {
+            flow,
+            inputs,
+            client,
+        } = job;
+        let plan = get_plan(&self.policy, inputs, flow.at);
+        let mut d = Driver {
+            sh: self,
+            host: Host::Main(config),
+            client,
+            inputs,
+            scheduler: None,
+        };
+        d.drive(&plan, flow, event, now().1);
+        match flow.stage {
+            Stage::Callout(id) => Some(id),
+            _ => None,
         }
     }
 
@@ -198,14 +264,109 @@ struct Flow {
     started: Timestamp,
     /// Its write was refused (a variant over `[edge].max_variants`): `PASS`.
     refused: bool,
-    /// The request is still held in its headers: it may be rewritten and continued.
+    /// The request is still held in its headers: it may be rewritten and continued, and
+    /// answered by the filter itself. Once its fill went through the router, the response
+    /// path has begun, and an answer replaces it as a local reply.
     holding: bool,
     /// The stream has ended: only writes are carried out.
     gone: bool,
 }
 
-/// One stream.
+/// A background refresh: its flow, with the request and client fields it was planned from.
+struct Job {
+    flow: Flow,
+    inputs: Inputs,
+    client: Client,
+}
+
+/// Where the driver carries out its actions.
+#[derive(Clone, Copy)]
+enum Host {
+    /// A stream's hook, on its worker thread.
+    Stream(Stream),
+    /// The configuration, on the main thread (background refreshes).
+    Main(Config),
+}
+
+/// One stream, as Envoy's hooks reach it.
+///
+/// Envoy may call a stream's hooks from inside another of its hooks: a reply the module
+/// sends can end the stream at once, and `on_http_filter_stream_complete` then runs before
+/// the hook that sent it returns. So every hook takes `&self`, the stream's state is behind
+/// a `RefCell`, and a completion that arrives while a hook runs is recorded and carried out
+/// when that hook returns: the state is never freed under a hook that still uses it.
 pub struct Filter {
+    inner: std::cell::RefCell<Inner>,
+    completed: std::cell::Cell<Option<Stream>>,
+}
+
+impl Filter {
+    /// A stream of the configuration `shared`.
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            inner: std::cell::RefCell::new(Inner::new(shared)),
+            completed: std::cell::Cell::new(None),
+        }
+    }
+
+    /// Runs `f` on the state (`default` when a hook already holds it), then a completion
+    /// that arrived meanwhile.
+    fn with<R>(&self, default: R, f: impl FnOnce(&mut Inner) -> R) -> R {
+        let r = match self.inner.try_borrow_mut() {
+            Ok(mut inner) => f(&mut inner),
+            Err(_) => return default,
+        };
+        if let Some(s) = self.completed.take() {
+            self.on_stream_complete(s);
+        }
+        r
+    }
+
+    /// The request's headers.
+    pub fn on_request_headers(&self, s: Stream, end_of_stream: bool) -> Go {
+        self.with(Go::Paused, |i| i.on_request_headers(s, end_of_stream))
+    }
+
+    /// The scheduler's event: a parked request looks again.
+    pub fn on_scheduled(&self, s: Stream) {
+        self.with((), |i| i.on_scheduled(s));
+    }
+
+    /// A callout's answer (`None`: it failed).
+    pub fn on_callout_done(&self, s: Stream, id: u64, answer: Option<(Fields, Vec<u8>)>) {
+        self.with((), |i| i.on_callout_done(s, id, answer));
+    }
+
+    /// The response's headers.
+    pub fn on_response_headers(&self, s: Stream, end_of_stream: bool) -> Go {
+        self.with(Go::Downstream, |i| i.on_response_headers(s, end_of_stream))
+    }
+
+    /// A chunk of the response body; `(Paused, true)`: buffer it.
+    pub fn on_response_body(&self, s: Stream, end_of_stream: bool) -> (Go, bool) {
+        self.with((Go::Downstream, false), |i| {
+            i.on_response_body(s, end_of_stream)
+        })
+    }
+
+    /// The stream ended (now, or when the hook running returns).
+    pub fn on_stream_complete(&self, s: Stream) {
+        match self.inner.try_borrow_mut() {
+            Ok(mut inner) => inner.on_stream_complete(s),
+            Err(_) => self.completed.set(Some(s)),
+        }
+    }
+
+    /// Leaves the key's queue and frees the scheduler (the stream is going).
+    pub fn close(&self) {
+        if let Ok(mut inner) = self.inner.try_borrow_mut() {
+            inner.close();
+        }
+    }
+}
+
+/// A stream's state.
+struct Inner {
     shared: Arc<Shared>,
     inputs: Option<Inputs>,
     client: Client,
@@ -235,9 +396,8 @@ fn text<'a>(fields: &'a Fields, name: &str) -> &'a str {
         .unwrap_or_default()
 }
 
-impl Filter {
-    /// A stream of the configuration `shared`.
-    pub fn new(shared: Arc<Shared>) -> Self {
+impl Inner {
+    fn new(shared: Arc<Shared>) -> Self {
         Self {
             shared,
             inputs: None,
@@ -249,7 +409,7 @@ impl Filter {
     }
 
     /// The request's headers: answered here (`false`: stop), or on to the origin.
-    pub fn on_request_headers(&mut self, s: Stream, end_of_stream: bool) -> Go {
+    fn on_request_headers(&mut self, s: Stream, end_of_stream: bool) -> Go {
         let sh = Arc::clone(&self.shared);
         let p = &sh.policy;
         let mut headers = s.headers(REQUEST);
@@ -330,9 +490,10 @@ impl Filter {
         });
         let mut d = Driver {
             sh: &sh,
-            s,
+            host: Host::Stream(s),
             client: &self.client,
-            scheduler: &mut self.scheduler,
+            inputs,
+            scheduler: Some(&mut self.scheduler),
         };
         d.drive(&plan, flow, Event::Start, ts)
     }
@@ -346,9 +507,10 @@ impl Filter {
         let plan = get_plan(&sh.policy, inputs, flow.at);
         let mut d = Driver {
             sh: &sh,
-            s,
+            host: Host::Stream(s),
             client: &self.client,
-            scheduler: &mut self.scheduler,
+            inputs,
+            scheduler: Some(&mut self.scheduler),
         };
         d.drive(&plan, flow, event, now().1)
     }
@@ -358,7 +520,7 @@ impl Filter {
     }
 
     /// The scheduler's event: a parked request looks again.
-    pub fn on_scheduled(&mut self, s: Stream) {
+    fn on_scheduled(&mut self, s: Stream) {
         if self.stage() != Some(Stage::Parked) {
             return;
         }
@@ -368,37 +530,21 @@ impl Filter {
     }
 
     /// A callout's answer (`None`: it failed).
-    pub fn on_callout_done(&mut self, s: Stream, id: u64, answer: Option<(Fields, Vec<u8>)>) {
+    fn on_callout_done(&mut self, s: Stream, id: u64, answer: Option<(Fields, Vec<u8>)>) {
         let Some(flow) = self.flow.as_mut() else {
             return;
         };
         if flow.stage != Stage::Callout(id) {
             return;
         }
-        let event = match answer {
-            Some((headers, body)) => {
-                let status = text(&headers, ":status").parse().unwrap_or(502);
-                let head = AnswerHead {
-                    status,
-                    fields: headers.clone(),
-                    elapsed: elapsed(flow.started),
-                };
-                flow.answer = Some(Answer::Callout {
-                    status,
-                    headers,
-                    body,
-                });
-                Event::Head(head)
-            }
-            None => Event::OriginFailed("the callout failed".into()),
-        };
+        let event = answered(flow, answer);
         if self.drive_later(s, event) == Go::Upstream {
             s.continue_decoding();
         }
     }
 
     /// The response's headers.
-    pub fn on_response_headers(&mut self, s: Stream, end_of_stream: bool) -> Go {
+    fn on_response_headers(&mut self, s: Stream, end_of_stream: bool) -> Go {
         match self.stage() {
             Some(Stage::Router) => {}
             Some(Stage::Passed) | None if self.passed || self.flow.is_some() => {
@@ -408,6 +554,25 @@ impl Filter {
                 return Go::Downstream;
             }
             _ => return Go::Downstream,
+        }
+        if !s.via_upstream() {
+            let status = text(&s.headers(RESPONSE), ":status").parse().unwrap_or(0);
+            return match cachet_http::fill::proxy_reply(status) {
+                cachet_http::fill::ProxyReply::Forward => {
+                    s.set_header(
+                        RESPONSE,
+                        "x-cache",
+                        Some(CacheStatus::Error.as_str().as_bytes()),
+                    );
+                    if let Some(f) = self.flow.as_mut() {
+                        f.stage = Stage::Streaming;
+                    }
+                    Go::Downstream
+                }
+                cachet_http::fill::ProxyReply::Failed(reason) => {
+                    self.drive_later(s, Event::OriginFailed(reason))
+                }
+            };
         }
         let mut hs = s.headers(RESPONSE);
         // Envoy joined the origin's `Cache-Control` lines with a bare comma: stored and
@@ -432,7 +597,7 @@ impl Filter {
     }
 
     /// A chunk of the response body; `Paused` with the stage still `Router`: buffer it.
-    pub fn on_response_body(&mut self, s: Stream, end_of_stream: bool) -> (Go, bool) {
+    fn on_response_body(&mut self, s: Stream, end_of_stream: bool) -> (Go, bool) {
         if self.stage() != Some(Stage::Router) {
             return (Go::Downstream, false);
         }
@@ -449,7 +614,7 @@ impl Filter {
 
     /// The stream ended: a router fill cut short is recorded for the requests waiting for
     /// it; the permit and the parked place go with the stream.
-    pub fn on_stream_complete(&mut self, s: Stream) {
+    fn on_stream_complete(&mut self, s: Stream) {
         if let Some(f) = self.flow.as_mut() {
             f.gone = true;
         }
@@ -460,7 +625,7 @@ impl Filter {
     }
 
     /// Leaves the key's queue and frees the scheduler (the stream is going).
-    pub fn close(&mut self) {
+    fn close(&mut self) {
         if let (Some(f), Some(w)) = (&self.flow, &self.scheduler)
             && f.stage == Stage::Parked
         {
@@ -471,6 +636,28 @@ impl Filter {
             w.close();
         }
         self.flow = None;
+    }
+}
+
+/// The exchange's event for a callout's answer (`None`: it failed), the answer kept in
+/// `flow` for the body and an unstored reply.
+fn answered(flow: &mut Flow, answer: Option<(Fields, Vec<u8>)>) -> Ev {
+    match answer {
+        Some((headers, body)) => {
+            let status = text(&headers, ":status").parse().unwrap_or(502);
+            let head = AnswerHead {
+                status,
+                fields: headers.clone(),
+                elapsed: elapsed(flow.started),
+            };
+            flow.answer = Some(Answer::Callout {
+                status,
+                headers,
+                body,
+            });
+            Event::Head(head)
+        }
+        None => Event::OriginFailed("the callout failed".into()),
     }
 }
 
@@ -505,12 +692,14 @@ enum Next {
     Wait(Go),
 }
 
-/// One hook's driving: the stream, its client and scheduler.
+/// One hook's driving: where actions are carried out, the request, its client and the
+/// stream's scheduler (none on the main thread).
 struct Driver<'a> {
     sh: &'a Shared,
-    s: Stream,
+    host: Host,
     client: &'a Client,
-    scheduler: &'a mut Option<Arc<Scheduler>>,
+    inputs: &'a Inputs,
+    scheduler: Option<&'a mut Option<Arc<Scheduler>>>,
 }
 
 impl Driver<'_> {
@@ -524,14 +713,21 @@ impl Driver<'_> {
                 let cx = context(p, plan, self.client, &flow.want.fields);
                 flow.ex.handle(cx, now, event)
             };
-            event = match self.perform(flow, action, now) {
+            event = match self.perform(plan, flow, action, now) {
                 Next::Event(e) => e,
                 Next::Wait(go) => return go,
             };
         }
     }
 
-    fn perform(&mut self, flow: &mut Flow, action: Act, now: Timestamp) -> Next {
+    fn stream(&self) -> Option<Stream> {
+        match self.host {
+            Host::Stream(s) => Some(s),
+            Host::Main(_) => None,
+        }
+    }
+
+    fn perform(&mut self, plan: &Plan<'_>, flow: &mut Flow, action: Act, now: Timestamp) -> Next {
         match action {
             Step::Lookup { .. } => Next::Event(self.look(flow, now)),
             Step::CheckBan => Next::Event(Event::Ban(false)),
@@ -551,7 +747,7 @@ impl Driver<'_> {
             Step::Park(_) => self.park(flow),
             Step::Fetch { fields } => self.fetch(flow, &fields),
             Step::ReadBody { limit } => read_body(flow, limit),
-            Step::Done(done) => Next::Wait(self.done(flow, done, now)),
+            Step::Done(done) => Next::Wait(self.done(plan, flow, done, now)),
         }
     }
 
@@ -593,11 +789,11 @@ impl Driver<'_> {
 
     /// Parks the stream behind the key's fill (`[collapse].max_waiters`).
     fn park(&mut self, flow: &mut Flow) -> Next {
-        let s = self.s;
-        let w = Arc::clone(
-            self.scheduler
-                .get_or_insert_with(|| Arc::new(s.scheduler())),
-        );
+        // A background refresh holds the fill right: it never waits (a host bug otherwise).
+        let (Host::Stream(s), Some(slot)) = (self.host, self.scheduler.as_deref_mut()) else {
+            return Next::Event(Event::Refused);
+        };
+        let w = Arc::clone(slot.get_or_insert_with(|| Arc::new(s.scheduler())));
         let max = self.sh.policy.config().collapse.max_waiters;
         match self.sh.locks.park(&flow.want.key, w, max) {
             Parked::Waiting => {
@@ -617,10 +813,11 @@ impl Driver<'_> {
             .iter()
             .any(|(n, _)| n == "if-none-match" || n == "if-modified-since");
         flow.started = now().1;
-        if flow.holding && self.client.get && !conditional {
+        let routable = flow.holding && self.client.get && !conditional;
+        if let (Host::Stream(s), true) = (self.host, routable) {
             let router = Some(("http", self.client));
             let lines = cachet_http::fill::request_lines(&flow.want.target, fields, router);
-            self.s.replace_request_headers(&lines);
+            s.replace_request_headers(&lines);
             flow.stage = Stage::Router;
             flow.holding = false;
             return Next::Wait(Go::Upstream);
@@ -628,10 +825,12 @@ impl Driver<'_> {
         let lines = cachet_http::fill::request_lines(&flow.want.target, fields, None);
         let timeout = p.config().origin.first_byte_timeout.0;
         let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        match self
-            .s
-            .callout(&p.config().envoy.cluster, &lines, timeout_ms)
-        {
+        let cluster = &p.config().envoy.cluster;
+        let sent = match self.host {
+            Host::Stream(s) => s.callout(cluster, &lines, timeout_ms),
+            Host::Main(c) => c.callout(cluster, &lines, timeout_ms),
+        };
+        match sent {
             Ok(id) => {
                 flow.stage = Stage::Callout(id);
                 Next::Wait(Go::Paused)
@@ -643,16 +842,48 @@ impl Driver<'_> {
     /// The exchange's last action: its write, then its answer.
     fn done(
         &mut self,
+        plan: &Plan<'_>,
         flow: &mut Flow,
         done: Done<Hold, Arc<StoredObject>, ()>,
         now: Timestamp,
     ) -> Go {
-        let Done { write, respond, .. } = done;
+        let Done {
+            write,
+            respond,
+            refresh,
+        } = done;
         let written = write.and_then(|w| self.write(flow, w, now));
-        if flow.gone {
-            return Go::Paused;
+        let go = match self.stream() {
+            Some(s) if !flow.gone => self.answer(s, flow, respond, written, now),
+            _ => {
+                flow.stage = Stage::Answered;
+                Go::Paused
+            }
+        };
+        if let Some(bg) = refresh {
+            // Run on the main thread after this answer: the stream may end first.
+            let cx = context(&self.sh.policy, plan, self.client, &flow.want.fields);
+            let ex = Exchange::refresh(cx, bg, now)
+                .lookup_applies_bans()
+                .found_carries_body();
+            self.sh.queue(Job {
+                flow: Flow {
+                    ex,
+                    at: flow.at,
+                    want: flow.want.clone(),
+                    forward: Forward::default(),
+                    stage: Stage::Deciding,
+                    answer: None,
+                    started: now,
+                    refused: false,
+                    holding: false,
+                    gone: false,
+                },
+                inputs: self.inputs.clone(),
+                client: self.client.clone(),
+            });
         }
-        self.answer(flow, respond, written, now)
+        go
     }
 
     /// Carries out a write; returns the object written (or built and refused: the answer
@@ -697,6 +928,7 @@ impl Driver<'_> {
     /// The client's answer.
     fn answer(
         &self,
+        s: Stream,
         flow: &mut Flow,
         respond: Respond<Arc<StoredObject>, ()>,
         written: Option<Arc<StoredObject>>,
@@ -727,15 +959,15 @@ impl Driver<'_> {
                         } else {
                             status
                         };
-                        self.respond(&o, status, now, &cookies);
+                        self.respond(s, &o, status, now, &cookies, !flow.holding);
                         return Go::Paused;
                     }
                     None => Some(unavailable()),
                 }
             }
-            Respond::Unstored { body, .. } => return self.unstored(flow, body),
+            Respond::Unstored { body, .. } => return self.unstored(s, flow, body),
             Respond::Pass => {
-                flow.forward.apply(self.s, &self.sh.policy);
+                flow.forward.apply(s, &self.sh.policy);
                 flow.stage = Stage::Passed;
                 return Go::Upstream;
             }
@@ -748,14 +980,22 @@ impl Driver<'_> {
         };
         flow.stage = Stage::Answered;
         if let Some(r) = reply {
-            self.s.send_reply(&r);
+            s.send_reply(&r);
         }
         Go::Paused
     }
 
     /// A stored object as the local reply (`cachet_http::deliver` decides status, headers
     /// and bytes), with a per-user 304's own `Set-Cookie` lines (`extra`).
-    fn respond(&self, obj: &StoredObject, status: CacheStatus, now: Timestamp, extra: &Fields) {
+    fn respond(
+        &self,
+        s: Stream,
+        obj: &StoredObject,
+        status: CacheStatus,
+        now: Timestamp,
+        extra: &Fields,
+        routed: bool,
+    ) {
         let d = cachet_http::deliver(&obj.h.meta, self.client, now, status);
         // Inflated per identity client (the filter's in-VM tier keeps such a copy; the
         // process-wide store keeps one representation).
@@ -764,7 +1004,7 @@ impl Driver<'_> {
                 let r = cachet_http::reply::failure(Failure::Cache {
                     retry_after_secs: retry_after(),
                 });
-                self.s.send_reply(&r);
+                s.send_reply(&r);
                 return;
             };
             Some(b)
@@ -778,19 +1018,23 @@ impl Driver<'_> {
             .map(|(n, v)| (n.as_ref(), v.as_ref()))
             .collect();
         h.extend(extra.iter().map(|(n, v)| (n.as_str(), v.as_slice())));
-        self.s.send(head.status, &h, body);
+        if routed {
+            s.send(head.status, &h, body);
+        } else {
+            s.encode(head.status, &h, body);
+        }
     }
 
     /// The origin's answer, not stored: a callout's as a local reply; a router answer
     /// held whole likewise; one not read streams on with the edge's edits.
-    fn unstored(&self, flow: &mut Flow, body: Option<Vec<u8>>) -> Go {
+    fn unstored(&self, s: Stream, flow: &mut Flow, body: Option<Vec<u8>>) -> Go {
         let limit = self.sh.policy.config().edge.max_object_bytes;
         match flow.answer.take() {
             Some(Answer::Callout { body: held, .. })
                 if held.len() as u64 > limit && body.is_none() =>
             {
                 // Too large to hold: this request goes through the router, streamed.
-                flow.forward.apply(self.s, &self.sh.policy);
+                flow.forward.apply(s, &self.sh.policy);
                 flow.stage = Stage::Passed;
                 Go::Upstream
             }
@@ -801,7 +1045,7 @@ impl Driver<'_> {
             }) => {
                 flow.stage = Stage::Answered;
                 let b = body.unwrap_or(held);
-                self.send_origin(status, &headers, &b);
+                self.send_origin(s, status, &headers, &b);
                 Go::Paused
             }
             Some(Answer::Router {
@@ -809,28 +1053,28 @@ impl Driver<'_> {
             }) => match body {
                 None => {
                     flow.stage = Stage::Streaming;
-                    edit_forwarded(self.s, &headers, &respaced, self.client);
+                    edit_forwarded(s, &headers, &respaced, self.client);
                     Go::Downstream
                 }
                 Some(b) => {
                     flow.stage = Stage::Answered;
                     let status = text(&headers, ":status").parse().unwrap_or(502);
-                    self.send_origin(status, &headers, &b);
+                    self.send_origin(s, status, &headers, &b);
                     Go::Paused
                 }
             },
             None => {
                 flow.stage = Stage::Answered;
-                self.s.send_reply(&unavailable());
+                s.send_reply(&unavailable());
                 Go::Paused
             }
         }
     }
 
-    fn send_origin(&self, status: u16, headers: &Fields, body: &[u8]) {
+    fn send_origin(&self, s: Stream, status: u16, headers: &Fields, body: &[u8]) {
         let r = cachet_http::unstored::origin_reply(status, headers, body, self.client);
         let h: Vec<(&str, &[u8])> = r.lines.iter().map(|(n, v)| (*n, &**v)).collect();
-        self.s.send(r.status, &h, r.body.as_deref());
+        s.send(r.status, &h, r.body.as_deref());
     }
 }
 

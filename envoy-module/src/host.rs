@@ -190,6 +190,57 @@ impl Stream {
         }
     }
 
+    /// Answers the request from the filter itself: `status` and `pairs` as the response
+    /// headers, then `body` (`None`: none, for `HEAD`), the way Envoy's cache filter
+    /// answers a hit (`encodeHeaders`/`encodeData`, none of the local-reply machinery).
+    /// Only while the request path is stopped and no response has begun; answers in the
+    /// response path go through [`Self::send`].
+    pub fn encode(self, status: u16, pairs: &[(&str, &[u8])], body: Option<&[u8]>) {
+        let code = status.to_string();
+        let mut all = Vec::with_capacity(pairs.len() + 1);
+        all.push((":status", code.as_bytes()));
+        all.extend_from_slice(pairs);
+        let mut h = lines(&all);
+        let body = body.filter(|b| !b.is_empty());
+        // SAFETY: the current hook's filter; the records and body are borrowed for the
+        // calls (Envoy copies them into its header map and buffer).
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_send_response_headers(
+                self.0,
+                h.as_mut_ptr(),
+                h.len(),
+                body.is_none(),
+            );
+            if let Some(b) = body {
+                abi::envoy_dynamic_module_callback_http_send_response_data(
+                    self.0,
+                    module_buffer(b),
+                    true,
+                );
+            }
+        }
+    }
+
+    /// Whether the response in hand came from the upstream (`response.code_details` is
+    /// `via_upstream`, or unset) rather than from Envoy itself (a reset, a refused
+    /// connection, a timeout: its own reply).
+    pub fn via_upstream(self) -> bool {
+        let mut b = abi::EnvoyBuffer {
+            ptr: std::ptr::null(),
+            length: 0,
+        };
+        // SAFETY: the current hook's filter; Envoy writes one buffer record into `b`.
+        let ok = unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_get_attribute_string(
+                self.0,
+                abi::ATTRIBUTE_ID_RESPONSE_CODE_DETAILS,
+                &raw mut b,
+            )
+        };
+        // SAFETY: Envoy's bytes for this hook, compared at once.
+        !ok || unsafe { envoy_bytes(b) } == b"via_upstream"
+    }
+
     /// Sends a `cachet_http::Reply` as the local response.
     pub fn send_reply(self, r: &cachet_http::Reply) {
         let h: Vec<(&str, &[u8])> = r.headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
@@ -335,6 +386,100 @@ impl crate::store::Wake for Scheduler {
             // callable from any thread.
             unsafe {
                 abi::envoy_dynamic_module_callback_http_filter_scheduler_commit(p.0, EVENT_WOKEN);
+            }
+        }
+    }
+}
+
+/// A filter configuration in Envoy (`envoy_dynamic_module_type_http_filter_config_envoy_ptr`):
+/// valid from `on_http_filter_config_new` until `on_http_filter_config_destroy`; its
+/// callouts are made on the main thread only (its scheduler's events arrive there).
+#[derive(Debug, Clone, Copy)]
+pub struct Config(pub abi::HttpFilterConfigEnvoyPtr);
+
+impl Config {
+    /// [`Stream::callout`] from the configuration: the answer comes to
+    /// `on_http_filter_config_http_callout_done` on the main thread.
+    ///
+    /// # Errors
+    /// Envoy's refusal (`HTTP_CALLOUT_INIT_RESULT_*`): nothing was sent.
+    pub fn callout(
+        self,
+        cluster: &str,
+        pairs: &[(&str, &[u8])],
+        timeout_ms: u64,
+    ) -> Result<u64, u32> {
+        let mut h = lines(pairs);
+        let mut id = 0u64;
+        // SAFETY: called on the main thread from one of the configuration's hooks (the
+        // type's contract); `id` is written by Envoy; records and name borrowed for the call.
+        let r = unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_config_http_callout(
+                self.0,
+                &raw mut id,
+                module_buffer(cluster.as_bytes()),
+                h.as_mut_ptr(),
+                h.len(),
+                module_buffer(&[]),
+                timeout_ms,
+            )
+        };
+        if r == abi::HTTP_CALLOUT_INIT_RESULT_SUCCESS {
+            Ok(id)
+        } else {
+            Err(r)
+        }
+    }
+
+    /// The configuration's scheduler (events arrive on the main thread as
+    /// `on_http_filter_config_scheduled`).
+    pub fn scheduler(self) -> ConfigScheduler {
+        // SAFETY: called in `config_new` on the main thread; freed by `ConfigScheduler::close`.
+        let p =
+            unsafe { abi::envoy_dynamic_module_callback_http_filter_config_scheduler_new(self.0) };
+        ConfigScheduler(std::sync::Mutex::new(Some(ConfigSchedulerPtr(p))))
+    }
+}
+
+struct ConfigSchedulerPtr(abi::HttpFilterConfigSchedulerModulePtr);
+
+// SAFETY: the ABI lets any thread commit to a configuration's scheduler; the pointer is only
+// used under the `ConfigScheduler`'s mutex and deleted once, by `close`.
+unsafe impl Send for ConfigSchedulerPtr {}
+
+/// The configuration's scheduler, shared with the worker threads that queue main-thread
+/// work (background refreshes).
+pub struct ConfigScheduler(std::sync::Mutex<Option<ConfigSchedulerPtr>>);
+
+/// The one event the module schedules to its configuration: queued refreshes are due.
+pub const EVENT_REFRESH: u64 = 1;
+
+impl ConfigScheduler {
+    /// Frees the scheduler (in `config_destroy`, on the main thread).
+    pub fn close(&self) {
+        let taken = (self.0.lock())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(p) = taken {
+            // SAFETY: made by `config_scheduler_new`, freed once under the lock.
+            unsafe { abi::envoy_dynamic_module_callback_http_filter_config_scheduler_delete(p.0) }
+        }
+    }
+}
+
+impl crate::store::Wake for ConfigScheduler {
+    fn wake(&self) {
+        let held = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(p) = held.as_ref() {
+            // SAFETY: alive until `close` (same lock); commit is callable from any thread.
+            unsafe {
+                abi::envoy_dynamic_module_callback_http_filter_config_scheduler_commit(
+                    p.0,
+                    EVENT_REFRESH,
+                );
             }
         }
     }

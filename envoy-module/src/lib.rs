@@ -39,17 +39,20 @@ use crate::host::{Stream, envoy_bytes, envoy_chunks, envoy_fields, log};
 /// share.
 struct FilterConfig {
     shared: Arc<Shared>,
+    /// The main thread's scheduler (background refreshes), freed with the configuration.
+    main: Arc<host::ConfigScheduler>,
 }
 
 /// The stream behind a module pointer.
 ///
 /// # Safety
 /// `filter` must be a pointer `on_http_filter_new` returned and `on_http_filter_destroy`
-/// has not freed; Envoy calls a stream's hooks on its one worker thread, one at a time, so
-/// the `&mut` is unique.
-unsafe fn filter<'a>(filter: abi::HttpFilterModulePtr) -> &'a mut Filter {
+/// has not freed. Envoy calls a stream's hooks on its one worker thread, possibly one
+/// inside another (a reply sent can complete the stream at once): hence a shared
+/// reference, the [`Filter`] keeping its state behind a `RefCell`.
+unsafe fn filter<'a>(filter: abi::HttpFilterModulePtr) -> &'a Filter {
     // SAFETY: the caller's contract.
-    unsafe { &mut *(filter.cast_mut().cast::<Filter>()) }
+    unsafe { &*(filter.cast::<Filter>()) }
 }
 
 // ---- event hooks ---------------------------------------------------------------------------
@@ -67,7 +70,7 @@ const _: abi::OnProgramInit = envoy_dynamic_module_on_program_init;
 /// configuration that does not load is refused (null), its reason logged at error level.
 #[unsafe(no_mangle)]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
-    _envoy: abi::HttpFilterConfigEnvoyPtr,
+    envoy: abi::HttpFilterConfigEnvoyPtr,
     _name: abi::EnvoyBuffer,
     config: abi::EnvoyBuffer,
 ) -> abi::HttpFilterConfigModulePtr {
@@ -85,7 +88,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
                 ),
             );
             let shared = Arc::new(Shared::new(policy));
-            Box::into_raw(Box::new(FilterConfig { shared })) as abi::HttpFilterConfigModulePtr
+            let main = Arc::new(host::Config(envoy).scheduler());
+            shared.set_main(main.clone());
+            Box::into_raw(Box::new(FilterConfig { shared, main })) as abi::HttpFilterConfigModulePtr
         }
         Err(e) => {
             log(
@@ -104,8 +109,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(
     config: abi::HttpFilterConfigModulePtr,
 ) {
     if !config.is_null() {
-        // SAFETY: `config` came from `Box::into_raw` in `config_new`; Envoy destroys it once.
-        drop(unsafe { Box::from_raw(config as *mut FilterConfig) });
+        // SAFETY: `config` came from `Box::into_raw` in `config_new`; Envoy destroys it once,
+        // on the main thread (where its scheduler is freed).
+        let c = unsafe { Box::from_raw(config as *mut FilterConfig) };
+        c.main.close();
     }
 }
 const _: abi::OnHttpFilterConfigDestroy = envoy_dynamic_module_on_http_filter_config_destroy;
@@ -130,7 +137,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_destroy(filter: abi::HttpF
     if !filter.is_null() {
         // SAFETY: `filter` came from `Box::into_raw` in `filter_new`; destroyed once, on
         // the stream's thread (where its scheduler is freed).
-        let mut f = unsafe { Box::from_raw(filter as *mut Filter) };
+        let f = unsafe { Box::from_raw(filter as *mut Filter) };
         f.close();
     }
 }
@@ -372,28 +379,52 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
 }
 const _: abi::OnHttpFilterScheduled = envoy_dynamic_module_on_http_filter_scheduled;
 
-/// `…_config_scheduled`: no configuration schedulers yet.
+/// `…_config_scheduled`: the main thread's turn for queued background refreshes.
+///
+/// # Safety
+/// Called by Envoy only, with the pointers its ABI hands this hook.
 #[unsafe(no_mangle)]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(
-    _envoy: abi::HttpFilterConfigEnvoyPtr,
-    _config: abi::HttpFilterConfigModulePtr,
-    _event_id: u64,
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(
+    envoy: abi::HttpFilterConfigEnvoyPtr,
+    config: abi::HttpFilterConfigModulePtr,
+    event_id: u64,
 ) {
+    // SAFETY: a pointer `config_new` returned, alive until `config_destroy` (main thread).
+    let c = unsafe { &*config.cast::<FilterConfig>() };
+    if event_id == host::EVENT_REFRESH {
+        c.shared.run_refreshes(host::Config(envoy));
+    }
 }
 const _: abi::OnHttpFilterConfigScheduled = envoy_dynamic_module_on_http_filter_config_scheduled;
 
-/// `…_config_http_callout_done`.
+/// `…_config_http_callout_done`: a background refresh's answer.
+///
+/// # Safety
+/// Called by Envoy only, with the pointers its ABI hands this hook.
 #[unsafe(no_mangle)]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout_done(
-    _envoy: abi::HttpFilterConfigEnvoyPtr,
-    _config: abi::HttpFilterConfigModulePtr,
-    _callout_id: u64,
-    _result: abi::HttpCalloutResult,
-    _headers: *mut abi::EnvoyHttpHeader,
-    _headers_size: usize,
-    _body_chunks: *mut abi::EnvoyBuffer,
-    _body_chunks_size: usize,
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout_done(
+    envoy: abi::HttpFilterConfigEnvoyPtr,
+    config: abi::HttpFilterConfigModulePtr,
+    callout_id: u64,
+    result: abi::HttpCalloutResult,
+    headers: *mut abi::EnvoyHttpHeader,
+    headers_size: usize,
+    body_chunks: *mut abi::EnvoyBuffer,
+    body_chunks_size: usize,
 ) {
+    // SAFETY: a pointer `config_new` returned, alive until `config_destroy` (main thread).
+    let c = unsafe { &*config.cast::<FilterConfig>() };
+    let answer = (result == abi::HTTP_CALLOUT_RESULT_SUCCESS).then(|| {
+        // SAFETY: Envoy hands the answer's records and chunks to this hook.
+        unsafe {
+            (
+                envoy_fields(headers, headers_size),
+                envoy_chunks(body_chunks, body_chunks_size),
+            )
+        }
+    });
+    c.shared
+        .refresh_answered(host::Config(envoy), callout_id, answer);
 }
 const _: abi::OnHttpFilterConfigHttpCalloutDone =
     envoy_dynamic_module_on_http_filter_config_http_callout_done;

@@ -357,6 +357,28 @@ pub fn request_fields(
     out
 }
 
+/// What a proxy host makes of its own reply to a fill it sent through its router (no
+/// origin answered: Envoy's `503` for a reset or a refused connection, a `504` for a
+/// timeout, a `4xx` from a filter after it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyReply {
+    /// A `5xx`: the fill failed (`Event::OriginFailed` with this reason), so stale-if-error
+    /// and the failure answer apply as for an unreachable origin.
+    Failed(String),
+    /// Anything else goes on to the client as it is, labelled `X-Cache: ERROR`, and the
+    /// exchange ends.
+    Forward,
+}
+
+/// [`ProxyReply`] for the proxy's own reply with `status` to a router fill.
+pub fn proxy_reply(status: u16) -> ProxyReply {
+    if status >= 500 {
+        ProxyReply::Failed(format!("the proxy answered the fill {status}"))
+    } else {
+        ProxyReply::Forward
+    }
+}
+
 /// A fill's request lines for a proxy (Envoy's router or an HTTP callout): the
 /// pseudo-headers of a `GET` of `target` (`:authority` from the fill's `host` line), then
 /// the fill's other lines ([`request_fields`]) as their bytes.

@@ -792,17 +792,20 @@ impl Vm {
             Metrics::inc(&self.port, self.m().origin_errors);
             let hs = self.port.headers(MapType::HttpResponseHeaders);
             let status = status_of(&hs).unwrap_or(0);
-            if status < 500 {
-                self.port.set_header(
-                    MapType::HttpResponseHeaders,
-                    "x-cache",
-                    Some(CacheStatus::Error.as_str().as_bytes()),
-                );
-                flow.borrow_mut().stage = Stage::Streaming;
-                return Go::Downstream;
-            }
-            let reason = format!("Envoy answered the fill {status}");
-            return self.drive_later(flow, Event::OriginFailed(reason), Via::Stream);
+            return match cachet_http::fill::proxy_reply(status) {
+                cachet_http::fill::ProxyReply::Forward => {
+                    self.port.set_header(
+                        MapType::HttpResponseHeaders,
+                        "x-cache",
+                        Some(CacheStatus::Error.as_str().as_bytes()),
+                    );
+                    flow.borrow_mut().stage = Stage::Streaming;
+                    Go::Downstream
+                }
+                cachet_http::fill::ProxyReply::Failed(reason) => {
+                    self.drive_later(flow, Event::OriginFailed(reason), Via::Stream)
+                }
+            };
         }
         let mut hs = self.port.headers(MapType::HttpResponseHeaders);
         // Envoy joined the origin's `Cache-Control` lines with a bare comma: stored and
