@@ -49,6 +49,8 @@ struct Shard {
     /// another version is stale and skipped.
     queue: VecDeque<(String, u64)>,
     bytes: u64,
+    /// Inserts since the last full scan for past-keep objects.
+    inserts_since_scan: usize,
 }
 
 impl Shard {
@@ -59,10 +61,14 @@ impl Shard {
     }
 
     /// Evicts until `need` more bytes fit under `bound`: past-keep objects first, then
-    /// CLOCK. Returns how many objects went.
+    /// CLOCK. Returns how many objects went. The full scan for past-keep objects runs at
+    /// most once per as many inserts as the shard holds objects (amortized O(1) per
+    /// insert); in between, the hand evicts a past-keep object it passes whatever its bit.
     fn make_room(&mut self, need: u64, bound: u64, now_ms: u64) -> u64 {
         let mut evicted = 0;
-        if self.bytes + need > bound {
+        self.inserts_since_scan += 1;
+        if self.bytes + need > bound && self.inserts_since_scan >= self.map.len() {
+            self.inserts_since_scan = 0;
             let gone: Vec<String> = (self.map.iter())
                 .filter(|(_, e)| e.end_ms <= now_ms)
                 .map(|(k, _)| k.clone())
@@ -82,7 +88,7 @@ impl Shard {
             let Some(e) = self.map.get(&key).filter(|e| e.obj.h.version == version) else {
                 continue;
             };
-            if e.visited.swap(false, Ordering::Relaxed) {
+            if e.end_ms > now_ms && e.visited.swap(false, Ordering::Relaxed) {
                 self.queue.push_back((key, version));
                 continue;
             }
