@@ -270,6 +270,9 @@ struct Flow {
     holding: bool,
     /// The stream has ended: only writes are carried out.
     gone: bool,
+    /// Driven from the response body's last chunk, the whole answer buffered: it may be
+    /// rewritten in place.
+    body_hook: bool,
 }
 
 /// A background refresh: its flow, with the request and client fields it was planned from.
@@ -487,6 +490,7 @@ impl Inner {
             refused: false,
             holding: true,
             gone: false,
+            body_hook: false,
         });
         let mut d = Driver {
             sh: &sh,
@@ -609,7 +613,14 @@ impl Inner {
             return (Go::Paused, true);
         }
         let body = s.response_body();
-        (self.drive_later(s, Event::Body(body)), false)
+        if let Some(f) = self.flow.as_mut() {
+            f.body_hook = true;
+        }
+        let go = self.drive_later(s, Event::Body(body));
+        if let Some(f) = self.flow.as_mut() {
+            f.body_hook = false;
+        }
+        (go, false)
     }
 
     /// The stream ended: a router fill cut short is recorded for the requests waiting for
@@ -878,6 +889,7 @@ impl Driver<'_> {
                     refused: false,
                     holding: false,
                     gone: false,
+                    body_hook: false,
                 },
                 inputs: self.inputs.clone(),
                 client: self.client.clone(),
@@ -959,8 +971,7 @@ impl Driver<'_> {
                         } else {
                             status
                         };
-                        self.respond(s, &o, status, now, &cookies, !flow.holding);
-                        return Go::Paused;
+                        return self.respond(s, &o, status, now, &cookies, out_of(flow));
                     }
                     None => Some(unavailable()),
                 }
@@ -994,8 +1005,8 @@ impl Driver<'_> {
         status: CacheStatus,
         now: Timestamp,
         extra: &Fields,
-        routed: bool,
-    ) {
+        out: Out,
+    ) -> Go {
         let d = cachet_http::deliver(&obj.h.meta, self.client, now, status);
         // Inflated per identity client (the filter's in-VM tier keeps such a copy; the
         // process-wide store keeps one representation).
@@ -1005,7 +1016,7 @@ impl Driver<'_> {
                     retry_after_secs: retry_after(),
                 });
                 s.send_reply(&r);
-                return;
+                return Go::Paused;
             };
             Some(b)
         } else {
@@ -1018,11 +1029,7 @@ impl Driver<'_> {
             .map(|(n, v)| (n.as_ref(), v.as_ref()))
             .collect();
         h.extend(extra.iter().map(|(n, v)| (n.as_str(), v.as_slice())));
-        if routed {
-            s.send(head.status, &h, body);
-        } else {
-            s.encode(head.status, &h, body);
-        }
+        send_as(s, out, head.status, &h, body)
     }
 
     /// The origin's answer, not stored: a callout's as a local reply; a router answer
@@ -1045,8 +1052,8 @@ impl Driver<'_> {
             }) => {
                 flow.stage = Stage::Answered;
                 let b = body.unwrap_or(held);
-                self.send_origin(s, status, &headers, &b);
-                Go::Paused
+                let out = out_of(flow);
+                self.send_origin(s, out, status, &headers, &b)
             }
             Some(Answer::Router {
                 headers, respaced, ..
@@ -1059,8 +1066,7 @@ impl Driver<'_> {
                 Some(b) => {
                     flow.stage = Stage::Answered;
                     let status = text(&headers, ":status").parse().unwrap_or(502);
-                    self.send_origin(s, status, &headers, &b);
-                    Go::Paused
+                    self.send_origin(s, out_of(flow), status, &headers, &b)
                 }
             },
             None => {
@@ -1071,10 +1077,10 @@ impl Driver<'_> {
         }
     }
 
-    fn send_origin(&self, s: Stream, status: u16, headers: &Fields, body: &[u8]) {
+    fn send_origin(&self, s: Stream, out: Out, status: u16, headers: &Fields, body: &[u8]) -> Go {
         let r = cachet_http::unstored::origin_reply(status, headers, body, self.client);
         let h: Vec<(&str, &[u8])> = r.lines.iter().map(|(n, v)| (*n, &**v)).collect();
-        s.send(r.status, &h, r.body.as_deref());
+        send_as(s, out, r.status, &h, r.body.as_deref())
     }
 }
 
@@ -1096,6 +1102,46 @@ fn read_body(flow: &mut Flow, limit: u64) -> Next {
             Next::Wait(Go::Paused)
         }
         None => Next::Event(Event::BodyBroke("no origin answer".into())),
+    }
+}
+
+/// How an answer reaches the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Out {
+    /// Encoded by the filter itself (the request is held, no response has begun).
+    Encode,
+    /// The response in flight is rewritten in place: its headers are held and its whole
+    /// body is buffered (a router fill's answer, at its last body chunk).
+    Rewrite,
+    /// A local reply (any other point of the response path).
+    LocalReply,
+}
+
+fn out_of(flow: &Flow) -> Out {
+    if flow.holding {
+        Out::Encode
+    } else if flow.body_hook {
+        Out::Rewrite
+    } else {
+        Out::LocalReply
+    }
+}
+
+/// Sends an answer as `out` says; what the hook returns then.
+fn send_as(s: Stream, out: Out, status: u16, h: &[(&str, &[u8])], body: Option<&[u8]>) -> Go {
+    match out {
+        Out::Encode => {
+            s.encode(status, h, body);
+            Go::Paused
+        }
+        Out::LocalReply => {
+            s.send(status, h, body);
+            Go::Paused
+        }
+        Out::Rewrite => {
+            s.rewrite_response(status, h, body.unwrap_or_default());
+            Go::Downstream
+        }
     }
 }
 

@@ -241,6 +241,44 @@ impl Stream {
         !ok || unsafe { envoy_bytes(b) } == b"via_upstream"
     }
 
+    /// Rewrites the response in flight: its held headers become `status` and `pairs`, its
+    /// buffered body `body`. For a filter that stopped the response headers and buffered
+    /// the whole body, at the body's last chunk: on `Continue`, Envoy sends these headers
+    /// and what the body buffers then (the buffered and the received data, both replaced).
+    pub fn rewrite_response(self, status: u16, pairs: &[(&str, &[u8])], body: &[u8]) {
+        let kind = abi::HTTP_HEADER_TYPE_RESPONSE_HEADER;
+        for (n, _) in self.headers(kind) {
+            if n != ":status" && !pairs.iter().any(|(p, _)| p.eq_ignore_ascii_case(&n)) {
+                self.set_header(kind, &n, None);
+            }
+        }
+        self.set_header(kind, ":status", Some(status.to_string().as_bytes()));
+        for (i, (n, v)) in pairs.iter().enumerate() {
+            if pairs[..i].iter().any(|(p, _)| p.eq_ignore_ascii_case(n)) {
+                self.add_header(kind, n, v);
+            } else {
+                self.set_header(kind, n, Some(v));
+            }
+        }
+        for b in [
+            abi::HTTP_BODY_TYPE_BUFFERED_RESPONSE_BODY,
+            abi::HTTP_BODY_TYPE_RECEIVED_RESPONSE_BODY,
+        ] {
+            // SAFETY: the current hook's filter; draining more than held drains all.
+            unsafe {
+                abi::envoy_dynamic_module_callback_http_drain_body(self.0, b, usize::MAX);
+            }
+        }
+        // SAFETY: the current hook's filter; `body` is borrowed for the call (copied).
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_append_body(
+                self.0,
+                abi::HTTP_BODY_TYPE_RECEIVED_RESPONSE_BODY,
+                module_buffer(body),
+            );
+        }
+    }
+
     /// Sends a `cachet_http::Reply` as the local response.
     pub fn send_reply(self, r: &cachet_http::Reply) {
         let h: Vec<(&str, &[u8])> = r.headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
