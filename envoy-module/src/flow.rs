@@ -264,15 +264,14 @@ struct Flow {
     started: Timestamp,
     /// Its write was refused (a variant over `[edge].max_variants`): `PASS`.
     refused: bool,
-    /// The request is still held in its headers: it may be rewritten and continued, and
-    /// answered by the filter itself. Once its fill went through the router, the response
-    /// path has begun, and an answer replaces it as a local reply.
-    holding: bool,
+    /// How an answer reaches the client from where the flow is: encoded by the filter
+    /// while the request is still held in its headers (it may also be rewritten and
+    /// continued); once its fill went through the router, the response path has begun and
+    /// an answer is a local reply, or, driven from the answer's last body chunk with the
+    /// whole body buffered, the response rewritten in place.
+    out: Out,
     /// The stream has ended: only writes are carried out.
     gone: bool,
-    /// Driven from the response body's last chunk, the whole answer buffered: it may be
-    /// rewritten in place.
-    body_hook: bool,
 }
 
 /// A background refresh: its flow, with the request and client fields it was planned from.
@@ -488,9 +487,8 @@ impl Inner {
             answer: None,
             started: ts,
             refused: false,
-            holding: true,
+            out: Out::Encode,
             gone: false,
-            body_hook: false,
         });
         let mut d = Driver {
             sh: &sh,
@@ -614,11 +612,11 @@ impl Inner {
         }
         let body = s.response_body();
         if let Some(f) = self.flow.as_mut() {
-            f.body_hook = true;
+            f.out = Out::Rewrite;
         }
         let go = self.drive_later(s, Event::Body(body));
         if let Some(f) = self.flow.as_mut() {
-            f.body_hook = false;
+            f.out = Out::LocalReply;
         }
         (go, false)
     }
@@ -824,13 +822,13 @@ impl Driver<'_> {
             .iter()
             .any(|(n, _)| n == "if-none-match" || n == "if-modified-since");
         flow.started = now().1;
-        let routable = flow.holding && self.client.get && !conditional;
+        let routable = flow.out == Out::Encode && self.client.get && !conditional;
         if let (Host::Stream(s), true) = (self.host, routable) {
             let router = Some(("http", self.client));
             let lines = cachet_http::fill::request_lines(&flow.want.target, fields, router);
             s.replace_request_headers(&lines);
             flow.stage = Stage::Router;
-            flow.holding = false;
+            flow.out = Out::LocalReply;
             return Next::Wait(Go::Upstream);
         }
         let lines = cachet_http::fill::request_lines(&flow.want.target, fields, None);
@@ -887,9 +885,8 @@ impl Driver<'_> {
                     answer: None,
                     started: now,
                     refused: false,
-                    holding: false,
+                    out: Out::LocalReply,
                     gone: false,
-                    body_hook: false,
                 },
                 inputs: self.inputs.clone(),
                 client: self.client.clone(),
@@ -971,7 +968,7 @@ impl Driver<'_> {
                         } else {
                             status
                         };
-                        return self.respond(s, &o, status, now, &cookies, out_of(flow));
+                        return self.respond(s, &o, status, now, &cookies, flow.out);
                     }
                     None => Some(unavailable()),
                 }
@@ -1052,7 +1049,7 @@ impl Driver<'_> {
             }) => {
                 flow.stage = Stage::Answered;
                 let b = body.unwrap_or(held);
-                let out = out_of(flow);
+                let out = flow.out;
                 self.send_origin(s, out, status, &headers, &b)
             }
             Some(Answer::Router {
@@ -1066,7 +1063,7 @@ impl Driver<'_> {
                 Some(b) => {
                     flow.stage = Stage::Answered;
                     let status = text(&headers, ":status").parse().unwrap_or(502);
-                    self.send_origin(s, out_of(flow), status, &headers, &b)
+                    self.send_origin(s, flow.out, status, &headers, &b)
                 }
             },
             None => {
@@ -1115,16 +1112,6 @@ enum Out {
     Rewrite,
     /// A local reply (any other point of the response path).
     LocalReply,
-}
-
-fn out_of(flow: &Flow) -> Out {
-    if flow.holding {
-        Out::Encode
-    } else if flow.body_hook {
-        Out::Rewrite
-    } else {
-        Out::LocalReply
-    }
 }
 
 /// Sends an answer as `out` says; what the hook returns then.
