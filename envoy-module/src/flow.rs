@@ -471,7 +471,7 @@ impl Inner {
             get_plan(p, inputs, at)
         };
         let ex = {
-            let cx = context(p, &plan, &self.client, &want.fields);
+            let cx = Cx::new(p, &plan, &self.client, &want.fields);
             // No ban is stored here yet (the admin API is refused): the lookup's verdict
             // is always clean. A stored object holds its body.
             Exchange::new(cx, ts, sh.next())
@@ -674,20 +674,6 @@ fn elapsed(since: Timestamp) -> Duration {
     Duration::from_millis(now().1.as_millis().saturating_sub(since.as_millis()))
 }
 
-fn context<'c>(
-    p: &'c Policy,
-    plan: &'c Plan<'c>,
-    client: &'c Client,
-    request: &'c [(String, Vec<u8>)],
-) -> Cx<'c> {
-    Cx {
-        policy: p,
-        plan,
-        client,
-        request,
-    }
-}
-
 /// The edge's edits to an answer Envoy forwards itself.
 fn edit_forwarded(s: Stream, hs: &Fields, respaced: &[String], client: &Client) {
     for (n, v) in cachet_http::unstored::forwarded_edits(hs, respaced, client) {
@@ -719,7 +705,7 @@ impl Driver<'_> {
         loop {
             flow.stage = Stage::Deciding;
             let action = {
-                let cx = context(p, plan, self.client, &flow.want.fields);
+                let cx = Cx::new(p, plan, self.client, &flow.want.fields);
                 flow.ex.handle(cx, now, event)
             };
             event = match self.perform(plan, flow, action, now) {
@@ -871,7 +857,7 @@ impl Driver<'_> {
         };
         if let Some(bg) = refresh {
             // Run on the main thread after this answer: the stream may end first.
-            let cx = context(&self.sh.policy, plan, self.client, &flow.want.fields);
+            let cx = Cx::new(&self.sh.policy, plan, self.client, &flow.want.fields);
             let ex = Exchange::refresh(cx, bg, now)
                 .lookup_applies_bans()
                 .found_carries_body();

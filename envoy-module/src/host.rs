@@ -81,6 +81,29 @@ pub unsafe fn envoy_chunks(raw: *const abi::EnvoyBuffer, n: usize) -> Vec<u8> {
     out
 }
 
+/// A callout's answer as a hook receives it: `None` unless `result` is success, else its
+/// header lines and body, copied.
+///
+/// # Safety
+/// As [`envoy_fields`] and [`envoy_chunks`], for the hook's records and chunks.
+pub unsafe fn callout_answer(
+    result: abi::HttpCalloutResult,
+    headers: *const abi::EnvoyHttpHeader,
+    headers_size: usize,
+    chunks: *const abi::EnvoyBuffer,
+    chunks_size: usize,
+) -> Option<(Fields, Vec<u8>)> {
+    (result == abi::HTTP_CALLOUT_RESULT_SUCCESS).then(|| {
+        // SAFETY: the caller's contract.
+        unsafe {
+            (
+                envoy_fields(headers, headers_size),
+                envoy_chunks(chunks, chunks_size),
+            )
+        }
+    })
+}
+
 /// Writes a line to Envoy's log.
 pub fn log(level: abi::LogLevel, msg: &str) {
     // SAFETY: the message buffer is borrowed for the call; Envoy copies it.
@@ -97,6 +120,22 @@ fn lines(pairs: &[(&str, &[u8])]) -> Vec<abi::ModuleHttpHeader> {
             value_length: v.len(),
         })
         .collect()
+}
+
+/// Sends a callout with `pairs` through `send` (given the id slot and the header records);
+/// its id, or Envoy's refusal.
+fn callout(
+    pairs: &[(&str, &[u8])],
+    send: impl FnOnce(*mut u64, *mut abi::ModuleHttpHeader, usize) -> abi::HttpCalloutInitResult,
+) -> Result<u64, u32> {
+    let mut h = lines(pairs);
+    let mut id = 0u64;
+    let r = send(&raw mut id, h.as_mut_ptr(), h.len());
+    if r == abi::HTTP_CALLOUT_INIT_RESULT_SUCCESS {
+        Ok(id)
+    } else {
+        Err(r)
+    }
 }
 
 impl Stream {
@@ -343,26 +382,21 @@ impl Stream {
         pairs: &[(&str, &[u8])],
         timeout_ms: u64,
     ) -> Result<u64, u32> {
-        let mut h = lines(pairs);
-        let mut id = 0u64;
-        // SAFETY: the current hook's filter; `id` is written by Envoy; the records and the
-        // cluster name are borrowed for the call (Envoy copies them into its request).
-        let r = unsafe {
-            abi::envoy_dynamic_module_callback_http_filter_http_callout(
-                self.0,
-                &raw mut id,
-                module_buffer(cluster.as_bytes()),
-                h.as_mut_ptr(),
-                h.len(),
-                module_buffer(&[]),
-                timeout_ms,
-            )
-        };
-        if r == abi::HTTP_CALLOUT_INIT_RESULT_SUCCESS {
-            Ok(id)
-        } else {
-            Err(r)
-        }
+        callout(pairs, |id, h, n| {
+            // SAFETY: the current hook's filter; `id` is written by Envoy; the records and
+            // the cluster name are borrowed for the call (Envoy copies them).
+            unsafe {
+                abi::envoy_dynamic_module_callback_http_filter_http_callout(
+                    self.0,
+                    id,
+                    module_buffer(cluster.as_bytes()),
+                    h,
+                    n,
+                    module_buffer(&[]),
+                    timeout_ms,
+                )
+            }
+        })
     }
 
     /// Resumes the request path (a stream the filter stopped in its request headers).
@@ -382,49 +416,58 @@ impl Stream {
     pub fn scheduler(self) -> Scheduler {
         // SAFETY: the current hook's filter; the scheduler is freed by `Scheduler::close`.
         let p = unsafe { abi::envoy_dynamic_module_callback_http_filter_scheduler_new(self.0) };
-        Scheduler(std::sync::Mutex::new(Some(SchedulerPtr(p))))
+        Scheduler {
+            ptr: std::sync::Mutex::new(Some(SchedulerPtr(p))),
+            commit: abi::envoy_dynamic_module_callback_http_filter_scheduler_commit,
+            delete: abi::envoy_dynamic_module_callback_http_filter_scheduler_delete,
+            event: EVENT_WOKEN,
+        }
     }
 }
 
-struct SchedulerPtr(abi::HttpFilterSchedulerModulePtr);
+struct SchedulerPtr(*mut core::ffi::c_void);
 
 // SAFETY: the ABI lets any thread commit to a scheduler ("callable from any thread"); the
 // pointer is only used under the `Scheduler`'s mutex, and deleted once, by `close`.
 unsafe impl Send for SchedulerPtr {}
 
-/// A stream's scheduler, shared with the threads that may wake it ([`crate::store::Wake`]).
-/// `close` frees it on the stream's own thread; a wake after that does nothing.
-pub struct Scheduler(std::sync::Mutex<Option<SchedulerPtr>>);
+/// A scheduler (a stream's, or the configuration's), shared with the threads that may
+/// wake it ([`crate::store::Wake`]): each wake commits its one event. `close` frees it on
+/// its own thread; a wake after that does nothing.
+pub struct Scheduler {
+    ptr: std::sync::Mutex<Option<SchedulerPtr>>,
+    commit: unsafe extern "C" fn(*mut core::ffi::c_void, u64),
+    delete: unsafe extern "C" fn(*mut core::ffi::c_void),
+    event: u64,
+}
 
-/// The one event the module schedules to a stream: its parked request may look again.
+/// The event the module schedules to a stream: its parked request may look again.
 pub const EVENT_WOKEN: u64 = 1;
 
+/// The event the module schedules to its configuration: queued refreshes are due.
+pub const EVENT_REFRESH: u64 = 1;
+
 impl Scheduler {
-    /// Frees the scheduler (on the stream's thread, before the stream goes).
+    /// Frees the scheduler (on its own thread: the stream's, or the main thread).
     pub fn close(&self) {
-        let taken = (self.0.lock())
+        let taken = (self.ptr.lock())
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(p) = taken {
-            // SAFETY: made by `scheduler_new` and freed once (taken out under the lock, so
-            // no commit runs concurrently or after).
-            unsafe { abi::envoy_dynamic_module_callback_http_filter_scheduler_delete(p.0) }
+            // SAFETY: made by the matching `scheduler_new` and freed once (taken out under
+            // the lock, so no commit runs concurrently or after).
+            unsafe { (self.delete)(p.0) }
         }
     }
 }
 
 impl crate::store::Wake for Scheduler {
     fn wake(&self) {
-        let held = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held = (self.ptr.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(p) = held.as_ref() {
-            // SAFETY: alive until `close` (which takes the same lock); commit is
-            // callable from any thread.
-            unsafe {
-                abi::envoy_dynamic_module_callback_http_filter_scheduler_commit(p.0, EVENT_WOKEN);
-            }
+            // SAFETY: alive until `close` (which takes the same lock); commit is callable
+            // from any thread.
+            unsafe { (self.commit)(p.0, self.event) };
         }
     }
 }
@@ -447,78 +490,34 @@ impl Config {
         pairs: &[(&str, &[u8])],
         timeout_ms: u64,
     ) -> Result<u64, u32> {
-        let mut h = lines(pairs);
-        let mut id = 0u64;
-        // SAFETY: called on the main thread from one of the configuration's hooks (the
-        // type's contract); `id` is written by Envoy; records and name borrowed for the call.
-        let r = unsafe {
-            abi::envoy_dynamic_module_callback_http_filter_config_http_callout(
-                self.0,
-                &raw mut id,
-                module_buffer(cluster.as_bytes()),
-                h.as_mut_ptr(),
-                h.len(),
-                module_buffer(&[]),
-                timeout_ms,
-            )
-        };
-        if r == abi::HTTP_CALLOUT_INIT_RESULT_SUCCESS {
-            Ok(id)
-        } else {
-            Err(r)
-        }
+        callout(pairs, |id, h, n| {
+            // SAFETY: called on the main thread from one of the configuration's hooks (the
+            // type's contract); `id` is written by Envoy; records and name borrowed.
+            unsafe {
+                abi::envoy_dynamic_module_callback_http_filter_config_http_callout(
+                    self.0,
+                    id,
+                    module_buffer(cluster.as_bytes()),
+                    h,
+                    n,
+                    module_buffer(&[]),
+                    timeout_ms,
+                )
+            }
+        })
     }
 
     /// The configuration's scheduler (events arrive on the main thread as
     /// `on_http_filter_config_scheduled`).
-    pub fn scheduler(self) -> ConfigScheduler {
-        // SAFETY: called in `config_new` on the main thread; freed by `ConfigScheduler::close`.
+    pub fn scheduler(self) -> Scheduler {
+        // SAFETY: called in `config_new` on the main thread; freed by `Scheduler::close`.
         let p =
             unsafe { abi::envoy_dynamic_module_callback_http_filter_config_scheduler_new(self.0) };
-        ConfigScheduler(std::sync::Mutex::new(Some(ConfigSchedulerPtr(p))))
-    }
-}
-
-struct ConfigSchedulerPtr(abi::HttpFilterConfigSchedulerModulePtr);
-
-// SAFETY: the ABI lets any thread commit to a configuration's scheduler; the pointer is only
-// used under the `ConfigScheduler`'s mutex and deleted once, by `close`.
-unsafe impl Send for ConfigSchedulerPtr {}
-
-/// The configuration's scheduler, shared with the worker threads that queue main-thread
-/// work (background refreshes).
-pub struct ConfigScheduler(std::sync::Mutex<Option<ConfigSchedulerPtr>>);
-
-/// The one event the module schedules to its configuration: queued refreshes are due.
-pub const EVENT_REFRESH: u64 = 1;
-
-impl ConfigScheduler {
-    /// Frees the scheduler (in `config_destroy`, on the main thread).
-    pub fn close(&self) {
-        let taken = (self.0.lock())
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(p) = taken {
-            // SAFETY: made by `config_scheduler_new`, freed once under the lock.
-            unsafe { abi::envoy_dynamic_module_callback_http_filter_config_scheduler_delete(p.0) }
-        }
-    }
-}
-
-impl crate::store::Wake for ConfigScheduler {
-    fn wake(&self) {
-        let held = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(p) = held.as_ref() {
-            // SAFETY: alive until `close` (same lock); commit is callable from any thread.
-            unsafe {
-                abi::envoy_dynamic_module_callback_http_filter_config_scheduler_commit(
-                    p.0,
-                    EVENT_REFRESH,
-                );
-            }
+        Scheduler {
+            ptr: std::sync::Mutex::new(Some(SchedulerPtr(p))),
+            commit: abi::envoy_dynamic_module_callback_http_filter_config_scheduler_commit,
+            delete: abi::envoy_dynamic_module_callback_http_filter_config_scheduler_delete,
+            event: EVENT_REFRESH,
         }
     }
 }

@@ -33,14 +33,14 @@ use std::sync::Arc;
 use cachet_policy::{Config, Policy};
 
 use crate::flow::{Filter, Go, Shared};
-use crate::host::{Stream, envoy_bytes, envoy_chunks, envoy_fields, log};
+use crate::host::{Stream, envoy_bytes, log};
 
 /// One filter configuration (one `filter_config` in Envoy's YAML): what its streams
 /// share.
 struct FilterConfig {
     shared: Arc<Shared>,
     /// The main thread's scheduler (background refreshes), freed with the configuration.
-    main: Arc<host::ConfigScheduler>,
+    main: Arc<host::Scheduler>,
 }
 
 /// The stream behind a module pointer.
@@ -286,15 +286,10 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
 ) {
     // SAFETY: this stream's filter, on its thread (`filter`'s contract).
     let f = unsafe { filter(filter_ptr) };
-    let answer = (result == abi::HTTP_CALLOUT_RESULT_SUCCESS).then(|| {
-        // SAFETY: Envoy hands the answer's records and chunks to this hook.
-        unsafe {
-            (
-                envoy_fields(headers, headers_size),
-                envoy_chunks(body_chunks, body_chunks_size),
-            )
-        }
-    });
+    // SAFETY: Envoy hands the answer's records and chunks to this hook.
+    let answer = unsafe {
+        host::callout_answer(result, headers, headers_size, body_chunks, body_chunks_size)
+    };
     f.on_callout_done(Stream(envoy), callout_id, answer);
 }
 const _: abi::OnHttpFilterHttpCalloutDone = envoy_dynamic_module_on_http_filter_http_callout_done;
@@ -414,15 +409,10 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout
 ) {
     // SAFETY: a pointer `config_new` returned, alive until `config_destroy` (main thread).
     let c = unsafe { &*config.cast::<FilterConfig>() };
-    let answer = (result == abi::HTTP_CALLOUT_RESULT_SUCCESS).then(|| {
-        // SAFETY: Envoy hands the answer's records and chunks to this hook.
-        unsafe {
-            (
-                envoy_fields(headers, headers_size),
-                envoy_chunks(body_chunks, body_chunks_size),
-            )
-        }
-    });
+    // SAFETY: Envoy hands the answer's records and chunks to this hook.
+    let answer = unsafe {
+        host::callout_answer(result, headers, headers_size, body_chunks, body_chunks_size)
+    };
     c.shared
         .refresh_answered(host::Config(envoy), callout_id, answer);
 }

@@ -475,6 +475,24 @@ pub struct Cx<'c> {
     pub request: &'c [(String, Vec<u8>)],
 }
 
+impl<'c> Cx<'c> {
+    /// The context of a request planned as `plan` under `policy`, from `client` and its
+    /// header lines `request`.
+    pub fn new(
+        policy: &'c Policy,
+        plan: &'c Plan<'c>,
+        client: &'c Client,
+        request: &'c [(String, Vec<u8>)],
+    ) -> Self {
+        Self {
+            policy,
+            plan,
+            client,
+            request,
+        }
+    }
+}
+
 /// One request's flow (module docs). `T` is the host's lookup handle, `S` a found object
 /// ([`StoredMeta`]), `B` a stored body. It owns only the flow's state: a host may keep it
 /// across callbacks.

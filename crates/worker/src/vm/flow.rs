@@ -183,7 +183,7 @@ impl Flow {
     ) -> Self {
         let now = Timestamp::from_system_time(at);
         let ex = {
-            let cx = context(p, plan, &client, &want.fields);
+            let cx = Cx::new(p, plan, &client, &want.fields);
             // `Cache::find` applies bans and soft purges; a stored object holds its body.
             Exchange::new(cx, now, seed)
                 .lookup_applies_bans()
@@ -204,20 +204,6 @@ impl Flow {
             collapsed: false,
             refused: false,
         }
-    }
-}
-
-fn context<'c>(
-    p: &'c Policy,
-    plan: &'c Plan<'c>,
-    client: &'c Client,
-    request: &'c [(String, Vec<u8>)],
-) -> Cx<'c> {
-    Cx {
-        policy: p,
-        plan,
-        client,
-        request,
     }
 }
 
@@ -253,7 +239,7 @@ impl Vm {
                 let mut f = flow.borrow_mut();
                 let f = &mut *f;
                 f.stage = Stage::Deciding;
-                let cx = context(p, plan, &f.client, &f.want.fields);
+                let cx = Cx::new(p, plan, &f.client, &f.want.fields);
                 f.ex.handle(cx, now, event)
             };
             event = match self.perform(p, flow, action, via, now) {
@@ -691,7 +677,7 @@ impl Vm {
         let f = flow.borrow();
         let plan = f.job.plan(p, f.at);
         let now = Timestamp::from_millis(self.port.now_ms());
-        let cx = context(p, &plan, &f.client, &f.want.fields);
+        let cx = Cx::new(p, &plan, &f.client, &f.want.fields);
         let refresh = Flow {
             ex: Exchange::refresh(cx, bg, now)
                 .lookup_applies_bans()
