@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use cachet_http::exchange::{
-    Action as Step, AnswerHead, Claim, Cx, Done, Event, Exchange, MetaFrom, Respond, Right, Write,
+    Action as Step, AnswerHead, Claim, Cx, Done, Event, Exchange, Respond, Right, Source, Write,
     WriteOp,
 };
 use cachet_http::{CacheStatus, Client, Failure, Inputs};
@@ -937,15 +937,12 @@ impl Driver<'_> {
                 cookies,
             } => {
                 let found = found.map(|(o, ())| o);
-                let obj = match (meta, found) {
-                    (MetaFrom::Found, Some(o)) => Some(o),
-                    (MetaFrom::Own(own), Some(o)) => Some(Arc::new(StoredObject::new(
-                        o.h.key.clone(),
-                        *own,
-                        o.body.clone(),
-                    ))),
-                    (_, o) => written.or(o),
-                };
+                let obj = meta.pick(found, written).map(|src| match src {
+                    Source::Stored(o) => o,
+                    Source::Own(own, o) => {
+                        Arc::new(StoredObject::new(o.h.key.clone(), *own, o.body.clone()))
+                    }
+                });
                 flow.stage = Stage::Answered;
                 match obj {
                     Some(o) => {

@@ -358,6 +358,29 @@ pub enum MetaFrom {
     Own(Box<Meta>),
 }
 
+/// The object an answer is built from ([`MetaFrom::pick`]).
+#[derive(Debug)]
+pub enum Source<S> {
+    /// A stored object as it is.
+    Stored(S),
+    /// A stored object's body under this metadata (a per-user 304's fields).
+    Own(Box<Meta>, S),
+}
+
+impl MetaFrom {
+    /// The object an answer is built from: the found object (`Found`), the written one
+    /// (`Written`, and whenever nothing was found), or the found body under the answer's
+    /// own metadata (`Own`); `None` when there is no object at all (a host bug: answer
+    /// `503`).
+    pub fn pick<S>(self, found: Option<S>, written: Option<S>) -> Option<Source<S>> {
+        match (self, found) {
+            (Self::Found, Some(o)) => Some(Source::Stored(o)),
+            (Self::Own(meta), Some(o)) => Some(Source::Own(meta, o)),
+            (_, o) => written.or(o).map(Source::Stored),
+        }
+    }
+}
+
 /// The client's answer.
 #[derive(Debug)]
 pub enum Respond<S, B> {

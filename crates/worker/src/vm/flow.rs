@@ -25,7 +25,7 @@ use super::*;
 use cachet_http::access::{Refreshed, Revalidation};
 use cachet_http::exchange::{
     Action as Step, AnswerHead, Background, Claim, Cx, Done, Event, Exchange, MetaFrom, Respond,
-    Right, Write, WriteOp,
+    Right, Source, Write, WriteOp,
 };
 
 /// The fill right: the collapsing lock of a slot, released when dropped.
@@ -579,21 +579,18 @@ impl Vm {
         cookies: &[(String, Vec<u8>)],
         now: Timestamp,
     ) -> Go {
-        let obj = match (meta, found) {
-            (MetaFrom::Found, Some(s)) => s,
-            (MetaFrom::Own(own), Some(s)) => {
+        let obj = match meta.pick(found, written) {
+            Some(Source::Stored(s)) => s,
+            Some(Source::Own(own, s)) => {
                 Rc::new(StoredObject::new(s.h.key.clone(), *own, s.body.clone()))
             }
-            (_, s) => {
-                let Some(o) = written.or(s) else {
-                    flow.borrow_mut().stage = Stage::Answered;
-                    send_error(
-                        &self.port,
-                        &WorkerError::unavailable("no object to answer from"),
-                    );
-                    return Go::Paused;
-                };
-                o
+            None => {
+                flow.borrow_mut().stage = Stage::Answered;
+                send_error(
+                    &self.port,
+                    &WorkerError::unavailable("no object to answer from"),
+                );
+                return Go::Paused;
             }
         };
         let metrics = self.m();
