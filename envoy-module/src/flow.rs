@@ -56,6 +56,8 @@ pub struct Shared {
     running: Mutex<HashMap<u64, Job>>,
     /// Wakes the main thread for [`Shared::queued`] (the configuration's scheduler).
     main: OnceLock<Arc<dyn Wake>>,
+    /// The `/stats` counters (none until defined).
+    counters: OnceLock<Counters>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -63,6 +65,66 @@ impl std::fmt::Debug for Shared {
         (f.debug_struct("Shared").field("store", &self.store))
             .field("locks", &self.locks)
             .finish_non_exhaustive()
+    }
+}
+
+/// The module's counters in Envoy's `/stats` (ids from `config_define_counter`), as the
+/// proxy-wasm filter's `cachet.*` counters; names in [`Counters::NAMES`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Counters {
+    /// Answers from a stored object (`HIT`).
+    pub hits: usize,
+    /// Fills sent (`MISS`).
+    pub misses: usize,
+    /// Answers not from the cache (`PASS`).
+    pub passes: usize,
+    /// Stale answers (`STALE`).
+    pub stale: usize,
+    /// Requests that waited for another request's fill (once each).
+    pub collapsed_waiters: usize,
+    /// Background refreshes started.
+    pub refreshes: usize,
+    /// Objects evicted to make room.
+    pub evictions: usize,
+    /// Fills and refreshes the origin failed (unreachable, reset, Envoy's own reply).
+    pub origin_errors: usize,
+}
+
+impl Counters {
+    /// The counters' names in `/stats` (under Envoy's namespace for dynamic modules).
+    pub const NAMES: [&'static str; 8] = [
+        "cachet.hits",
+        "cachet.misses",
+        "cachet.passes",
+        "cachet.stale",
+        "cachet.collapsed_waiters",
+        "cachet.refreshes",
+        "cachet.evictions",
+        "cachet.origin_errors",
+    ];
+
+    /// The counters from their ids, in [`Self::NAMES`]' order.
+    pub fn from_ids(ids: [usize; 8]) -> Self {
+        let [
+            hits,
+            misses,
+            passes,
+            stale,
+            collapsed_waiters,
+            refreshes,
+            evictions,
+            origin_errors,
+        ] = ids;
+        Self {
+            hits,
+            misses,
+            passes,
+            stale,
+            collapsed_waiters,
+            refreshes,
+            evictions,
+            origin_errors,
+        }
     }
 }
 
@@ -83,7 +145,14 @@ impl Shared {
             queued: Mutex::default(),
             running: Mutex::default(),
             main: OnceLock::new(),
+            counters: OnceLock::new(),
         }
+    }
+
+    /// Sets the `/stats` counters (once, in `config_new`).
+    pub fn set_counters(&self, c: Counters) {
+        // A second call keeps the first: the ids belong to this configuration.
+        let _ = self.counters.set(c);
     }
 
     /// Sets what wakes the main thread for background refreshes (once, in `config_new`).
@@ -105,6 +174,9 @@ impl Shared {
     pub fn run_refreshes(&self, config: Config) {
         let jobs = std::mem::take(&mut *self.queued.lock().unwrap_or_else(PoisonError::into_inner));
         for mut job in jobs {
+            if let Some(c) = self.counters.get() {
+                config.count(c.refreshes, 1);
+            }
             if let Some(id) = self.drive_job(config, &mut job, Event::Start) {
                 (self.running.lock().unwrap_or_else(PoisonError::into_inner)).insert(id, job);
             }
@@ -115,6 +187,9 @@ impl Shared {
     pub fn refresh_answered(&self, config: Config, id: u64, answer: Option<(Fields, Vec<u8>)>) {
         let job = (self.running.lock().unwrap_or_else(PoisonError::into_inner)).remove(&id);
         let Some(mut job) = job else { return };
+        if let (None, Some(c)) = (&answer, self.counters.get()) {
+            config.count(c.origin_errors, 1);
+        }
         let event = answered(&mut job.flow, answer);
         if let Some(next) = self.drive_job(config, &mut job, event) {
             (self.running.lock().unwrap_or_else(PoisonError::into_inner)).insert(next, job);
@@ -264,6 +339,8 @@ struct Flow {
     started: Timestamp,
     /// Its write was refused (a variant over `[edge].max_variants`): `PASS`.
     refused: bool,
+    /// It was counted as collapsed (once, however often it parks).
+    collapsed: bool,
     /// How an answer reaches the client from where the flow is: encoded by the filter
     /// while the request is still held in its headers (it may also be rewritten and
     /// continued); once its fill went through the router, the response path has begun and
@@ -454,6 +531,9 @@ impl Inner {
             Decision::Pass(_) => {
                 forward.apply(s, p);
                 self.passed = true;
+                if let Some(c) = sh.counters.get() {
+                    s.count(c.passes, 1);
+                }
                 return Go::Upstream;
             }
             Decision::Cache => {}
@@ -487,6 +567,7 @@ impl Inner {
             answer: None,
             started: ts,
             refused: false,
+            collapsed: false,
             out: Out::Encode,
             gone: false,
         });
@@ -539,6 +620,9 @@ impl Inner {
         if flow.stage != Stage::Callout(id) {
             return;
         }
+        if let (None, Some(c)) = (&answer, self.shared.counters.get()) {
+            s.count(c.origin_errors, 1);
+        }
         let event = answered(flow, answer);
         if self.drive_later(s, event) == Go::Upstream {
             s.continue_decoding();
@@ -572,6 +656,9 @@ impl Inner {
                     Go::Downstream
                 }
                 cachet_http::fill::ProxyReply::Failed(reason) => {
+                    if let Some(c) = self.shared.counters.get() {
+                        s.count(c.origin_errors, 1);
+                    }
                     self.drive_later(s, Event::OriginFailed(reason))
                 }
             };
@@ -715,6 +802,21 @@ impl Driver<'_> {
         }
     }
 
+    /// Adds one to the counter `pick` names.
+    fn count(&self, pick: impl Fn(&Counters) -> usize) {
+        self.count_by(pick, 1);
+    }
+
+    fn count_by(&self, pick: impl Fn(&Counters) -> usize, by: u64) {
+        let Some(c) = self.sh.counters.get() else {
+            return;
+        };
+        match self.host {
+            Host::Stream(s) => s.count(pick(c), by),
+            Host::Main(config) => config.count(pick(c), by),
+        }
+    }
+
     fn stream(&self) -> Option<Stream> {
         match self.host {
             Host::Stream(s) => Some(s),
@@ -792,6 +894,10 @@ impl Driver<'_> {
         let max = self.sh.policy.config().collapse.max_waiters;
         match self.sh.locks.park(&flow.want.key, w, max) {
             Parked::Waiting => {
+                if !flow.collapsed {
+                    flow.collapsed = true;
+                    self.count(|c| c.collapsed_waiters);
+                }
                 flow.stage = Stage::Parked;
                 Next::Wait(Go::Paused)
             }
@@ -813,6 +919,7 @@ impl Driver<'_> {
             let router = Some(("http", self.client));
             let lines = cachet_http::fill::request_lines(&flow.want.target, fields, router);
             s.replace_request_headers(&lines);
+            self.count(|c| c.misses);
             flow.stage = Stage::Router;
             flow.out = Out::LocalReply;
             return Next::Wait(Go::Upstream);
@@ -827,10 +934,16 @@ impl Driver<'_> {
         };
         match sent {
             Ok(id) => {
+                if self.stream().is_some() {
+                    self.count(|c| c.misses);
+                }
                 flow.stage = Stage::Callout(id);
                 Next::Wait(Go::Paused)
             }
-            Err(e) => Next::Event(Event::OriginFailed(format!("callout refused: {e}"))),
+            Err(e) => {
+                self.count(|c| c.origin_errors);
+                Next::Event(Event::OriginFailed(format!("callout refused: {e}")))
+            }
         }
     }
 
@@ -871,6 +984,7 @@ impl Driver<'_> {
                     answer: None,
                     started: now,
                     refused: false,
+                    collapsed: false,
                     out: Out::LocalReply,
                     gone: false,
                 },
@@ -897,18 +1011,22 @@ impl Driver<'_> {
                     place(&self.sh.policy, &flow.want, obj, get, now)
                 };
                 if let Some(m) = marker {
-                    store.insert(m, now_ms, None);
+                    self.count_by(|c| c.evictions, store.insert(m, now_ms, None).evicted);
                 }
                 flow.refused = !ok;
                 Some(if ok {
-                    store.insert(obj, now_ms, None).obj
+                    let ins = store.insert(obj, now_ms, None);
+                    self.count_by(|c| c.evictions, ins.evicted);
+                    ins.obj
                 } else {
                     Arc::new(obj)
                 })
             }
             WriteOp::Update { meta, .. } => handle.found.as_ref().map(|base| {
                 let fresh = StoredObject::new(base.h.key.clone(), *meta, base.body.clone());
-                store.insert(fresh, now_ms, Some(base.h.version)).obj
+                let ins = store.insert(fresh, now_ms, Some(base.h.version));
+                self.count_by(|c| c.evictions, ins.evicted);
+                ins.obj
             }),
             WriteOp::Failure { .. } => {
                 self.sh.record_failure(&flow.want.key, now_ms);
@@ -951,13 +1069,24 @@ impl Driver<'_> {
                         } else {
                             status
                         };
+                        // A MISS was counted when its fill was sent.
+                        match status {
+                            CacheStatus::Hit => self.count(|c| c.hits),
+                            CacheStatus::Stale => self.count(|c| c.stale),
+                            CacheStatus::Pass => self.count(|c| c.passes),
+                            _ => {}
+                        }
                         return self.respond(s, &o, status, now, &cookies, flow.out);
                     }
                     None => Some(unavailable()),
                 }
             }
-            Respond::Unstored { body, .. } => return self.unstored(s, flow, body),
+            Respond::Unstored { body, .. } => {
+                self.count(|c| c.passes);
+                return self.unstored(s, flow, body);
+            }
             Respond::Pass => {
+                self.count(|c| c.passes);
                 flow.forward.apply(s, &self.sh.policy);
                 flow.stage = Stage::Passed;
                 return Go::Upstream;

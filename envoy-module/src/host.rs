@@ -139,6 +139,20 @@ fn callout(
 }
 
 impl Stream {
+    /// Adds `by` to counter `id` (defined on this stream's configuration).
+    pub fn count(self, id: usize, by: u64) {
+        // SAFETY: the current hook's filter; no labels.
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_increment_counter(
+                self.0,
+                id,
+                std::ptr::null_mut(),
+                0,
+                by,
+            );
+        }
+    }
+
     /// Every line of the `kind` header map (request or response), copied.
     pub fn headers(self, kind: abi::HttpHeaderType) -> Fields {
         // SAFETY: `self.0` is the current hook's filter (the type's contract).
@@ -479,6 +493,45 @@ impl crate::store::Wake for Scheduler {
 pub struct Config(pub abi::HttpFilterConfigEnvoyPtr);
 
 impl Config {
+    /// Defines counter `name` (no labels) on the configuration; its id, or Envoy's refusal.
+    /// Only in `config_new`.
+    ///
+    /// # Errors
+    /// Envoy's `METRICS_RESULT_*` (stats creation frozen: after initialization).
+    pub fn define_counter(self, name: &str) -> Result<usize, u32> {
+        let mut id = 0usize;
+        // SAFETY: called in `config_new` on the main thread; `id` is written by Envoy; the
+        // name is borrowed for the call (Envoy interns it).
+        let r = unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_config_define_counter(
+                self.0,
+                module_buffer(name.as_bytes()),
+                std::ptr::null_mut(),
+                0,
+                &raw mut id,
+            )
+        };
+        if r == abi::METRICS_RESULT_SUCCESS {
+            Ok(id)
+        } else {
+            Err(r)
+        }
+    }
+
+    /// Adds `by` to counter `id` from the main thread.
+    pub fn count(self, id: usize, by: u64) {
+        // SAFETY: the configuration's hook on the main thread; no labels.
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_config_increment_counter(
+                self.0,
+                id,
+                std::ptr::null_mut(),
+                0,
+                by,
+            );
+        }
+    }
+
     /// [`Stream::callout`] from the configuration: the answer comes to
     /// `on_http_filter_config_http_callout_done` on the main thread.
     ///

@@ -90,6 +90,20 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
             let shared = Arc::new(Shared::new(policy));
             let main = Arc::new(host::Config(envoy).scheduler());
             shared.set_main(main.clone());
+            let mut ids = [0usize; 8];
+            for (id, name) in ids.iter_mut().zip(flow::Counters::NAMES) {
+                match host::Config(envoy).define_counter(name) {
+                    Ok(i) => *id = i,
+                    Err(e) => {
+                        log(
+                            abi::LOG_LEVEL_ERROR,
+                            &format!("cachet: counter {name} refused ({e})"),
+                        );
+                        return std::ptr::null();
+                    }
+                }
+            }
+            shared.set_counters(flow::Counters::from_ids(ids));
             Box::into_raw(Box::new(FilterConfig { shared, main })) as abi::HttpFilterConfigModulePtr
         }
         Err(e) => {

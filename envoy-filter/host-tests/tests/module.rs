@@ -138,6 +138,23 @@ fn the_module_stores_a_fill_in_its_process_wide_store_and_answers_hits_from_it()
         );
     }
     assert_eq!(origin.stats().count(path), 1);
+    // Envoy's /stats counts them (the module's counters, in Envoy's namespace for
+    // dynamic-module stats).
+    let listing = ureq::get(&format!("http://{}/stats?filter=cachet", e.admin))
+        .call()
+        .expect("admin /stats")
+        .body_mut()
+        .read_to_string()
+        .unwrap_or_default();
+    let counter = |name: &str| -> u64 {
+        listing
+            .lines()
+            .find(|l| l.contains(&format!("cachet.{name}:")))
+            .and_then(|l| l.rsplit(':').next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no cachet.{name} in /stats:\n{listing}"))
+    };
+    assert_eq!((counter("hits"), counter("misses")), (6, 1), "{listing}");
     // A conditional request is answered from the stored validator (RFC 9110 §13.1.1).
     let tagged = "/t/module-etag?cc=max-age%3D600&etag=v1";
     assert_eq!(get_full(&e, tagged, &[]).1, "MISS");
