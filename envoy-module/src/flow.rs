@@ -864,9 +864,12 @@ impl Driver<'_> {
         }
         // An expired hit-for-pass marker is nothing (`cachet_store::cache::classify`);
         // any other object goes to the exchange, which decides on its times.
-        let draw = Draw::from_bits(self.sh.next());
+        // The draw only matters to a marker, so a hit takes none.
         let found = found.filter(|o| {
-            !o.h.meta.pass || classify(o, Check::Clean, &flow.want.early, now, draw).is_some()
+            !o.h.meta.pass || {
+                let draw = Draw::from_bits(self.sh.next());
+                classify(o, Check::Clean, &flow.want.early, now, draw).is_some()
+            }
         });
         let failed_at = if flow.ex.waited() {
             self.sh.failed_at(&flow.want.key)
