@@ -21,8 +21,10 @@ ENVOY_VERSION=${ENVOY_VERSION:-1.40.0}
 # the request flow into the exchange state machine (`cachet_http::exchange`, instantiated
 # in cachet-worker at opt-level 3): 1,361,867 → 1,380,104 bytes (2026-11-28, +1.3%; wasm-opt
 # --converge wins 1 KB, `#[inline(never)]` on the machine's steps 0.4 KB, measured); the
-# budget is that + 1% until the size pass.
-ENVOY_WASM_BUDGET=${ENVOY_WASM_BUDGET:-1394000}
+# budget is that + 1% until the size pass. Issue 33 moved the admin API into cachet-store
+# so the dynamic module answers it too: 1,393,748 → 1,396,794 bytes (same code, other
+# inlining across the crate boundary; measured by building both): 1,400,000.
+ENVOY_WASM_BUDGET=${ENVOY_WASM_BUDGET:-1400000}
 
 ensure_envoy() {
   local venv="$ROOT/.venv"

@@ -1,8 +1,8 @@
 //! Cachet's storage protocols over a compare-and-swap key-value store: the shared object
 //! tier and the in-VM tier in front of it ([`tier`]), one worker's lookups, fills and
 //! lurker over both ([`cache`]), the collapsing locks ([`locks`]) and the shared ban log
-//! with each worker's replica ([`bans`]). Storage only: the flow is `cachet_http::exchange`'s,
-//! the admin API and the plug-in set-up are the worker's.
+//! with each worker's replica ([`bans`]), and the admin API over that log ([`admin`]).
+//! Storage only: the flow is `cachet_http::exchange`'s, the plug-in set-up the hosts'.
 //!
 //! In Envoy the store is proxy-wasm shared data (one per Envoy process, seen by every
 //! worker's VM); the filter implements [`SharedData`] over its host calls and nothing
@@ -11,9 +11,10 @@
 //! ([`MemoryStore`]), interleavings included.
 #![forbid(unsafe_code)]
 
-use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 
+pub mod admin;
 pub mod bans;
 pub mod cache;
 /// The fleet ban log's etcd protocol (`cachet_policy::etcd`), which [`bans`] and the
@@ -41,22 +42,29 @@ pub fn init(sd: &dyn SharedData, key: &str) {
     }
 }
 
-/// An in-memory [`SharedData`] with Envoy's CAS rules (tests, simulations).
+/// An in-memory [`SharedData`] with Envoy's CAS rules, safe to share across threads
+/// (`Send + Sync`): tests and simulations, and the dynamic module's in-process ban log
+/// (one per filter configuration, written by every Envoy worker thread).
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    map: RefCell<HashMap<String, (Vec<u8>, u32)>>,
+    map: Mutex<HashMap<String, (Vec<u8>, u32)>>,
 }
 
 impl SharedData for MemoryStore {
     fn get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
-        match self.map.borrow().get(key) {
+        match self
+            .map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+        {
             Some((v, cas)) => (Some(v.clone()), Some(*cas)),
             None => (None, None),
         }
     }
 
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
-        let mut map = self.map.borrow_mut();
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
         let current = map.get(key).map(|(_, c)| *c);
         // As proxy-wasm-cpp-host's `SharedData::set`: CAS 0 or none is unconditional, a
         // token must match the stored one, and a missing key is created whatever the token.

@@ -1,4 +1,4 @@
-//! The fleet ban-log protocol (`cachet_store::etcd`, `cachet_worker::admin::api::handle_fleet`, `bans::apply_polled`) against a real etcd: two nodes' logs converge, retirement raises the floor, an unreachable etcd accepts nothing.
+//! The fleet ban-log protocol (`cachet_store::etcd`, `cachet_store::admin::handle_fleet`, `bans::apply_polled`) against a real etcd: two nodes' logs converge, retirement raises the floor, an unreachable etcd accepts nothing.
 //!
 //! etcd is `$CACHET_ETCD` (scripts/test installs Debian's `etcd-server` and sets it); without
 //! it, outside CI, the tests say so and return, as the real-Envoy tests do. Each test starts

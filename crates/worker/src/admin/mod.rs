@@ -1,7 +1,7 @@
-//! The admin API (`/.cachet/*`): [`api`] on proxy-wasm shared data, its effects counted
-//! in the filter's metrics.
+//! The admin API (`/.cachet/*`): [`api`] (`cachet_store::admin`) on proxy-wasm shared
+//! data, its effects counted in the filter's metrics.
 
-pub mod api;
+pub use cachet_store::admin as api;
 
 use cachet_http::Reply;
 use cachet_policy::Policy;

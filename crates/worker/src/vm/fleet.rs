@@ -1,7 +1,7 @@
 //! Fleet mode (`[envoy].etcd_cluster`, docs/fleet.md): admin writes through etcd, and on the tick the poll of the fleet's ban log and its retirement.
 //!
 //! Every rule (the bodies, what an answer means, how a poll merges) is `cachet_store::etcd`,
-//! `crate::admin::api::handle_fleet` and `cachet_store::bans::apply_polled`; this module
+//! `cachet_store::admin::handle_fleet` and `cachet_store::bans::apply_polled`; this module
 //! only sends the bodies with `dispatch_http_call` and hands back the answers.
 
 #[allow(

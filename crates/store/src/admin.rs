@@ -1,6 +1,9 @@
 //! The admin API (`/.cachet/ban`, `/.cachet/bans`, `/.cachet/purge`, and
-//! `/.cachet/config`: [`config_call`]) over the shared ban
-//! log (`cachet_store::bans`): the Envoy filter's, with the edge app's contract.
+//! `/.cachet/config`: [`config_call`]) over the shared ban log ([`crate::bans`]): both
+//! Envoy hosts' (the proxy-wasm filter over shared data, the dynamic module over its
+//! in-process log), with the edge app's contract. Pure: the host reads the call, passes
+//! the time, and sends the reply; in fleet mode it sends the etcd transaction and hands
+//! etcd's answer back ([`handle_fleet`], [`fleet_answer`]).
 //!
 //! Routing, authorization, limits and refusals are `cachet_policy::admin`'s and
 //! `cachet_http::reply`'s, shared with the edge app: unknown path `404`, wrong method `405`
@@ -16,9 +19,9 @@ use cachet_policy::Policy;
 use cachet_policy::admin::{self, AdminCall, AdminError};
 use serde_json::json;
 
-use cachet_store::SharedData;
-use cachet_store::bans::{self, AppendError, Kind, NewEntry};
-use cachet_store::etcd;
+use crate::SharedData;
+use crate::bans::{self, AppendError, Kind, NewEntry};
+use crate::etcd;
 
 /// Largest admin request body read, bytes (a ban expression is at most 8 KiB).
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
