@@ -388,6 +388,26 @@ unsafe extern "C" {
         value: u64,
     ) -> MetricsResult; // abi.h chars 81200..97200
 
+    /// Defines a gauge named `name` with `label_names` (may be null when
+    /// `label_names_length` is 0) on the filter config, storing its opaque id in
+    /// `*gauge_id_ptr`; call during initialization.
+    pub fn envoy_dynamic_module_callback_http_filter_config_define_gauge(
+        filter_config_envoy_ptr: HttpFilterConfigEnvoyPtr,
+        name: ModuleBuffer,
+        label_names: *mut ModuleBuffer,
+        label_names_length: usize,
+        gauge_id_ptr: *mut usize,
+    ) -> MetricsResult; // abi.h chars 81200..97200
+
+    /// Sets the gauge `id` to `value` from the filter-config context (no stream needed).
+    pub fn envoy_dynamic_module_callback_http_filter_config_set_gauge(
+        filter_config_envoy_ptr: HttpFilterConfigEnvoyPtr,
+        id: usize,
+        label_values: *mut ModuleBuffer,
+        label_values_length: usize,
+        value: u64,
+    ) -> MetricsResult; // abi.h chars 81200..97200
+
     // ------------------------------ Headers and trailers -------------------------------------
 
     /// Gets value number `index` of header `key` in the `header_type` map into

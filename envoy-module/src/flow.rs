@@ -6,7 +6,7 @@
 //!
 //! | action | here |
 //! |---|---|
-//! | `Lookup` | [`Store::get`], the variant a vary marker selects, one pointer clone under a read lock (no bans stored yet: the module answers the admin API `501`) |
+//! | `Lookup` | [`Store::get`], the variant a vary marker selects, one pointer clone under a read lock; bans and soft purges applied there ([`Bans::check`]: `CheckBan` is then always clean) |
 //! | `Claim` | [`Locks::claim`] on the cache key: leader (a [`Permit`] in the handle) or follower |
 //! | `Park` | the key's queue ([`Locks::park`]); the leader's permit, dropped, commits an event to this stream's scheduler |
 //! | `Fetch` | the client's own request rewritten into the fill (`cachet_http::fill::request_lines`) and sent through Envoy's router while the request is still held in its headers and the fill is a plain `GET`; else a callout to `[envoy].cluster` |
@@ -25,11 +25,13 @@ use cachet_http::exchange::{
 use cachet_http::{CacheStatus, Client, Failure, Inputs};
 use cachet_policy::{Decision, Plan, Policy};
 use cachet_refresh::{Draw, Timestamp};
+use cachet_store::admin::AdminRequest;
 use cachet_store::bans::Check;
 use cachet_store::cache::{Wanted, classify, place, variant_of};
 use cachet_store::tier::StoredObject;
 
 use crate::abi;
+use crate::bans::{Bans, Lurked};
 use crate::host::{Config, Fields, Scheduler, Stream};
 use crate::store::{Claimed, Locks, Parked, Permit, Store, Wake};
 
@@ -44,6 +46,8 @@ pub struct Shared {
     pub store: Store,
     /// The collapsing locks.
     pub locks: Arc<Locks>,
+    /// The ban log (bans, purges, soft purges) and the lurker.
+    pub bans: Bans,
     /// When the origin last failed a fill of a key, ms (read by requests that waited for
     /// that fill: they are answered as it was).
     failures: Mutex<HashMap<String, u64>>,
@@ -58,6 +62,33 @@ pub struct Shared {
     main: OnceLock<Arc<dyn Wake>>,
     /// The `/stats` counters (none until defined).
     counters: OnceLock<Counters>,
+    /// The `/stats` gauges (none until defined): bytes stored, objects, live bans.
+    gauges: OnceLock<Gauges>,
+}
+
+/// The module's gauges in `/stats`, set from the main thread on every lurker step.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Gauges {
+    /// Bytes the store holds (`StoredObject::cost`).
+    pub bytes_stored: usize,
+    /// Objects the store holds (vary markers and hit-for-pass markers included).
+    pub objects: usize,
+    /// Live entries of the ban log (bans, hard purges, soft purges).
+    pub bans: usize,
+}
+
+impl Gauges {
+    /// The gauges' names in `/stats`.
+    pub const NAMES: [&'static str; 3] = ["cachet.bytes_stored", "cachet.objects", "cachet.bans"];
+
+    /// The gauges from their ids, in [`Self::NAMES`]' order.
+    pub fn from_ids([bytes_stored, objects, bans]: [usize; 3]) -> Self {
+        Self {
+            bytes_stored,
+            objects,
+            bans,
+        }
+    }
 }
 
 impl std::fmt::Debug for Shared {
@@ -88,11 +119,23 @@ pub struct Counters {
     pub evictions: usize,
     /// Fills and refreshes the origin failed (unreachable, reset, Envoy's own reply).
     pub origin_errors: usize,
+    /// Bans added through the admin API.
+    pub bans_added: usize,
+    /// Surrogate keys purged (admin API, hard or soft; invalidation after unsafe methods).
+    pub purges: usize,
+    /// Admin calls refused for their credentials (401/403).
+    pub admin_denied: usize,
+    /// Objects the lurker examined.
+    pub lurker_examined: usize,
+    /// Objects the lurker removed (banned, or past their keep window).
+    pub lurker_evicted: usize,
+    /// Full lurker passes.
+    pub lurker_passes: usize,
 }
 
 impl Counters {
     /// The counters' names in `/stats` (under Envoy's namespace for dynamic modules).
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 14] = [
         "cachet.hits",
         "cachet.misses",
         "cachet.passes",
@@ -101,10 +144,16 @@ impl Counters {
         "cachet.refreshes",
         "cachet.evictions",
         "cachet.origin_errors",
+        "cachet.bans_added",
+        "cachet.purges",
+        "cachet.admin_denied",
+        "cachet.lurker_examined",
+        "cachet.lurker_evicted",
+        "cachet.lurker_passes",
     ];
 
     /// The counters from their ids, in [`Self::NAMES`]' order.
-    pub fn from_ids(ids: [usize; 8]) -> Self {
+    pub fn from_ids(ids: [usize; 14]) -> Self {
         let [
             hits,
             misses,
@@ -114,6 +163,12 @@ impl Counters {
             refreshes,
             evictions,
             origin_errors,
+            bans_added,
+            purges,
+            admin_denied,
+            lurker_examined,
+            lurker_evicted,
+            lurker_passes,
         ] = ids;
         Self {
             hits,
@@ -124,6 +179,12 @@ impl Counters {
             refreshes,
             evictions,
             origin_errors,
+            bans_added,
+            purges,
+            admin_denied,
+            lurker_examined,
+            lurker_evicted,
+            lurker_passes,
         }
     }
 }
@@ -139,6 +200,7 @@ impl Shared {
             policy,
             store: Store::new(bytes),
             locks: Arc::new(Locks::default()),
+            bans: Bans::new(),
             failures: Mutex::default(),
             counter: AtomicU64::new(1),
             seed: RandomState::new().hash_one(0x6361_6368_6574_u64),
@@ -146,6 +208,7 @@ impl Shared {
             running: Mutex::default(),
             main: OnceLock::new(),
             counters: OnceLock::new(),
+            gauges: OnceLock::new(),
         }
     }
 
@@ -153,6 +216,12 @@ impl Shared {
     pub fn set_counters(&self, c: Counters) {
         // A second call keeps the first: the ids belong to this configuration.
         let _ = self.counters.set(c);
+    }
+
+    /// Sets the `/stats` gauges (once, in `config_new`).
+    pub fn set_gauges(&self, g: Gauges) {
+        // A second call keeps the first: the ids belong to this configuration.
+        let _ = self.gauges.set(g);
     }
 
     /// Sets what wakes the main thread for background refreshes (once, in `config_new`).
@@ -179,6 +248,48 @@ impl Shared {
             }
             if let Some(id) = self.drive_job(config, &mut job, Event::Start) {
                 (self.running.lock().unwrap_or_else(PoisonError::into_inner)).insert(id, job);
+            }
+        }
+    }
+
+    /// The main thread's lurker step (every `[envoy].tick`: `Bans::lurk`), counted, then
+    /// the gauges set.
+    pub fn lurk(&self, config: Config) {
+        let now_ms = now().1.as_millis();
+        let Lurked {
+            examined,
+            evicted,
+            passes,
+        } = self.bans.lurk(&self.store, &self.policy, now_ms);
+        if let Some(c) = self.counters.get() {
+            for (id, n) in [
+                (c.lurker_examined, examined),
+                (c.lurker_evicted, evicted),
+                (c.lurker_passes, passes),
+            ] {
+                if n > 0 {
+                    config.count(id, n);
+                }
+            }
+        }
+        if let Some(g) = self.gauges.get() {
+            let (bytes, objects) = self.store.totals();
+            config.set_gauge(g.bytes_stored, bytes);
+            config.set_gauge(g.objects, objects);
+            config.set_gauge(g.bans, self.bans.live() as u64);
+        }
+    }
+
+    /// Counts an admin call's effects (stream side).
+    fn count_admin(&self, s: Stream, fx: cachet_store::admin::Effects) {
+        let Some(c) = self.counters.get() else { return };
+        for (id, n) in [
+            (c.admin_denied, u64::from(fx.denied)),
+            (c.bans_added, fx.bans_added),
+            (c.purges, fx.purges),
+        ] {
+            if n > 0 {
+                s.count(id, n);
             }
         }
     }
@@ -416,6 +527,13 @@ impl Filter {
         self.with((), |i| i.on_callout_done(s, id, answer));
     }
 
+    /// A chunk of the request body; `(Paused, true)`: buffer it.
+    pub fn on_request_body(&self, s: Stream, end_of_stream: bool) -> (Go, bool) {
+        self.with((Go::Upstream, false), |i| {
+            i.on_request_body(s, end_of_stream)
+        })
+    }
+
     /// The response's headers.
     pub fn on_response_headers(&self, s: Stream, end_of_stream: bool) -> Go {
         self.with(Go::Downstream, |i| i.on_response_headers(s, end_of_stream))
@@ -453,6 +571,11 @@ struct Inner {
     /// Edits for a passed request's answer (`Stage::Passed` without a flow).
     passed: bool,
     scheduler: Option<Arc<Scheduler>>,
+    /// An admin call waiting for its body (`POST /.cachet/ban`).
+    admin: Option<AdminRequest>,
+    /// A passed unsafe request's method, host and target: invalidated after a non-error
+    /// answer (RFC 9111 §4.4).
+    unsafe_target: Option<(String, String, String)>,
 }
 
 fn now() -> (SystemTime, Timestamp) {
@@ -484,6 +607,8 @@ impl Inner {
             flow: None,
             passed: false,
             scheduler: None,
+            admin: None,
+            unsafe_target: None,
         }
     }
 
@@ -506,12 +631,10 @@ impl Inner {
         }
         let path = text(&headers, ":path").to_owned();
         let method = text(&headers, ":method").to_owned();
-        if cachet_policy::admin::admin_path(&path).is_some() {
-            // Never to the origin: a token meant for the admin API stays here.
-            let body = "the admin API (bans, purges) is not in the dynamic module yet: \
-                        use the proxy-wasm filter (docs/envoy.md)\n";
-            s.send_reply(&cachet_http::reply::admin(501, body.to_owned()));
-            return Go::Paused;
+        // Admin look-alikes (`/.CACHET/ban`, `/%2ecachet/ban`) are admin calls too: a
+        // token meant for the admin API never reaches the origin.
+        if let Some(admin_path) = cachet_policy::admin::admin_path(&path) {
+            return self.admin_headers(s, &headers, method, &admin_path, end_of_stream);
         }
         let (at, ts) = now();
         let mut inputs = Inputs::read(&method, "http", &path, headers.as_slice());
@@ -531,6 +654,10 @@ impl Inner {
             Decision::Pass(_) => {
                 forward.apply(s, p);
                 self.passed = true;
+                if cachet_http::invalidate::invalidates(&method) {
+                    let target = (method, plan.host.to_string(), plan.target.to_string());
+                    self.unsafe_target = Some(target);
+                }
                 if let Some(c) = sh.counters.get() {
                     s.count(c.passes, 1);
                 }
@@ -552,8 +679,8 @@ impl Inner {
         };
         let ex = {
             let cx = Cx::new(p, &plan, &self.client, &want.fields);
-            // No ban is stored here yet (the admin API is refused): the lookup's verdict
-            // is always clean. A stored object holds its body.
+            // The lookup applies bans and soft purges (`Bans::check`). A stored object
+            // holds its body.
             Exchange::new(cx, ts, sh.next())
                 .lookup_applies_bans()
                 .found_carries_body()
@@ -579,6 +706,84 @@ impl Inner {
             scheduler: Some(&mut self.scheduler),
         };
         d.drive(&plan, flow, Event::Start, ts)
+    }
+
+    /// An admin call (`/.cachet/*`): answered now, or after its body for
+    /// `POST /.cachet/ban`. Always stopped here: never forwarded.
+    fn admin_headers(
+        &mut self,
+        s: Stream,
+        headers: &Fields,
+        method: String,
+        admin_path: &str,
+        end_of_stream: bool,
+    ) -> Go {
+        let get = |n: &str| {
+            let v = headers.iter().find(|(k, _)| k == n);
+            v.and_then(|(_, v)| std::str::from_utf8(v).ok())
+                .map(str::to_owned)
+        };
+        let req = AdminRequest {
+            method,
+            path: admin_path.split('?').next().unwrap_or("").to_owned(),
+            authorization: get("authorization"),
+            surrogate_key: get("surrogate-key"),
+            soft: get("fastly-soft-purge").is_some_and(|v| v.trim() == "1"),
+        };
+        // Only `POST /.cachet/ban` reads its body; its headers wait for it here (a native
+        // filter stopped in its headers still gets the body), and never go on.
+        let reads = !end_of_stream && req.reads_body();
+        self.admin = Some(req);
+        if reads {
+            s.set_header(REQUEST, "authorization", None);
+        } else {
+            self.answer_admin(s, &[]);
+        }
+        Go::Paused
+    }
+
+    /// Answers the admin call waiting in `self.admin` with `body` (`cachet_store::admin`,
+    /// `GET /.cachet/config` included), counted; a ban or purge is in force for every
+    /// thread before the answer goes.
+    fn answer_admin(&mut self, s: Stream, body: &[u8]) {
+        let Some(req) = self.admin.take() else { return };
+        let sh = &self.shared;
+        let config = || {
+            cachet_policy::inforce::ConfigStatus {
+                configured_from: "dynamic module filter_config",
+                in_force: cachet_policy::inforce::Source::Configured,
+                rejected: None,
+            }
+            .body()
+        };
+        let (reply, fx) = cachet_store::admin::config_call(&sh.policy, &req, config)
+            .unwrap_or_else(|| sh.bans.admin(&sh.policy, &req, body, now().1.as_millis()));
+        sh.count_admin(s, fx);
+        s.send_reply(&reply);
+    }
+
+    /// A chunk of the request body: only an admin call waiting for its ban expression
+    /// reads it (buffered to its end, at most `cachet_store::admin::MAX_BODY_BYTES`).
+    fn on_request_body(&mut self, s: Stream, end_of_stream: bool) -> (Go, bool) {
+        if self.admin.is_none() {
+            return (Go::Upstream, false);
+        }
+        let size = s.request_body_size();
+        if size > cachet_store::admin::MAX_BODY_BYTES {
+            self.admin = None;
+            let e = cachet_policy::admin::AdminError::PayloadTooLarge {
+                len: size,
+                limit: cachet_store::admin::MAX_BODY_BYTES,
+            };
+            s.send_reply(&cachet_http::reply::admin_error(&e));
+            return (Go::Paused, false);
+        }
+        if !end_of_stream {
+            return (Go::Paused, true);
+        }
+        let body = s.request_body();
+        self.answer_admin(s, &body);
+        (Go::Paused, false)
     }
 
     /// Feeds `event` to the flow from a later hook (the plan made again at its time).
@@ -637,6 +842,9 @@ impl Inner {
                 let mut hs = s.headers(RESPONSE);
                 let respaced = cachet_http::fields::respace_joined_lists(&mut hs);
                 edit_forwarded(s, &hs, &respaced, &self.client);
+                if let Some((method, host, target)) = self.unsafe_target.take() {
+                    self.invalidate(s, &method, &host, &target, &hs);
+                }
                 return Go::Downstream;
             }
             _ => return Go::Downstream,
@@ -683,6 +891,23 @@ impl Inner {
             eos: end_of_stream,
         });
         self.drive_later(s, Event::Head(head))
+    }
+
+    /// The invalidation after an unsafe method's answer `hs` (RFC 9111 §4.4: the keys are
+    /// `cachet_http::invalidation_keys`', none for an error), hard-purged through the ban
+    /// log and counted.
+    fn invalidate(&self, s: Stream, method: &str, host: &str, target: &str, hs: &Fields) {
+        let p = &self.shared.policy;
+        let status = text(hs, ":status").parse().unwrap_or(0);
+        let keys = cachet_http::invalidation_keys(p, method, status, host, target, hs.as_slice());
+        if keys.is_empty() {
+            return;
+        }
+        let max = p.config().bans.max_bans;
+        let added = self.shared.bans.purge_keys(&keys, max, now().1.as_millis());
+        if let (Some(c), true) = (self.shared.counters.get(), added > 0) {
+            s.count(c.purges, added);
+        }
     }
 
     /// A chunk of the response body; `Paused` with the stage still `Router`: buffer it.
@@ -862,14 +1087,22 @@ impl Driver<'_> {
                 Ok(None) => found = None,
             }
         }
-        // An expired hit-for-pass marker is nothing (`cachet_store::cache::classify`);
-        // any other object goes to the exchange, which decides on its times.
-        // The draw only matters to a marker, so a hit takes none.
-        let found = found.filter(|o| {
-            !o.h.meta.pass || {
+        // A banned object is nothing, a soft-purged one stale (`Bans::check`); an
+        // expired hit-for-pass marker is nothing (`cachet_store::cache::classify`); any
+        // other object goes to the exchange, which decides on its times. The draw only
+        // matters to a marker, so a hit takes none.
+        let found = found.and_then(|o| {
+            let check = (self.sh.bans).check(&o, &flow.want.target, &flow.want.fields);
+            let soft = match check {
+                Check::Banned => return None,
+                Check::SoftPurged(_) => true,
+                Check::Clean => false,
+            };
+            let usable = !o.h.meta.pass || {
                 let draw = Draw::from_bits(self.sh.next());
-                classify(o, Check::Clean, &flow.want.early, now, draw).is_some()
-            }
+                classify(&o, check, &flow.want.early, now, draw).is_some()
+            };
+            usable.then_some((o, soft))
         });
         let failed_at = if flow.ex.waited() {
             self.sh.failed_at(&flow.want.key)
@@ -878,11 +1111,11 @@ impl Driver<'_> {
         };
         Event::Looked {
             handle: Hold {
-                found: found.clone(),
+                found: found.as_ref().map(|(o, _)| Arc::clone(o)),
                 permit: None,
             },
             right: Right::Ask,
-            found: found.map(|o| (o, false)),
+            found,
             failed_at,
         }
     }
@@ -1027,6 +1260,12 @@ impl Driver<'_> {
             }
             WriteOp::Update { meta, .. } => handle.found.as_ref().map(|base| {
                 let fresh = StoredObject::new(base.h.key.clone(), *meta, base.body.clone());
+                // A ban or purge added while the revalidation was out covers `base`: a
+                // 304 must not give it a new insertion time (the filter's `freshen`).
+                let (target, fields) = (&flow.want.target, &flow.want.fields);
+                if self.sh.bans.check(base, target, fields) == Check::Banned {
+                    return Arc::new(fresh);
+                }
                 let ins = store.insert(fresh, now_ms, Some(base.h.version));
                 self.count_by(|c| c.evictions, ins.evicted);
                 ins.obj

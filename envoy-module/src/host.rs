@@ -14,6 +14,18 @@ pub type Fields = Vec<(String, Vec<u8>)>;
 #[derive(Debug, Clone, Copy)]
 pub struct Stream(pub abi::HttpFilterEnvoyPtr);
 
+/// The response body's parts: what Envoy buffered, then what the hook received.
+const RESPONSE_BODY: [abi::HttpBodyType; 2] = [
+    abi::HTTP_BODY_TYPE_BUFFERED_RESPONSE_BODY,
+    abi::HTTP_BODY_TYPE_RECEIVED_RESPONSE_BODY,
+];
+
+/// The request body's parts, as [`RESPONSE_BODY`].
+const REQUEST_BODY: [abi::HttpBodyType; 2] = [
+    abi::HTTP_BODY_TYPE_BUFFERED_REQUEST_BODY,
+    abi::HTTP_BODY_TYPE_RECEIVED_REQUEST_BODY,
+];
+
 /// A byte slice as the ABI's module buffer (borrowed for the call it is passed to).
 pub fn module_buffer(bytes: &[u8]) -> abi::ModuleBuffer {
     abi::ModuleBuffer {
@@ -341,11 +353,27 @@ impl Stream {
     /// Bytes of the response body Envoy holds for the filter: what it buffered, then what
     /// this hook received.
     pub fn response_body(self) -> Vec<u8> {
+        self.body(RESPONSE_BODY)
+    }
+
+    /// Bytes of the response body held so far (buffered and received).
+    pub fn response_body_size(self) -> usize {
+        self.body_size(RESPONSE_BODY)
+    }
+
+    /// Bytes of the request body Envoy holds for the filter (buffered, then received).
+    pub fn request_body(self) -> Vec<u8> {
+        self.body(REQUEST_BODY)
+    }
+
+    /// Bytes of the request body held so far (buffered and received).
+    pub fn request_body_size(self) -> usize {
+        self.body_size(REQUEST_BODY)
+    }
+
+    fn body(self, kinds: [abi::HttpBodyType; 2]) -> Vec<u8> {
         let mut out = Vec::new();
-        for kind in [
-            abi::HTTP_BODY_TYPE_BUFFERED_RESPONSE_BODY,
-            abi::HTTP_BODY_TYPE_RECEIVED_RESPONSE_BODY,
-        ] {
+        for kind in kinds {
             // SAFETY: the current hook's filter.
             let n = unsafe {
                 abi::envoy_dynamic_module_callback_http_get_body_chunks_size(self.0, kind)
@@ -373,16 +401,12 @@ impl Stream {
         out
     }
 
-    /// Bytes of the response body held so far (buffered and received).
-    pub fn response_body_size(self) -> usize {
-        [
-            abi::HTTP_BODY_TYPE_BUFFERED_RESPONSE_BODY,
-            abi::HTTP_BODY_TYPE_RECEIVED_RESPONSE_BODY,
-        ]
-        .into_iter()
-        // SAFETY: the current hook's filter.
-        .map(|k| unsafe { abi::envoy_dynamic_module_callback_http_get_body_size(self.0, k) })
-        .sum()
+    fn body_size(self, kinds: [abi::HttpBodyType; 2]) -> usize {
+        kinds
+            .into_iter()
+            // SAFETY: the current hook's filter.
+            .map(|k| unsafe { abi::envoy_dynamic_module_callback_http_get_body_size(self.0, k) })
+            .sum()
     }
 
     /// Sends a request to `cluster` with `pairs` (pseudo-headers included) and no body;
@@ -461,6 +485,9 @@ pub const EVENT_WOKEN: u64 = 1;
 /// The event the module schedules to its configuration: queued refreshes are due.
 pub const EVENT_REFRESH: u64 = 1;
 
+/// The event the module's ticker schedules to its configuration: a lurker step is due.
+pub const EVENT_LURK: u64 = 2;
+
 impl Scheduler {
     /// Frees the scheduler (on its own thread: the stream's, or the main thread).
     pub fn close(&self) {
@@ -499,11 +526,39 @@ impl Config {
     /// # Errors
     /// Envoy's `METRICS_RESULT_*` (stats creation frozen: after initialization).
     pub fn define_counter(self, name: &str) -> Result<usize, u32> {
+        self.define(
+            name,
+            abi::envoy_dynamic_module_callback_http_filter_config_define_counter,
+        )
+    }
+
+    /// Defines gauge `name` (no labels), as [`Self::define_counter`].
+    ///
+    /// # Errors
+    /// Envoy's `METRICS_RESULT_*`.
+    pub fn define_gauge(self, name: &str) -> Result<usize, u32> {
+        self.define(
+            name,
+            abi::envoy_dynamic_module_callback_http_filter_config_define_gauge,
+        )
+    }
+
+    fn define(
+        self,
+        name: &str,
+        f: unsafe extern "C" fn(
+            abi::HttpFilterConfigEnvoyPtr,
+            abi::ModuleBuffer,
+            *mut abi::ModuleBuffer,
+            usize,
+            *mut usize,
+        ) -> abi::MetricsResult,
+    ) -> Result<usize, u32> {
         let mut id = 0usize;
         // SAFETY: called in `config_new` on the main thread; `id` is written by Envoy; the
         // name is borrowed for the call (Envoy interns it).
         let r = unsafe {
-            abi::envoy_dynamic_module_callback_http_filter_config_define_counter(
+            f(
                 self.0,
                 module_buffer(name.as_bytes()),
                 std::ptr::null_mut(),
@@ -528,6 +583,20 @@ impl Config {
                 std::ptr::null_mut(),
                 0,
                 by,
+            );
+        }
+    }
+
+    /// Sets gauge `id` to `value` from the main thread.
+    pub fn set_gauge(self, id: usize, value: u64) {
+        // SAFETY: the configuration's hook on the main thread; no labels.
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_config_set_gauge(
+                self.0,
+                id,
+                std::ptr::null_mut(),
+                0,
+                value,
             );
         }
     }
@@ -560,9 +629,9 @@ impl Config {
         })
     }
 
-    /// The configuration's scheduler (events arrive on the main thread as
-    /// `on_http_filter_config_scheduled`).
-    pub fn scheduler(self) -> Scheduler {
+    /// A scheduler of the configuration whose wakes commit `event` (events arrive on the
+    /// main thread as `on_http_filter_config_scheduled`).
+    pub fn scheduler(self, event: u64) -> Scheduler {
         // SAFETY: called in `config_new` on the main thread; freed by `Scheduler::close`.
         let p =
             unsafe { abi::envoy_dynamic_module_callback_http_filter_config_scheduler_new(self.0) };
@@ -570,7 +639,7 @@ impl Config {
             ptr: std::sync::Mutex::new(Some(SchedulerPtr(p))),
             commit: abi::envoy_dynamic_module_callback_http_filter_config_scheduler_commit,
             delete: abi::envoy_dynamic_module_callback_http_filter_config_scheduler_delete,
-            event: EVENT_REFRESH,
+            event,
         }
     }
 }

@@ -9,9 +9,10 @@
 //! overwriting any client value, `robots.txt`, a malformed authority's `400`); and the
 //! cache: one process-wide [`store::Store`] every worker thread reads in place, driven by
 //! `cachet_http::exchange` as the edge and the proxy-wasm filter drive it ([`flow`]), with
-//! request collapsing across threads ([`store::Locks`]). Not yet here (issue 33's next
-//! steps): bans, purges and the lurker (the admin API answers `501`), background refreshes,
-//! fleet mode, `/stats` counters, combining slices.
+//! request collapsing across threads ([`store::Locks`]), background refreshes on the main
+//! thread, bans, purges, soft purges, the admin API and the lurker ([`bans`]), and `/stats`
+//! counters and gauges. Not yet here (issue 33's next steps): fleet mode and the ban feed
+//! (a configuration that sets them is refused), combining slices.
 //!
 //! Every `unsafe` block carries a `// SAFETY:` line; the stream-side calls are wrapped in
 //! [`host`]. A hook never panics across the C boundary: the crate denies
@@ -24,6 +25,7 @@
 )]
 
 pub mod abi;
+pub mod bans;
 pub mod flow;
 pub mod host;
 pub mod store;
@@ -41,6 +43,67 @@ struct FilterConfig {
     shared: Arc<Shared>,
     /// The main thread's scheduler (background refreshes), freed with the configuration.
     main: Arc<host::Scheduler>,
+    /// The lurker's: [`Ticker`] wakes it every `[envoy].tick`.
+    lurk: Arc<host::Scheduler>,
+    ticker: Option<Ticker>,
+}
+
+/// A thread that wakes a scheduler every period until dropped (the configuration's
+/// timer: the ABI has none). Dropping it stops the thread and waits for it.
+struct Ticker {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Ticker {
+    /// Starts waking `w` every `period`; `None` when the thread cannot start.
+    fn start(w: Arc<dyn store::Wake>, period: std::time::Duration) -> Option<Self> {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("cachet-lurker".into())
+            .spawn(move || {
+                // Ends when the sender goes (the configuration is destroyed).
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(period)
+                {
+                    w.wake();
+                }
+            })
+            .ok()?;
+        Some(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            // The thread only sleeps and wakes: it ends at once.
+            let _ = t.join();
+        }
+    }
+}
+
+/// What the module refuses to load rather than ignore: fleet mode and the ban feed are
+/// the proxy-wasm filter's for now (issue 33), and a fleet that believed its bans reach
+/// this node would serve banned content.
+fn unsupported(cfg: &Config) -> Option<cachet_policy::ConfigIssue> {
+    let e = &cfg.envoy;
+    [
+        ("envoy.etcd_cluster", &e.etcd_cluster),
+        ("envoy.ban_feed_cluster", &e.ban_feed_cluster),
+    ]
+    .into_iter()
+    .find(|(_, v)| !v.is_empty())
+    .map(|(name, _)| cachet_policy::ConfigIssue {
+        path: name.to_owned(),
+        message: "fleet mode and the ban feed are not in the dynamic module yet: use the \
+                  proxy-wasm filter for them (docs/envoy.md, \"Which to choose\")"
+            .to_owned(),
+    })
 }
 
 /// The stream behind a module pointer.
@@ -66,6 +129,37 @@ pub extern "C" fn envoy_dynamic_module_on_program_init() -> abi::AbiVersionModul
 }
 const _: abi::OnProgramInit = envoy_dynamic_module_on_program_init;
 
+/// Defines the module's counters and gauges on `config`; `None` (logged) when Envoy
+/// refuses one.
+fn define_metrics(config: host::Config) -> Option<(flow::Counters, flow::Gauges)> {
+    let define = |name: &str, gauge: bool| {
+        let r = if gauge {
+            config.define_gauge(name)
+        } else {
+            config.define_counter(name)
+        };
+        r.map_err(|e| {
+            log(
+                abi::LOG_LEVEL_ERROR,
+                &format!("cachet: metric {name} refused ({e})"),
+            );
+        })
+        .ok()
+    };
+    let mut counters = [0usize; 14];
+    for (id, name) in counters.iter_mut().zip(flow::Counters::NAMES) {
+        *id = define(name, false)?;
+    }
+    let mut gauges = [0usize; 3];
+    for (id, name) in gauges.iter_mut().zip(flow::Gauges::NAMES) {
+        *id = define(name, true)?;
+    }
+    Some((
+        flow::Counters::from_ids(counters),
+        flow::Gauges::from_ids(gauges),
+    ))
+}
+
 /// `envoy_dynamic_module_on_http_filter_config_new`: compiles the JSON configuration; a
 /// configuration that does not load is refused (null), its reason logged at error level.
 #[unsafe(no_mangle)]
@@ -78,7 +172,11 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
     let text = String::from_utf8_lossy(unsafe { envoy_bytes(config) }).into_owned();
     let version =
         String::from_utf8_lossy(&abi::ABI_VERSION[..abi::ABI_VERSION.len() - 1]).into_owned();
-    match Config::from_json_traced(&text).and_then(Policy::new) {
+    let loaded = Config::from_json_traced(&text).and_then(|cfg| match unsupported(&cfg) {
+        Some(why) => Err(cachet_policy::PolicyError::Invalid(vec![why])),
+        None => Policy::new(cfg),
+    });
+    match loaded {
         Ok(policy) => {
             log(
                 abi::LOG_LEVEL_INFO,
@@ -87,24 +185,32 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
                      above says whether its own matches); configuration loaded"
                 ),
             );
+            let tick = policy.config().envoy.tick.0;
             let shared = Arc::new(Shared::new(policy));
-            let main = Arc::new(host::Config(envoy).scheduler());
+            // The metrics first: a refusal returns before anything needs freeing.
+            let Some((counters, gauges)) = define_metrics(host::Config(envoy)) else {
+                return std::ptr::null();
+            };
+            shared.set_counters(counters);
+            shared.set_gauges(gauges);
+            let main = Arc::new(host::Config(envoy).scheduler(host::EVENT_REFRESH));
             shared.set_main(main.clone());
-            let mut ids = [0usize; 8];
-            for (id, name) in ids.iter_mut().zip(flow::Counters::NAMES) {
-                match host::Config(envoy).define_counter(name) {
-                    Ok(i) => *id = i,
-                    Err(e) => {
-                        log(
-                            abi::LOG_LEVEL_ERROR,
-                            &format!("cachet: counter {name} refused ({e})"),
-                        );
-                        return std::ptr::null();
-                    }
-                }
+            let lurk = Arc::new(host::Config(envoy).scheduler(host::EVENT_LURK));
+            let ticker = Ticker::start(lurk.clone(), tick);
+            if ticker.is_none() {
+                log(
+                    abi::LOG_LEVEL_ERROR,
+                    "cachet: the lurker's timer thread did not start: banned objects \
+                     are refused at lookup but stay in memory until evicted",
+                );
             }
-            shared.set_counters(flow::Counters::from_ids(ids));
-            Box::into_raw(Box::new(FilterConfig { shared, main })) as abi::HttpFilterConfigModulePtr
+            let c = FilterConfig {
+                shared,
+                main,
+                lurk,
+                ticker,
+            };
+            Box::into_raw(Box::new(c)) as abi::HttpFilterConfigModulePtr
         }
         Err(e) => {
             log(
@@ -125,7 +231,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(
     if !config.is_null() {
         // SAFETY: `config` came from `Box::into_raw` in `config_new`; Envoy destroys it once,
         // on the main thread (where its scheduler is freed).
-        let c = unsafe { Box::from_raw(config as *mut FilterConfig) };
+        let mut c = unsafe { Box::from_raw(config as *mut FilterConfig) };
+        c.lurk.close();
+        drop(c.ticker.take());
         c.main.close();
     }
 }
@@ -198,14 +306,23 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_destroy(
 const _: abi::OnHttpFilterPerRouteConfigDestroy =
     envoy_dynamic_module_on_http_filter_per_route_config_destroy;
 
-/// `…_request_body`.
+/// `…_request_body`: an admin call's ban expression.
+///
+/// # Safety
+/// Called by Envoy only, with the pointers its ABI hands this hook.
 #[unsafe(no_mangle)]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
-    _envoy: abi::HttpFilterEnvoyPtr,
-    _filter: abi::HttpFilterModulePtr,
-    _end_of_stream: bool,
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
+    envoy: abi::HttpFilterEnvoyPtr,
+    filter_ptr: abi::HttpFilterModulePtr,
+    end_of_stream: bool,
 ) -> abi::OnHttpFilterRequestBodyStatus {
-    abi::REQUEST_BODY_STATUS_CONTINUE
+    // SAFETY: this stream's filter, on its thread (`filter`'s contract).
+    let f = unsafe { filter(filter_ptr) };
+    match f.on_request_body(Stream(envoy), end_of_stream) {
+        (Go::Paused, true) => abi::REQUEST_BODY_STATUS_STOP_ITERATION_AND_BUFFER,
+        (Go::Paused, false) => abi::REQUEST_BODY_STATUS_STOP_ITERATION_NO_BUFFER,
+        (Go::Upstream | Go::Downstream, _) => abi::REQUEST_BODY_STATUS_CONTINUE,
+    }
 }
 const _: abi::OnHttpFilterRequestBody = envoy_dynamic_module_on_http_filter_request_body;
 
@@ -400,8 +517,10 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(
 ) {
     // SAFETY: a pointer `config_new` returned, alive until `config_destroy` (main thread).
     let c = unsafe { &*config.cast::<FilterConfig>() };
-    if event_id == host::EVENT_REFRESH {
-        c.shared.run_refreshes(host::Config(envoy));
+    match event_id {
+        host::EVENT_REFRESH => c.shared.run_refreshes(host::Config(envoy)),
+        host::EVENT_LURK => c.shared.lurk(host::Config(envoy)),
+        _ => {}
     }
 }
 const _: abi::OnHttpFilterConfigScheduled = envoy_dynamic_module_on_http_filter_config_scheduled;

@@ -110,6 +110,17 @@ pub struct Inserted {
     pub evicted: u64,
 }
 
+/// What one [`Store::sweep`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// Objects examined.
+    pub examined: u64,
+    /// Objects removed.
+    pub removed: u64,
+    /// The oldest ban time (`Meta::ban_at`, ms) of the objects kept.
+    pub oldest_ms: Option<u64>,
+}
+
 /// The process-wide object store.
 #[derive(Debug)]
 pub struct Store {
@@ -208,6 +219,43 @@ impl Store {
             .write()
             .unwrap_or_else(PoisonError::into_inner);
         shard.remove(key).is_some()
+    }
+
+    /// The lurker's step over shard `shard` (`0..SHARDS`) at `now_ms`: examines every
+    /// object under a read lock (hits go on meanwhile), then removes, under the write lock,
+    /// those past their keep window and those `gone` picks (a lurker-friendly ban matches),
+    /// unless another version replaced them in between. A shard out of range is empty.
+    pub fn sweep(&self, shard: usize, now_ms: u64, gone: impl Fn(&StoredObject) -> bool) -> Swept {
+        let Some(lock) = self.shards.get(shard) else {
+            return Swept::default();
+        };
+        let mut out = Swept::default();
+        let doomed: Vec<(String, u64)> = {
+            let s = lock.read().unwrap_or_else(PoisonError::into_inner);
+            out.examined = s.map.len() as u64;
+            (s.map.iter())
+                .filter(|(_, e)| {
+                    let kill = e.end_ms <= now_ms || gone(&e.obj);
+                    if !kill {
+                        let at = e.obj.h.meta.ban_at().as_millis();
+                        out.oldest_ms = Some(out.oldest_ms.map_or(at, |o| o.min(at)));
+                    }
+                    kill
+                })
+                .map(|(k, e)| (k.clone(), e.obj.h.version))
+                .collect()
+        };
+        if doomed.is_empty() {
+            return out;
+        }
+        let mut s = lock.write().unwrap_or_else(PoisonError::into_inner);
+        for (key, version) in doomed {
+            if s.map.get(&key).is_some_and(|e| e.obj.h.version == version) {
+                s.remove(&key);
+                out.removed += 1;
+            }
+        }
+        out
     }
 
     /// Bytes and objects held.
