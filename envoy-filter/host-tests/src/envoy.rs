@@ -157,6 +157,20 @@ impl Envoy {
         admin: u16,
         concurrency: u8,
     ) -> Result<Self> {
+        Self::spawn_yaml_with(envoy, yaml, (listen, admin), concurrency, &[])
+    }
+
+    /// [`Self::spawn_yaml`] with `extra` command-line arguments.
+    ///
+    /// # Errors
+    /// When the binary cannot start.
+    pub fn spawn_yaml_with(
+        envoy: &Path,
+        yaml: &str,
+        (listen, admin): (u16, u16),
+        concurrency: u8,
+        extra: &[&str],
+    ) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("envoy.yaml");
         std::fs::write(&path, yaml)?;
@@ -173,6 +187,7 @@ impl Envoy {
                 "--log-level",
                 "info",
             ])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -207,6 +222,52 @@ impl Envoy {
             logs,
             _dir: dir,
         })
+    }
+
+    /// [`Self::start_module`] with the listener served from a file (`dynamic_resources`,
+    /// LDS from a path, drain time 1 s), so the test can reload the module's
+    /// configuration: [`ModuleReload::apply`] writes a new listener, Envoy builds a new
+    /// filter configuration and destroys the old one once its listener has drained.
+    ///
+    /// # Errors
+    /// As [`Self::start`], or when the example no longer has the expected shape.
+    pub fn start_module_reloadable(
+        envoy: &Path,
+        origin: SocketAddr,
+        rewrite: &dyn Fn(&mut serde_json::Value),
+    ) -> Result<(Self, ModuleReload)> {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../envoy-module/envoy.yaml");
+        let example = std::fs::read_to_string(path).context("reading envoy-module/envoy.yaml")?;
+        let reload = ModuleReload {
+            example,
+            ports: (free_port()?, free_port()?),
+            origin,
+            dir: tempfile::tempdir()?,
+        };
+        let (bootstrap, lds) = reload.split(rewrite)?;
+        reload.write(&lds)?;
+        let (listen, admin) = reload.ports;
+        let mut e = Self::spawn_yaml_with(
+            envoy,
+            &bootstrap,
+            reload.ports,
+            2,
+            &[
+                "--drain-time-s",
+                "1",
+                "--drain-strategy",
+                "immediate",
+                // LDS needs a node identity.
+                "--service-node",
+                "cachet-test",
+                "--service-cluster",
+                "cachet-test",
+            ],
+        )?;
+        e.wait_ready()?;
+        debug_assert_eq!(e.addr.port(), listen);
+        debug_assert_eq!(e.admin.port(), admin);
+        Ok((e, reload))
     }
 
     /// Starts Envoy on the dynamic module's example (`envoy-module/envoy.yaml`, loading
@@ -370,5 +431,79 @@ impl Drop for Envoy {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The dynamic module's listener as a file Envoy watches ([`Envoy::start_module_reloadable`]).
+pub struct ModuleReload {
+    example: String,
+    ports: (u16, u16),
+    origin: SocketAddr,
+    dir: tempfile::TempDir,
+}
+
+impl ModuleReload {
+    fn lds_path(&self) -> PathBuf {
+        self.dir.path().join("lds.yaml")
+    }
+
+    /// The bootstrap without its listener (LDS from [`Self::lds_path`] instead) and the
+    /// listener as an LDS file, with `rewrite` applied to the module's configuration.
+    fn split(&self, rewrite: &dyn Fn(&mut serde_json::Value)) -> Result<(String, String)> {
+        let (listen, admin) = self.ports;
+        let yaml = Envoy::configure(
+            &self.example,
+            listen,
+            admin,
+            self.origin,
+            Path::new(""),
+            rewrite,
+        )?;
+        let head = "static_resources:\n  listeners:\n";
+        let start = yaml
+            .find(head)
+            .context("envoy-module/envoy.yaml: listeners")?;
+        let end = yaml[start..]
+            .find("\n  clusters:")
+            .context("envoy-module/envoy.yaml: clusters")?
+            + start;
+        let mut lds = String::from("resources:\n");
+        for line in yaml[start + head.len()..end].lines() {
+            if let Some(name) = line.strip_prefix("  - name: ") {
+                lds.push_str(
+                    "- \"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\n",
+                );
+                lds.push_str(&format!("  name: {name}\n"));
+            } else {
+                lds.push_str(line.strip_prefix("  ").unwrap_or(line));
+                lds.push('\n');
+            }
+        }
+        let bootstrap = format!(
+            "{}dynamic_resources:\n  lds_config:\n    resource_api_version: V3\n    \
+             path_config_source:\n      path: {}\nstatic_resources:{}",
+            &yaml[..start],
+            self.lds_path().display(),
+            &yaml[end..]
+        );
+        Ok((bootstrap, lds))
+    }
+
+    /// Writes `lds` where Envoy watches it (a rename: Envoy reloads on the move).
+    fn write(&self, lds: &str) -> Result<()> {
+        let tmp = self.dir.path().join("lds.yaml.tmp");
+        std::fs::write(&tmp, lds)?;
+        std::fs::rename(&tmp, self.lds_path())?;
+        Ok(())
+    }
+
+    /// Writes the listener again with `rewrite` applied to the module's configuration:
+    /// Envoy makes a new filter configuration from it.
+    ///
+    /// # Errors
+    /// When the file cannot be written.
+    pub fn apply(&self, rewrite: &dyn Fn(&mut serde_json::Value)) -> Result<()> {
+        let (_, lds) = self.split(rewrite)?;
+        self.write(&lds)
     }
 }

@@ -427,3 +427,117 @@ fn under_a_churn_of_100000_objects_the_modules_memory_stays_within_its_bound() {
         "Envoy grew by {grown} bytes under the churn, over {CHURN_BOUND} + {CHURN_OVERHEAD}"
     );
 }
+
+/// Envoy's admin stat `name` (a counter or gauge), 0 when absent.
+fn envoy_stat(e: &Envoy, name: &str) -> u64 {
+    let listing = ureq::get(&format!("http://{}/stats?filter=^{name}$", e.admin))
+        .call()
+        .expect("admin /stats")
+        .body_mut()
+        .read_to_string()
+        .unwrap_or_default();
+    (listing.lines())
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Envoy's threads named `name` (`/proc/<pid>/task/*/comm`).
+fn threads(e: &Envoy, name: &str) -> usize {
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", e.pid())).expect("/proc/<pid>/task");
+    tasks
+        .filter_map(Result::ok)
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .count()
+}
+
+/// What Envoy's resident memory may grow by over 9 reloads after the first (allocator
+/// arenas settling). A leaked configuration would keep its store: 2 MiB each here.
+const RELOAD_DRIFT: u64 = 8 << 20;
+
+#[test]
+fn ten_configuration_reloads_leak_neither_stores_nor_lurker_threads() {
+    let Some(bin) = envoy::binary() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CACHET_ENVOY is unset under CI"
+        );
+        return;
+    };
+    cachet_envoy_host_tests::build_module().expect("building the module");
+    let origin = cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral())
+        .expect("demo origin");
+    let version = |i: u64| {
+        move |cfg: &mut serde_json::Value| {
+            cfg["edge"]["max_variants"] = serde_json::json!(8 + i);
+        }
+    };
+    let (e, reload) = Envoy::start_module_reloadable(&bin, origin.addr(), &version(0))
+        .expect("envoy with the module, listener from a file");
+    let mut samples = Vec::new();
+    for i in 1..=10 {
+        let before = envoy_stat(&e, "listener_manager.lds.update_success");
+        reload.apply(&version(i)).expect("new listener");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // The new configuration in force, the old listener drained (its filter
+        // configuration destroyed with it).
+        while envoy_stat(&e, "listener_manager.lds.update_success") <= before
+            || envoy_stat(&e, "listener_manager.total_listeners_draining") > 0
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "reload {i} not done in 30 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // Fill this configuration's store: 128 objects of 16 KiB.
+        for n in 0..128 {
+            let path = format!("/t/reload-{i}-{n}?cc=max-age%3D600&size=16384");
+            assert_eq!(get_full(&e, &path, &[]).1, "MISS");
+        }
+        samples.push((e.rss_bytes().expect("VmRSS"), threads(&e, "cachet-lurker")));
+    }
+    // One more reload drains the last filled store, so every sample counts one live store.
+    let before = envoy_stat(&e, "listener_manager.lds.update_success");
+    reload.apply(&version(11)).expect("new listener");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while envoy_stat(&e, "listener_manager.lds.update_success") <= before
+        || envoy_stat(&e, "listener_manager.total_listeners_draining") > 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "last reload not done in 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Envoy destroys a drained listener's filter configuration a moment later (deferred
+    // deletion on the main thread); its lurker thread stops then. One configuration is
+    // live: one lurker thread, however many reloads came before.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while threads(&e, "cachet-lurker") != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} lurker threads after 10 reloads, one configuration live: a ticker outlived \
+             its configuration ({samples:?})",
+            threads(&e, "cachet-lurker")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let end = e.rss_bytes().expect("VmRSS");
+    println!("after each reload (rss, lurker threads): {samples:?}; after the last: {end}");
+    let first_rss = samples[0].0;
+    assert!(
+        end <= first_rss + RELOAD_DRIFT,
+        "Envoy's memory grew by {} MiB over 10 reloads: {samples:?} then {end}",
+        end.saturating_sub(first_rss) >> 20
+    );
+    // Requests still work on the last configuration.
+    assert_eq!(
+        get_full(&e, "/t/reload-last?cc=max-age%3D600", &[]).1,
+        "MISS"
+    );
+    assert_eq!(
+        get_full(&e, "/t/reload-last?cc=max-age%3D600", &[]).1,
+        "HIT"
+    );
+}
