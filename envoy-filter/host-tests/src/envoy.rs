@@ -473,7 +473,9 @@ impl ModuleReload {
                 lds.push_str(
                     "- \"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\n",
                 );
-                lds.push_str(&format!("  name: {name}\n"));
+                lds.push_str("  name: ");
+                lds.push_str(name);
+                lds.push('\n');
             } else {
                 lds.push_str(line.strip_prefix("  ").unwrap_or(line));
                 lds.push('\n');
