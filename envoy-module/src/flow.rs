@@ -576,6 +576,25 @@ struct Inner {
     /// A passed unsafe request's method, host and target: invalidated after a non-error
     /// answer (RFC 9111 §4.4).
     unsafe_target: Option<(String, String, String)>,
+    /// A request answered by combining slices, while its parts come back.
+    stitch: Option<Stitching>,
+    /// The slices did not combine: the request takes its ordinary flow.
+    unstitched: bool,
+}
+
+/// A request no one slice answers (`Plan::stitch`), combined from parts asked through
+/// `[envoy].slice_cluster` one after the other (`cachet_http::stitch`, the proxy-wasm
+/// filter's way): each part goes back through the listener, an ordinary one-slice request
+/// on whichever worker takes it.
+struct Stitching {
+    s: cachet_http::stitch::Stitcher,
+    headers: Fields,
+    path: String,
+    end_of_stream: bool,
+    /// The parts' bodies so far (at most `[edge].max_object_bytes` in all).
+    body: Vec<u8>,
+    /// The part's callout out.
+    callout: Option<u64>,
 }
 
 fn now() -> (SystemTime, Timestamp) {
@@ -609,6 +628,8 @@ impl Inner {
             scheduler: None,
             admin: None,
             unsafe_target: None,
+            stitch: None,
+            unstitched: false,
         }
     }
 
@@ -664,6 +685,19 @@ impl Inner {
                 return Go::Upstream;
             }
             Decision::Cache => {}
+        }
+        let slicing = !self.unstitched && !p.config().envoy.slice_cluster.is_empty();
+        if let Some(want) = plan.stitch.filter(|_| slicing) {
+            let max = p.config().edge.max_object_bytes;
+            self.stitch = Some(Stitching {
+                s: cachet_http::stitch::Stitcher::new(want, Some(max)),
+                headers,
+                path,
+                end_of_stream,
+                body: Vec::new(),
+                callout: None,
+            });
+            return self.next_part(s);
         }
         let want = Wanted {
             key: plan.cache_key.clone(),
@@ -786,6 +820,76 @@ impl Inner {
         (Go::Paused, false)
     }
 
+    /// Asks for the next part of a combined request through `[envoy].slice_cluster`
+    /// (`cachet_http::stitch::part_request`); a refused callout sends the request down
+    /// its ordinary flow.
+    fn next_part(&mut self, s: Stream) -> Go {
+        let Some(st) = self.stitch.as_mut() else {
+            return Go::Paused;
+        };
+        let cfg = self.shared.policy.config();
+        let timeout = cfg.origin.first_byte_timeout.0;
+        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let range = st.s.range();
+        let lines = cachet_http::stitch::part_request(&st.path, st.headers.as_slice(), &range);
+        match s.callout(&cfg.envoy.slice_cluster, &lines, timeout_ms) {
+            Ok(id) => {
+                st.callout = Some(id);
+                Go::Paused
+            }
+            Err(_) => self.unstitch(s),
+        }
+    }
+
+    /// A part answered (`None`: its callout failed): `Stitcher::take` decides whether to
+    /// ask for the next, send the combined answer or the part as it is, or run the
+    /// request's ordinary flow. Nothing goes to the client before the last part.
+    fn part_answered(&mut self, s: Stream, answer: Option<(Fields, Vec<u8>)>) {
+        use cachet_http::stitch::{Took, answer_lines};
+        let max = self.shared.policy.config().edge.max_object_bytes;
+        let answer = answer.filter(|(_, b)| b.len() as u64 <= max);
+        let (Some(st), Some((headers, body))) = (self.stitch.as_mut(), answer) else {
+            if self.unstitch(s) == Go::Upstream {
+                s.continue_decoding();
+            }
+            return;
+        };
+        st.callout = None;
+        let status = text(&headers, ":status").parse().unwrap_or(502);
+        let go = match st.s.take(status, &headers) {
+            Took::More => {
+                st.body.extend_from_slice(&body);
+                self.next_part(s)
+            }
+            Took::Done => {
+                st.body.extend_from_slice(&body);
+                let (status, fields) = st.s.head();
+                encode_whole(s, status, &answer_lines(&fields), &st.body);
+                self.stitch = None;
+                Go::Paused
+            }
+            Took::AsIs => {
+                encode_whole(s, status, &answer_lines(&headers), &body);
+                self.stitch = None;
+                Go::Paused
+            }
+            Took::Whole => self.unstitch(s),
+        };
+        if go == Go::Upstream {
+            s.continue_decoding();
+        }
+    }
+
+    /// The slices do not combine: the (held) request runs its ordinary flow from its
+    /// headers; what that returns is the caller's to carry out.
+    fn unstitch(&mut self, s: Stream) -> Go {
+        let Some(st) = self.stitch.take() else {
+            return Go::Paused;
+        };
+        self.unstitched = true;
+        self.on_request_headers(s, st.end_of_stream)
+    }
+
     /// Feeds `event` to the flow from a later hook (the plan made again at its time).
     fn drive_later(&mut self, s: Stream, event: Ev) -> Go {
         let sh = Arc::clone(&self.shared);
@@ -819,6 +923,14 @@ impl Inner {
 
     /// A callout's answer (`None`: it failed).
     fn on_callout_done(&mut self, s: Stream, id: u64, answer: Option<(Fields, Vec<u8>)>) {
+        if self
+            .stitch
+            .as_ref()
+            .is_some_and(|st| st.callout == Some(id))
+        {
+            self.part_answered(s, answer);
+            return;
+        }
         let Some(flow) = self.flow.as_mut() else {
             return;
         };
@@ -984,6 +1096,16 @@ fn answered(flow: &mut Flow, answer: Option<(Fields, Vec<u8>)>) -> Ev {
 
 fn elapsed(since: Timestamp) -> Duration {
     Duration::from_millis(now().1.as_millis().saturating_sub(since.as_millis()))
+}
+
+/// Encodes `status`, `lines` and all of `body` from the filter, framed by its length
+/// (`encodeHeaders` sends what it is given: unlike a local reply, no `Content-Length` is
+/// added).
+fn encode_whole(s: Stream, status: u16, lines: &[(&str, &[u8])], body: &[u8]) {
+    let len = body.len().to_string();
+    let mut h = lines.to_vec();
+    h.push(("content-length", len.as_bytes()));
+    s.encode(status, &h, Some(body));
 }
 
 /// The edge's edits to an answer Envoy forwards itself.

@@ -212,6 +212,53 @@ impl Stitcher {
     }
 }
 
+/// The request for one part, as a host sends it back through its own listener (Envoy's
+/// `[envoy].slice_cluster`): `GET target` with `range` as its `Range`, and the client's
+/// fields but its pseudo-headers (`:authority` stays), its own `Range` and hop-by-hop
+/// fields (RFC 9110 §7.6.1), so the part is keyed, normalized and collapsed as any
+/// request for that slice.
+pub fn part_request<'a>(
+    target: &'a str,
+    fields: &'a [(String, Vec<u8>)],
+    range: &'a str,
+) -> Vec<(&'a str, &'a [u8])> {
+    let listed = crate::fields::connection_listed(fields);
+    let mut h: Vec<(&str, &[u8])> = vec![
+        (":method", b"GET"),
+        (":path", target.as_bytes()),
+        (":scheme", b"http"),
+    ];
+    h.extend(
+        fields
+            .iter()
+            .filter(|(n, _)| {
+                n == ":authority"
+                    || !(n.starts_with(':')
+                        || n == "range"
+                        || crate::fields::hop_by_hop(n, &listed))
+            })
+            .map(|(n, v)| (n.as_str(), v.as_slice())),
+    );
+    h.push(("range", range.as_bytes()));
+    h
+}
+
+/// The lines a host sends with an answer it forwards whole ([`Stitcher::head`]'s, or a
+/// part's as it is): `fields` without pseudo-headers, `Content-Length` (the host frames
+/// the body it sends) and hop-by-hop fields.
+pub fn answer_lines(fields: &[(String, Vec<u8>)]) -> Vec<(&str, &[u8])> {
+    let listed = crate::fields::connection_listed(fields);
+    fields
+        .iter()
+        .filter(|(n, _)| {
+            !(n.starts_with(':')
+                || n.eq_ignore_ascii_case("content-length")
+                || crate::fields::hop_by_hop(n, &listed))
+        })
+        .map(|(n, v)| (n.as_str(), v.as_slice()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

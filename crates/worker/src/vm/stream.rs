@@ -314,24 +314,7 @@ impl Http {
             return crate::host::Action::Pause;
         };
         let range = st.s.range();
-        let listed = cachet_http::fields::connection_listed(st.headers.as_slice());
-        let mut h: Vec<(&str, &[u8])> = vec![
-            (":method", b"GET"),
-            (":path", st.path.as_bytes()),
-            (":scheme", b"http"),
-        ];
-        h.extend(
-            st.headers
-                .iter()
-                .filter(|(n, _)| {
-                    n == ":authority"
-                        || !(n.starts_with(':')
-                            || n == "range"
-                            || cachet_http::fields::hop_by_hop(n, &listed))
-                })
-                .map(|(n, v)| (n.as_str(), v.as_slice())),
-        );
-        h.push(("range", range.as_bytes()));
+        let h = cachet_http::stitch::part_request(&st.path, st.headers.as_slice(), &range);
         let cfg = p.config();
         let sent = self.vm.port.dispatch(
             &cfg.envoy.slice_cluster,
@@ -601,15 +584,9 @@ impl Http {
 /// Sends `fields` and `body` as the stream's local response, without the lines Envoy
 /// writes itself (pseudo-headers, framing, hop-by-hop).
 fn send_fields(port: &Port, status: u16, fields: &[(String, Vec<u8>)], body: &[u8]) {
-    let listed = cachet_http::fields::connection_listed(fields);
-    let h: Vec<(&str, &[u8])> = fields
-        .iter()
-        .filter(|(n, _)| {
-            !(n.starts_with(':')
-                || n.eq_ignore_ascii_case("content-length")
-                || cachet_http::fields::hop_by_hop(n, &listed))
-        })
-        .map(|(n, v)| (n.as_str(), v.as_slice()))
-        .collect();
-    port.send(status, &h, Some(body));
+    port.send(
+        status,
+        &cachet_http::stitch::answer_lines(fields),
+        Some(body),
+    );
 }
