@@ -1,6 +1,7 @@
 //! Fault and soak harness: Cachet in Envoy and in Viceroy under mixed load while the origin misbehaves.
 //!
-//! For each platform (`--platform edge|envoy|both`) it starts the demo origin and the
+//! For each platform (`--platform edge|envoy|module|both`; `module` is Envoy with the
+//! dynamic module, `both` the edge and the proxy-wasm filter) it starts the demo origin and the
 //! platform in front of it (loopback only), then for `--seconds` runs client threads
 //! (hits over 20 article URLs and both device classes, the design CSS, a new key every
 //! second for misses, `/account` passed to the origin) while a
@@ -107,6 +108,9 @@ enum Scenario {
 enum Platform {
     Edge,
     Envoy,
+    /// Envoy with the dynamic module (`envoy-module/`) instead of the proxy-wasm filter.
+    Module,
+    /// The edge and the proxy-wasm filter.
     Both,
 }
 
@@ -248,16 +252,30 @@ fn start(platform: Platform, origin: SocketAddr) -> Result<Server> {
         let text = toml::to_string(&cfg)?;
         return Ok(Server::Edge(Edge::start(origin, Some(&text))));
     }
-    let envoy = cachet_envoy_host_tests::envoy::binary().context("CACHET_ENVOY")?;
-    let wasm = std::env::var_os("CACHET_ENVOY_WASM").context("CACHET_ENVOY_WASM")?;
     let json = serde_json::to_value(&cfg)?;
-    Envoy::start(&envoy, &PathBuf::from(wasm), origin, &move |v| {
+    start_envoy(platform, origin, &move |v| {
         let envoy = v["envoy"].clone();
         *v = json.clone();
         v["envoy"] = envoy;
         v["admin"] = serde_json::json!({ "token": ADMIN_TOKEN });
     })
-    .map(Server::Envoy)
+}
+
+/// Envoy in front of `origin` with `rewrite` applied to its example configuration: the
+/// proxy-wasm filter (`CACHET_ENVOY_WASM`), or with [`Platform::Module`] the dynamic
+/// module (built when `CACHET_ENVOY_MODULE_DIR` names none).
+fn start_envoy(
+    platform: Platform,
+    origin: SocketAddr,
+    rewrite: &dyn Fn(&mut serde_json::Value),
+) -> Result<Server> {
+    let envoy = cachet_envoy_host_tests::envoy::binary().context("CACHET_ENVOY")?;
+    if platform == Platform::Module {
+        cachet_envoy_host_tests::build_module()?;
+        return Envoy::start_module(&envoy, origin, rewrite).map(Server::Envoy);
+    }
+    let wasm = std::env::var_os("CACHET_ENVOY_WASM").context("CACHET_ENVOY_WASM")?;
+    Envoy::start(&envoy, &PathBuf::from(wasm), origin, rewrite).map(Server::Envoy)
 }
 
 /// The client load: article entries of two blogs for both device classes, and the CSS.
@@ -551,6 +569,7 @@ fn main() -> std::process::ExitCode {
         Platform::Both => &[Platform::Edge, Platform::Envoy],
         Platform::Edge => &[Platform::Edge],
         Platform::Envoy => &[Platform::Envoy],
+        Platform::Module => &[Platform::Module],
     };
     if args.scenario == Scenario::Refresh {
         return refresh_main(&args, platforms);

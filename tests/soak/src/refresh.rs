@@ -13,13 +13,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use cachet_demo_origin::{OriginConfig, RequestSpan, RunningOrigin};
 use cachet_e2e::{ADMIN_TOKEN, Edge, Reply, agent, send};
-use cachet_envoy_host_tests::envoy::Envoy;
 
 use crate::{Platform, Server};
 
@@ -171,16 +169,13 @@ fn start(platform: Platform, origin: SocketAddr, variants: &[Variant]) -> Result
         let text = toml::to_string(&config(variants)?)?;
         return Ok(Server::Edge(Edge::start(origin, Some(&text))));
     }
-    let envoy = cachet_envoy_host_tests::envoy::binary().context("CACHET_ENVOY")?;
-    let wasm = std::env::var_os("CACHET_ENVOY_WASM").context("CACHET_ENVOY_WASM")?;
     let ours = serde_json::to_value(variants.iter().map(Variant::route).collect::<Vec<_>>())?;
-    Envoy::start(&envoy, &PathBuf::from(wasm), origin, &move |cfg| {
+    crate::start_envoy(platform, origin, &move |cfg| {
         cfg["admin"] = serde_json::json!({ "token": ADMIN_TOKEN });
         let mut routes = ours.as_array().cloned().unwrap_or_default();
         routes.extend(cfg["routes"].as_array().cloned().unwrap_or_default());
         cfg["routes"] = serde_json::Value::Array(routes);
     })
-    .map(Server::Envoy)
 }
 
 /// A small seeded generator (SplitMix64): each client's key sequence is reproducible.
