@@ -28,6 +28,7 @@ use cachet_policy::Policy;
 use cachet_store::MemoryStore;
 use cachet_store::admin::{self, AdminRequest, Effects};
 use cachet_store::bans::{self, BanState, Check, Req};
+use cachet_store::poller::{Answered, Call, EtcdCall, Poller};
 use cachet_store::tier::{LocalTier, StoredObject};
 
 use crate::store::{SHARDS, Store};
@@ -88,7 +89,7 @@ impl Bans {
         // The module has no per-worker tier: what a retirement would drop from one is
         // the lurker's to remove from the store, which it did before retiring.
         r.sync(&self.log, &mut LocalTier::new(0));
-        if r.live() > 0 || bans::read_log(&self.log).0.trimmed_at_ms > 0 {
+        if r.live() > 0 || r.floor_ms() > 0 {
             self.active.store(true, Ordering::Release);
         }
     }
@@ -126,6 +127,67 @@ impl Bans {
         let added = bans::purge_keys(&self.log, keys, max, now_ms).map_or(0, |_| keys.len());
         self.sync();
         added as u64
+    }
+
+    /// Fleet mode: one admin call at `now_ms` becomes an etcd transaction
+    /// (`cachet_store::admin::handle_fleet`, keys made unique by `suffix`), or is answered
+    /// at once (refusals, the list); nothing is written here.
+    pub fn admin_fleet(
+        &self,
+        policy: &Policy,
+        req: &AdminRequest,
+        body: &[u8],
+        now_ms: u64,
+        suffix: u64,
+    ) -> admin::Fleet {
+        let prefix = &policy.config().envoy.etcd_prefix;
+        admin::handle_fleet(&self.log, policy, req, body, now_ms, prefix, suffix)
+    }
+
+    /// Fleet mode: etcd accepted an admin write at `now_ms`; the next tick polls.
+    pub fn accepted(&self, now_ms: u64) {
+        bans::request_poll(&self.log, now_ms);
+    }
+
+    /// Fleet mode: the etcd call due at `now_ms` (`Poller::due` over this log).
+    pub fn poll_due(&self, poller: &mut Poller, policy: &Policy, now_ms: u64) -> Option<Call> {
+        poller.due(&self.log, policy.config(), now_ms)
+    }
+
+    /// Fleet mode: an etcd answer applied to this log (`Poller::answered`), in force for
+    /// every thread when this returns.
+    pub fn poll_answered(
+        &self,
+        poller: &mut Poller,
+        policy: &Policy,
+        what: EtcdCall,
+        answer: Option<(u16, &[u8])>,
+        now_ms: u64,
+    ) -> Answered {
+        let done = poller.answered(&self.log, policy.config(), what, answer, now_ms);
+        if done.added > 0 {
+            self.sync();
+        }
+        done
+    }
+
+    /// The ban feed: a peer's ban list applied (`bans::apply_feed`, at most
+    /// `[bans].max_bans` entries), in force for every thread when this returns; how many
+    /// entries were added.
+    ///
+    /// # Errors
+    /// The body is not a ban list, or the log refused the entries (`bans::FeedError`).
+    pub fn apply_feed(
+        &self,
+        policy: &Policy,
+        body: &[u8],
+        now_ms: u64,
+    ) -> Result<usize, bans::FeedError> {
+        let added = bans::apply_feed(&self.log, body, policy.config().bans.max_bans, now_ms)?;
+        if added > 0 {
+            self.sync();
+        }
+        Ok(added)
     }
 
     /// Live entries in the log.

@@ -25,13 +25,14 @@ use cachet_http::exchange::{
 use cachet_http::{CacheStatus, Client, Failure, Inputs};
 use cachet_policy::{Decision, Plan, Policy};
 use cachet_refresh::{Draw, Timestamp};
-use cachet_store::admin::AdminRequest;
+use cachet_store::admin::{AdminRequest, Fleet as AdminFleet, FleetWrite};
 use cachet_store::bans::Check;
 use cachet_store::cache::{Wanted, classify, place, variant_of};
 use cachet_store::tier::StoredObject;
 
 use crate::abi;
 use crate::bans::{Bans, Lurked};
+use crate::fleet::{Fleet, status_body};
 use crate::host::{Config, Fields, Scheduler, Stream};
 use crate::store::{Claimed, Locks, Parked, Permit, Store, Wake};
 
@@ -48,6 +49,8 @@ pub struct Shared {
     pub locks: Arc<Locks>,
     /// The ban log (bans, purges, soft purges) and the lurker.
     pub bans: Bans,
+    /// Fleet mode's etcd poll and the ban feed (main thread).
+    pub fleet: Fleet,
     /// When the origin last failed a fill of a key, ms (read by requests that waited for
     /// that fill: they are answered as it was).
     failures: Mutex<HashMap<String, u64>>,
@@ -99,94 +102,64 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-/// The module's counters in Envoy's `/stats` (ids from `config_define_counter`), as the
-/// proxy-wasm filter's `cachet.*` counters; names in [`Counters::NAMES`].
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Counters {
-    /// Answers from a stored object (`HIT`).
-    pub hits: usize,
-    /// Fills sent (`MISS`).
-    pub misses: usize,
-    /// Answers not from the cache (`PASS`).
-    pub passes: usize,
-    /// Stale answers (`STALE`).
-    pub stale: usize,
-    /// Requests that waited for another request's fill (once each).
-    pub collapsed_waiters: usize,
-    /// Background refreshes started.
-    pub refreshes: usize,
-    /// Objects evicted to make room.
-    pub evictions: usize,
-    /// Fills and refreshes the origin failed (unreachable, reset, Envoy's own reply).
-    pub origin_errors: usize,
-    /// Bans added through the admin API.
-    pub bans_added: usize,
-    /// Surrogate keys purged (admin API, hard or soft; invalidation after unsafe methods).
-    pub purges: usize,
-    /// Admin calls refused for their credentials (401/403).
-    pub admin_denied: usize,
-    /// Objects the lurker examined.
-    pub lurker_examined: usize,
-    /// Objects the lurker removed (banned, or past their keep window).
-    pub lurker_evicted: usize,
-    /// Full lurker passes.
-    pub lurker_passes: usize,
+/// Declares [`Counters`] with each counter named once: field, `/stats` name, meaning.
+macro_rules! counters {
+    ($($(#[doc = $doc:literal])* $field:ident => $name:literal,)*) => {
+        /// The module's counters in Envoy's `/stats` (ids from `config_define_counter`),
+        /// as the proxy-wasm filter's `cachet.*` counters; names in [`Counters::NAMES`].
+        #[derive(Debug, Default, Clone, Copy)]
+        pub struct Counters {
+            $($(#[doc = $doc])* pub $field: usize,)*
+        }
+
+        impl Counters {
+            /// The counters' names in `/stats` (under Envoy's namespace for dynamic
+            /// modules), in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$($name),*];
+
+            /// The counters from their ids, in [`Self::NAMES`]' order; a missing id
+            /// reads as 0.
+            pub fn from_ids(ids: &[usize]) -> Self {
+                let mut ids = ids.iter().copied();
+                Self {
+                    $($field: ids.next().unwrap_or_default(),)*
+                }
+            }
+        }
+    };
 }
 
-impl Counters {
-    /// The counters' names in `/stats` (under Envoy's namespace for dynamic modules).
-    pub const NAMES: [&'static str; 14] = [
-        "cachet.hits",
-        "cachet.misses",
-        "cachet.passes",
-        "cachet.stale",
-        "cachet.collapsed_waiters",
-        "cachet.refreshes",
-        "cachet.evictions",
-        "cachet.origin_errors",
-        "cachet.bans_added",
-        "cachet.purges",
-        "cachet.admin_denied",
-        "cachet.lurker_examined",
-        "cachet.lurker_evicted",
-        "cachet.lurker_passes",
-    ];
-
-    /// The counters from their ids, in [`Self::NAMES`]' order.
-    pub fn from_ids(ids: [usize; 14]) -> Self {
-        let [
-            hits,
-            misses,
-            passes,
-            stale,
-            collapsed_waiters,
-            refreshes,
-            evictions,
-            origin_errors,
-            bans_added,
-            purges,
-            admin_denied,
-            lurker_examined,
-            lurker_evicted,
-            lurker_passes,
-        ] = ids;
-        Self {
-            hits,
-            misses,
-            passes,
-            stale,
-            collapsed_waiters,
-            refreshes,
-            evictions,
-            origin_errors,
-            bans_added,
-            purges,
-            admin_denied,
-            lurker_examined,
-            lurker_evicted,
-            lurker_passes,
-        }
-    }
+counters! {
+    /// Answers from a stored object (`HIT`).
+    hits => "cachet.hits",
+    /// Fills sent (`MISS`).
+    misses => "cachet.misses",
+    /// Answers not from the cache (`PASS`).
+    passes => "cachet.passes",
+    /// Stale answers (`STALE`).
+    stale => "cachet.stale",
+    /// Requests that waited for another request's fill (once each).
+    collapsed_waiters => "cachet.collapsed_waiters",
+    /// Background refreshes started.
+    refreshes => "cachet.refreshes",
+    /// Objects evicted to make room.
+    evictions => "cachet.evictions",
+    /// Fills and refreshes the origin failed (unreachable, reset, Envoy's own reply).
+    origin_errors => "cachet.origin_errors",
+    /// Bans added through the admin API.
+    bans_added => "cachet.bans_added",
+    /// Surrogate keys purged (admin API, hard or soft; invalidation after unsafe methods).
+    purges => "cachet.purges",
+    /// Admin calls refused for their credentials (401/403).
+    admin_denied => "cachet.admin_denied",
+    /// Objects the lurker examined.
+    lurker_examined => "cachet.lurker_examined",
+    /// Objects the lurker removed (banned, or past their keep window).
+    lurker_evicted => "cachet.lurker_evicted",
+    /// Full lurker passes.
+    lurker_passes => "cachet.lurker_passes",
+    /// Fleet polls or ban-feed fetches that added entries to the log.
+    feed_updates => "cachet.feed_updates",
 }
 
 /// Failures remembered at most (older ones go first once over).
@@ -201,6 +174,7 @@ impl Shared {
             store: Store::new(bytes),
             locks: Arc::new(Locks::default()),
             bans: Bans::new(),
+            fleet: Fleet::default(),
             failures: Mutex::default(),
             counter: AtomicU64::new(1),
             seed: RandomState::new().hash_one(0x6361_6368_6574_u64),
@@ -278,6 +252,30 @@ impl Shared {
             config.set_gauge(g.objects, objects);
             config.set_gauge(g.bans, self.bans.live() as u64);
         }
+        self.fleet.tick(config, &self.bans, &self.policy, now_ms);
+    }
+
+    /// A callout of the configuration answered (`None`: it failed), on the main thread:
+    /// fleet mode's (etcd, the ban feed; counted), else a background refresh's.
+    pub fn root_answered(&self, config: Config, id: u64, answer: Option<(Fields, Vec<u8>)>) {
+        let now_ms = now().1.as_millis();
+        let fleet = (self.fleet).answered(
+            config,
+            &self.bans,
+            &self.policy,
+            id,
+            answer.as_ref(),
+            now_ms,
+        );
+        match fleet {
+            Some(applied) => {
+                if let (true, Some(c)) = (applied.added > 0, self.counters.get()) {
+                    config.count(c.feed_updates, 1);
+                    config.count(c.bans_added, applied.added);
+                }
+            }
+            None => self.refresh_answered(config, id, answer),
+        }
     }
 
     /// Counts an admin call's effects (stream side).
@@ -295,7 +293,7 @@ impl Shared {
     }
 
     /// A background refresh's callout answered (`None`: it failed), on the main thread.
-    pub fn refresh_answered(&self, config: Config, id: u64, answer: Option<(Fields, Vec<u8>)>) {
+    fn refresh_answered(&self, config: Config, id: u64, answer: Option<(Fields, Vec<u8>)>) {
         let job = (self.running.lock().unwrap_or_else(PoisonError::into_inner)).remove(&id);
         let Some(mut job) = job else { return };
         if let (None, Some(c)) = (&answer, self.counters.get()) {
@@ -329,7 +327,7 @@ impl Shared {
         }
     }
 
-    /// A fresh value: lock owners, exchange seeds, XFetch draws (splitmix64 over a
+    /// A fresh value: lock owners, exchange seeds, XFetch draws, fleet keys' suffixes (splitmix64 over a
     /// process-random base).
     fn next(&self) -> u64 {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
@@ -580,6 +578,13 @@ struct Inner {
     stitch: Option<Stitching>,
     /// The slices did not combine: the request takes its ordinary flow.
     unstitched: bool,
+    /// Fleet mode: an admin write out to etcd (its callout id), answered when etcd
+    /// answers.
+    fleet: Option<(u64, FleetWrite)>,
+    /// The request came from a fleet edge to this shield (`[envoy].shield`): its answers
+    /// keep `Surrogate-Key`. Read before the reserved fields go, kept when the request is
+    /// planned again.
+    edge_tier: bool,
 }
 
 /// A request no one slice answers (`Plan::stitch`), combined from parts asked through
@@ -630,15 +635,19 @@ impl Inner {
             unsafe_target: None,
             stitch: None,
             unstitched: false,
+            fleet: None,
+            edge_tier: false,
         }
     }
 
     /// The request's headers: answered here (`false`: stop), or on to the origin.
-    fn on_request_headers(&mut self, s: Stream, end_of_stream: bool) -> Go {
-        let sh = Arc::clone(&self.shared);
-        let p = &sh.policy;
+    /// The request's fields without Cachet's reserved `x-cachet-*` (removed from the
+    /// request too: a client's copies never reach the origin, house rule), after reading
+    /// whether a fleet edge sent it to this shield.
+    fn request_fields(&mut self, s: Stream, p: &Policy) -> Fields {
         let mut headers = s.headers(REQUEST);
-        // Client-supplied x-cachet-* never reach the origin (house rule).
+        self.edge_tier |=
+            cachet_http::fields::from_edge_tier(headers.as_slice(), p.config().envoy.shield);
         headers.retain(|(n, _)| {
             let reserved = cachet_http::fields::reserved(n);
             if reserved {
@@ -646,6 +655,13 @@ impl Inner {
             }
             !reserved
         });
+        headers
+    }
+
+    fn on_request_headers(&mut self, s: Stream, end_of_stream: bool) -> Go {
+        let sh = Arc::clone(&self.shared);
+        let p = &sh.policy;
+        let headers = self.request_fields(s, p);
         if let Err(refused) = cachet_http::authority::authority(headers.as_slice()) {
             s.send_reply(&refused);
             return Go::Paused;
@@ -661,6 +677,7 @@ impl Inner {
         let mut inputs = Inputs::read(&method, "http", &path, headers.as_slice());
         inputs.has_body |= !end_of_stream;
         self.client = Client::read(&method, headers.as_slice());
+        self.client.keep_surrogate = self.edge_tier;
         let inputs = self.inputs.insert(inputs);
         let plan = p.plan(&inputs.view(), at);
         let forward = Forward {
@@ -752,18 +769,7 @@ impl Inner {
         admin_path: &str,
         end_of_stream: bool,
     ) -> Go {
-        let get = |n: &str| {
-            let v = headers.iter().find(|(k, _)| k == n);
-            v.and_then(|(_, v)| std::str::from_utf8(v).ok())
-                .map(str::to_owned)
-        };
-        let req = AdminRequest {
-            method,
-            path: admin_path.split('?').next().unwrap_or("").to_owned(),
-            authorization: get("authorization"),
-            surrogate_key: get("surrogate-key"),
-            soft: get("fastly-soft-purge").is_some_and(|v| v.trim() == "1"),
-        };
+        let req = AdminRequest::read(method, admin_path, headers);
         // Only `POST /.cachet/ban` reads its body; its headers wait for it here (a native
         // filter stopped in its headers still gets the body), and never go on.
         let reads = !end_of_stream && req.reads_body();
@@ -790,9 +796,52 @@ impl Inner {
             }
             .body()
         };
-        let (reply, fx) = cachet_store::admin::config_call(&sh.policy, &req, config)
-            .unwrap_or_else(|| sh.bans.admin(&sh.policy, &req, body, now().1.as_millis()));
-        sh.count_admin(s, fx);
+        let now_ms = now().1.as_millis();
+        if let Some((reply, fx)) = cachet_store::admin::config_call(&sh.policy, &req, config) {
+            sh.count_admin(s, fx);
+            s.send_reply(&reply);
+            return;
+        }
+        let envoy = &sh.policy.config().envoy;
+        if envoy.etcd_cluster.is_empty() {
+            let (reply, fx) = sh.bans.admin(&sh.policy, &req, body, now_ms);
+            sh.count_admin(s, fx);
+            s.send_reply(&reply);
+            return;
+        }
+        // Fleet mode: a write is one etcd transaction, answered when etcd answers.
+        match (sh.bans).admin_fleet(&sh.policy, &req, body, now_ms, sh.next()) {
+            AdminFleet::Reply(reply, fx) => {
+                sh.count_admin(s, fx);
+                s.send_reply(&reply);
+            }
+            AdminFleet::Write(w) => {
+                let lines =
+                    cachet_store::poller::lines(cachet_store::etcd::TXN_PATH, &envoy.etcd_cluster);
+                let timeout_ms = cachet_store::poller::ETCD_TIMEOUT_MS;
+                if let Ok(id) = s.callout(&envoy.etcd_cluster, &lines, &w.txn, timeout_ms) {
+                    self.fleet = Some((id, w));
+                } else {
+                    let (reply, fx) = cachet_store::admin::fleet_answer(&w, None);
+                    sh.count_admin(s, fx);
+                    s.send_reply(&reply);
+                }
+            }
+        }
+    }
+
+    /// Fleet mode: etcd answered this stream's admin write (`None`: it failed); the
+    /// client's answer goes out, and after an accepted write the next tick polls.
+    fn fleet_answered(&mut self, s: Stream, answer: Option<&(Fields, Vec<u8>)>) {
+        let Some((_, w)) = self.fleet.take() else {
+            return;
+        };
+        let max = cachet_store::poller::MAX_ETCD_ANSWER_BYTES;
+        let (reply, fx) = cachet_store::admin::fleet_answer(&w, status_body(answer, max));
+        self.shared.count_admin(s, fx);
+        if reply.status < 300 {
+            self.shared.bans.accepted(now().1.as_millis());
+        }
         s.send_reply(&reply);
     }
 
@@ -832,7 +881,7 @@ impl Inner {
         let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
         let range = st.s.range();
         let lines = cachet_http::stitch::part_request(&st.path, st.headers.as_slice(), &range);
-        match s.callout(&cfg.envoy.slice_cluster, &lines, timeout_ms) {
+        match s.callout(&cfg.envoy.slice_cluster, &lines, &[], timeout_ms) {
             Ok(id) => {
                 st.callout = Some(id);
                 Go::Paused
@@ -923,6 +972,10 @@ impl Inner {
 
     /// A callout's answer (`None`: it failed).
     fn on_callout_done(&mut self, s: Stream, id: u64, answer: Option<(Fields, Vec<u8>)>) {
+        if self.fleet.as_ref().is_some_and(|(out, _)| *out == id) {
+            self.fleet_answered(s, answer.as_ref());
+            return;
+        }
         if self
             .stitch
             .as_ref()
@@ -1287,8 +1340,8 @@ impl Driver<'_> {
         let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
         let cluster = &p.config().envoy.cluster;
         let sent = match self.host {
-            Host::Stream(s) => s.callout(cluster, &lines, timeout_ms),
-            Host::Main(c) => c.callout(cluster, &lines, timeout_ms),
+            Host::Stream(s) => s.callout(cluster, &lines, &[], timeout_ms),
+            Host::Main(c) => c.callout(cluster, &lines, &[], timeout_ms),
         };
         match sent {
             Ok(id) => {

@@ -409,8 +409,9 @@ impl Stream {
             .sum()
     }
 
-    /// Sends a request to `cluster` with `pairs` (pseudo-headers included) and no body;
-    /// the answer comes to `on_http_filter_http_callout_done` with the returned id.
+    /// Sends a request to `cluster` with `pairs` (pseudo-headers included) and `body`
+    /// (empty: none); the answer comes to `on_http_filter_http_callout_done` with the
+    /// returned id.
     ///
     /// # Errors
     /// Envoy's refusal (`HTTP_CALLOUT_INIT_RESULT_*`): nothing was sent.
@@ -418,11 +419,12 @@ impl Stream {
         self,
         cluster: &str,
         pairs: &[(&str, &[u8])],
+        body: &[u8],
         timeout_ms: u64,
     ) -> Result<u64, u32> {
         callout(pairs, |id, h, n| {
-            // SAFETY: the current hook's filter; `id` is written by Envoy; the records and
-            // the cluster name are borrowed for the call (Envoy copies them).
+            // SAFETY: the current hook's filter; `id` is written by Envoy; the records, the
+            // cluster name and the body are borrowed for the call (Envoy copies them).
             unsafe {
                 abi::envoy_dynamic_module_callback_http_filter_http_callout(
                     self.0,
@@ -430,7 +432,7 @@ impl Stream {
                     module_buffer(cluster.as_bytes()),
                     h,
                     n,
-                    module_buffer(&[]),
+                    module_buffer(body),
                     timeout_ms,
                 )
             }
@@ -610,11 +612,12 @@ impl Config {
         self,
         cluster: &str,
         pairs: &[(&str, &[u8])],
+        body: &[u8],
         timeout_ms: u64,
     ) -> Result<u64, u32> {
         callout(pairs, |id, h, n| {
             // SAFETY: called on the main thread from one of the configuration's hooks (the
-            // type's contract); `id` is written by Envoy; records and name borrowed.
+            // type's contract); `id` is written by Envoy; records, name and body borrowed.
             unsafe {
                 abi::envoy_dynamic_module_callback_http_filter_config_http_callout(
                     self.0,
@@ -622,7 +625,7 @@ impl Config {
                     module_buffer(cluster.as_bytes()),
                     h,
                     n,
-                    module_buffer(&[]),
+                    module_buffer(body),
                     timeout_ms,
                 )
             }

@@ -27,6 +27,7 @@
 
 pub mod abi;
 pub mod bans;
+pub mod fleet;
 pub mod flow;
 pub mod host;
 pub mod store;
@@ -88,25 +89,6 @@ impl Drop for Ticker {
     }
 }
 
-/// What the module refuses to load rather than ignore: fleet mode and the ban feed are
-/// the proxy-wasm filter's for now (issue 33), and a fleet that believed its bans reach
-/// this node would serve banned content.
-fn unsupported(cfg: &Config) -> Option<cachet_policy::ConfigIssue> {
-    let e = &cfg.envoy;
-    [
-        ("envoy.etcd_cluster", &e.etcd_cluster),
-        ("envoy.ban_feed_cluster", &e.ban_feed_cluster),
-    ]
-    .into_iter()
-    .find(|(_, v)| !v.is_empty())
-    .map(|(name, _)| cachet_policy::ConfigIssue {
-        path: name.to_owned(),
-        message: "fleet mode and the ban feed are not in the dynamic module yet: use the \
-                  proxy-wasm filter for them (docs/envoy.md, \"Which to choose\")"
-            .to_owned(),
-    })
-}
-
 /// The stream behind a module pointer.
 ///
 /// # Safety
@@ -147,16 +129,15 @@ fn define_metrics(config: host::Config) -> Option<(flow::Counters, flow::Gauges)
         })
         .ok()
     };
-    let mut counters = [0usize; 14];
-    for (id, name) in counters.iter_mut().zip(flow::Counters::NAMES) {
-        *id = define(name, false)?;
-    }
+    let counters = (flow::Counters::NAMES.iter())
+        .map(|name| define(name, false))
+        .collect::<Option<Vec<_>>>()?;
     let mut gauges = [0usize; 3];
     for (id, name) in gauges.iter_mut().zip(flow::Gauges::NAMES) {
         *id = define(name, true)?;
     }
     Some((
-        flow::Counters::from_ids(counters),
+        flow::Counters::from_ids(&counters),
         flow::Gauges::from_ids(gauges),
     ))
 }
@@ -173,10 +154,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
     let text = String::from_utf8_lossy(unsafe { envoy_bytes(config) }).into_owned();
     let version =
         String::from_utf8_lossy(&abi::ABI_VERSION[..abi::ABI_VERSION.len() - 1]).into_owned();
-    let loaded = Config::from_json_traced(&text).and_then(|cfg| match unsupported(&cfg) {
-        Some(why) => Err(cachet_policy::PolicyError::Invalid(vec![why])),
-        None => Policy::new(cfg),
-    });
+    let loaded = Config::from_json_traced(&text).and_then(Policy::new);
     match loaded {
         Ok(policy) => {
             log(
@@ -526,7 +504,8 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(
 }
 const _: abi::OnHttpFilterConfigScheduled = envoy_dynamic_module_on_http_filter_config_scheduled;
 
-/// `…_config_http_callout_done`: a background refresh's answer.
+/// `…_config_http_callout_done`: a background refresh's answer, or fleet mode's
+/// (etcd, the ban feed).
 ///
 /// # Safety
 /// Called by Envoy only, with the pointers its ABI hands this hook.
@@ -548,7 +527,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout
         host::callout_answer(result, headers, headers_size, body_chunks, body_chunks_size)
     };
     c.shared
-        .refresh_answered(host::Config(envoy), callout_id, answer);
+        .root_answered(host::Config(envoy), callout_id, answer);
 }
 const _: abi::OnHttpFilterConfigHttpCalloutDone =
     envoy_dynamic_module_on_http_filter_config_http_callout_done;

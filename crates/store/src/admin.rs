@@ -46,6 +46,28 @@ pub struct AdminRequest {
 }
 
 impl AdminRequest {
+    /// Reads an admin call from its request: `method`, the request target `path` (its
+    /// query is dropped) and the header fields as `(lowercase or any-case name, value
+    /// bytes)`. `Authorization` and `Surrogate-Key` count only as UTF-8 (a value that is
+    /// not reads as absent: the call is refused, never widened); `Fastly-Soft-Purge` is
+    /// `1` after trimming (Fastly's soft purge header). The one reading both Envoy hosts
+    /// use.
+    pub fn read(method: String, path: &str, headers: &[(String, Vec<u8>)]) -> Self {
+        let get = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        };
+        Self {
+            method,
+            path: path.split('?').next().unwrap_or("").to_owned(),
+            authorization: get("authorization").map(str::to_owned),
+            surrogate_key: get("surrogate-key").map(str::to_owned),
+            soft: get("fastly-soft-purge").is_some_and(|v| v.trim() == "1"),
+        }
+    }
+
     /// Whether the call reads a request body (`POST /.cachet/ban`: the ban expression).
     pub fn reads_body(&self) -> bool {
         self.method == "POST" && self.path == "/.cachet/ban"

@@ -251,6 +251,12 @@ impl BanState {
         self.below_floor(obj) || self.replica.check_objects_only(&obj.ban_view())
     }
 
+    /// The log's floor as of the last [`BanState::sync`], milliseconds since the Unix
+    /// epoch (0: never raised): objects stored before it count as banned.
+    pub fn floor_ms(&self) -> u64 {
+        self.floor_ms
+    }
+
     fn below_floor(&self, obj: &StoredObject) -> bool {
         obj.h.meta.ban_at().as_millis() < self.floor_ms
     }

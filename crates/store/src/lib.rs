@@ -21,6 +21,7 @@ pub mod cache;
 /// worker's admin API speak in fleet mode.
 pub use cachet_policy::etcd;
 pub mod locks;
+pub mod poller;
 pub mod tier;
 
 /// A key-value store with per-key compare-and-swap, as proxy-wasm shared data is

@@ -281,10 +281,31 @@ impl Envoy {
         origin: SocketAddr,
         rewrite: &dyn Fn(&mut serde_json::Value),
     ) -> Result<Self> {
+        Self::start_module_edited(envoy, origin, rewrite, &|y| y)
+    }
+
+    /// [`Self::start_module`], with `edit` applied to the whole YAML after the ports and
+    /// the configuration are set (e.g. an `etcd` cluster added).
+    ///
+    /// # Errors
+    /// As [`Self::start`].
+    pub fn start_module_edited(
+        envoy: &Path,
+        origin: SocketAddr,
+        rewrite: &dyn Fn(&mut serde_json::Value),
+        edit: &dyn Fn(String) -> String,
+    ) -> Result<Self> {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../envoy-module/envoy.yaml");
         let yaml = std::fs::read_to_string(path).context("reading envoy-module/envoy.yaml")?;
         let (listen, admin) = (free_port()?, free_port()?);
-        let yaml = Self::configure(&yaml, listen, admin, origin, Path::new(""), rewrite)?;
+        let yaml = edit(Self::configure(
+            &yaml,
+            listen,
+            admin,
+            origin,
+            Path::new(""),
+            rewrite,
+        )?);
         Self::start_yaml(envoy, &yaml, listen, admin, 2)
     }
 

@@ -1,4 +1,4 @@
-//! Fleet-wide bans in etcd, end to end: two real Envoys (2 workers each) with `envoy.etcd_cluster`, one etcd, the demo origin. A ban or purge sent to either node applies on both within the documented bound (measured: p50/p99); with etcd down the nodes keep serving and refuse bans with 503; when it returns everything converges.
+//! Fleet-wide bans in etcd, end to end: two real Envoys (2 workers each) with `envoy.etcd_cluster`, one etcd, the demo origin; the nodes run the proxy-wasm filter, the dynamic module, or one of each. A ban or purge sent to either node applies on both within the documented bound (measured: p50/p99); with etcd down the nodes keep serving and refuse bans with 503; when it returns everything converges.
 //!
 //! Skipped, loudly, only when `CACHET_ENVOY` or `CACHET_ETCD` is unset outside CI;
 //! `scripts/test` sets both.
@@ -33,7 +33,14 @@ struct Fleet {
     nodes: Vec<Envoy>,
 }
 
-fn fleet(n: usize) -> Option<Fleet> {
+/// Which Envoy host a node runs: the proxy-wasm filter or the dynamic module (issue 33).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Host {
+    Filter,
+    Module,
+}
+
+fn fleet(hosts: &[Host]) -> Option<Fleet> {
     let (Some(envoy_bin), Some(etcd_bin)) = (envoy::binary(), etcd::binary()) else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -45,21 +52,32 @@ fn fleet(n: usize) -> Option<Fleet> {
     let origin = cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral())
         .expect("demo origin");
     let etcd = Etcd::start(&etcd_bin).expect("etcd");
-    let wasm = filter_wasm().expect("filter wasm");
+    let wasm = if hosts.contains(&Host::Filter) {
+        filter_wasm().expect("filter wasm")
+    } else {
+        std::path::PathBuf::new()
+    };
+    if hosts.contains(&Host::Module) {
+        cachet_envoy_host_tests::build_module().expect("the dynamic module");
+    }
     let port = etcd.port;
-    let nodes = (0..n)
-        .map(|_| {
-            Envoy::start_edited(
-                &envoy_bin,
-                &wasm,
-                origin.addr(),
-                &|cfg| {
-                    cfg["admin"]["token"] = serde_json::json!(TOKEN);
-                    cfg["envoy"]["etcd_cluster"] = serde_json::json!("etcd");
-                    cfg["envoy"]["etcd_interval"] = serde_json::json!("500ms");
-                },
-                &|y| etcd::with_cluster(&y, port),
-            )
+    let rewrite = |cfg: &mut serde_json::Value| {
+        cfg["admin"]["token"] = serde_json::json!(TOKEN);
+        cfg["envoy"]["etcd_cluster"] = serde_json::json!("etcd");
+        cfg["envoy"]["etcd_interval"] = serde_json::json!("500ms");
+    };
+    let with_etcd = |y: String| etcd::with_cluster(&y, port);
+    let nodes = hosts
+        .iter()
+        .map(|host| {
+            match host {
+                Host::Filter => {
+                    Envoy::start_edited(&envoy_bin, &wasm, origin.addr(), &rewrite, &with_etcd)
+                }
+                Host::Module => {
+                    Envoy::start_module_edited(&envoy_bin, origin.addr(), &rewrite, &with_etcd)
+                }
+            }
             .expect("envoy")
         })
         .collect();
@@ -133,7 +151,18 @@ fn percentile(sorted: &[Duration], pct: usize) -> Duration {
 
 #[test]
 fn a_ban_or_purge_sent_to_any_node_applies_on_every_node_within_the_bound() {
-    let Some(f) = fleet(2) else { return };
+    converge(&[Host::Filter, Host::Filter]);
+}
+
+/// The same fleet with one node on the dynamic module and one on the filter: one log,
+/// one contract, either host accepting the write.
+#[test]
+fn a_fleet_mixing_the_module_and_the_filter_applies_every_ban_on_both() {
+    converge(&[Host::Module, Host::Filter]);
+}
+
+fn converge(hosts: &[Host]) {
+    let Some(f) = fleet(hosts) else { return };
     let mut times = Vec::new();
     for i in 0..rounds() {
         let path = format!("/blog/fleet/entry/{i}");
@@ -193,7 +222,7 @@ fn a_ban_or_purge_sent_to_any_node_applies_on_every_node_within_the_bound() {
     assert_eq!(list(0), list(1), "both nodes hold the same entries");
     times.sort_unstable();
     eprintln!(
-        "ban convergence over {} node applications (poll {POLL:?}): p50 {:?}, p99 {:?}, max {:?}",
+        "ban convergence on {hosts:?} over {} node applications (poll {POLL:?}): p50 {:?}, p99 {:?}, max {:?}",
         times.len(),
         percentile(&times, 50),
         percentile(&times, 99),
@@ -203,7 +232,16 @@ fn a_ban_or_purge_sent_to_any_node_applies_on_every_node_within_the_bound() {
 
 #[test]
 fn with_etcd_down_nodes_keep_serving_refuse_bans_and_converge_when_it_returns() {
-    let Some(mut f) = fleet(2) else { return };
+    outage(&[Host::Filter, Host::Filter]);
+}
+
+#[test]
+fn with_etcd_down_module_nodes_keep_serving_refuse_bans_and_converge_when_it_returns() {
+    outage(&[Host::Module, Host::Module]);
+}
+
+fn outage(hosts: &[Host]) {
+    let Some(mut f) = fleet(hosts) else { return };
     let path = "/blog/fleet/outage";
     f.cache(0, path);
     f.cache(1, path);

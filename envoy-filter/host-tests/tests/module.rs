@@ -93,18 +93,6 @@ fn a_configuration_the_module_cannot_load_is_refused_with_its_reason() {
         msg.contains("cachet: configuration refused") && msg.contains("parsecs"),
         "{msg}"
     );
-    // Fleet mode is refused, not ignored: a fleet that believed its bans reach this node
-    // would serve banned content.
-    let Some((_origin, e)) = stack(&|cfg| {
-        cfg["envoy"]["etcd_cluster"] = serde_json::json!("etcd");
-    }) else {
-        return;
-    };
-    let Err(err) = e else {
-        panic!("Envoy started with fleet mode the module does not carry out")
-    };
-    let msg = format!("{err:#}");
-    assert!(msg.contains("envoy.etcd_cluster"), "{msg}");
 }
 
 /// The module's counter `cachet.{name}` in Envoy's `/stats`.

@@ -108,7 +108,8 @@ impl Vm {
                 OriginResponse::read(&self.port, nh, body_size, 0, u64::MAX),
             ),
             RootCall::Etcd(what) => {
-                self.on_etcd(&p, what, fleet::answer(&self.port, nh, body_size));
+                let answer = fleet::answer(&self.port, nh, body_size);
+                self.on_etcd(&p, what, answer.as_ref().map(|(s, b)| (*s, b.as_slice())));
             }
         }
     }

@@ -106,7 +106,7 @@ enum RootCall {
     /// leader, a background refresh): the host answers it to the root.
     Flow(flow::FlowRef),
     Feed,
-    Etcd(fleet::EtcdCall),
+    Etcd(cachet_store::poller::EtcdCall),
 }
 
 /// An origin answer to a callout (`None` from [`OriginResponse::read`] when the callout
@@ -197,12 +197,8 @@ pub struct Vm {
     calls: RefCell<HashMap<u32, RootCall>>,
     ws: RefCell<Option<Workspace>>,
     next_feed_ms: Cell<u64>,
-    /// Fleet mode: when this VM last polled etcd, ms.
-    last_poll_ms: Cell<u64>,
-    /// Fleet mode: an etcd call of the root context is in flight.
-    etcd_busy: Cell<bool>,
-    /// Fleet mode: when the poller next looks for retirable entries, ms.
-    next_retire_ms: Cell<u64>,
+    /// Fleet mode: the etcd poll schedule (`cachet_store::poller`).
+    poller: RefCell<cachet_store::poller::Poller>,
     /// The workspace watermark last written to its gauge.
     watermark: Cell<u64>,
     /// This VM's in-VM tier bytes as last added to the `local_bytes` gauge, which sums
@@ -232,9 +228,7 @@ impl Vm {
             calls: RefCell::new(HashMap::new()),
             ws: RefCell::new(None),
             next_feed_ms: Cell::new(0),
-            last_poll_ms: Cell::new(0),
-            etcd_busy: Cell::new(false),
-            next_retire_ms: Cell::new(0),
+            poller: RefCell::default(),
             watermark: Cell::new(u64::MAX),
             local_reported: Cell::new(0),
         }

@@ -259,14 +259,7 @@ impl Http {
         end_of_stream: bool,
     ) -> crate::host::Action {
         use crate::host::Action;
-        let get = |n: &str| header(headers, n).map(str::to_owned);
-        self.admin = Some(AdminRequest {
-            method,
-            path: path.split('?').next().unwrap_or("").to_owned(),
-            authorization: get("authorization"),
-            surrogate_key: get("surrogate-key"),
-            soft: get("fastly-soft-purge").is_some_and(|v| v.trim() == "1"),
-        });
+        self.admin = Some(AdminRequest::read(method, path, headers));
         // Only `POST /.cachet/ban` reads its body: every other call is answered now,
         // even when a (possibly empty) body follows, so its headers never reach the
         // origin (whose answer could otherwise beat the local reply).
