@@ -11,9 +11,9 @@
 //! `cachet_http::exchange` as the edge and the proxy-wasm filter drive it ([`flow`]), with
 //! request collapsing across threads ([`store::Locks`]), background refreshes on the main
 //! thread, bans, purges, soft purges, the admin API and the lurker ([`bans`]), and `/stats`
-//! counters and gauges, and combining slices through `[envoy].slice_cluster`. Not yet here
-//! (issue 33's next step): fleet mode and the ban feed (a configuration that sets them is
-//! refused).
+//! counters and gauges, combining slices through `[envoy].slice_cluster`, and fleet mode
+//! (admin writes through etcd, the fleet log polled from the main thread, shields) and the
+//! ban feed ([`fleet`]).
 //!
 //! Every `unsafe` block carries a `// SAFETY:` line; the stream-side calls are wrapped in
 //! [`host`]. A hook never panics across the C boundary: the crate denies

@@ -34,6 +34,53 @@ pub fn fleet_yaml(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../fleet/{name}.yaml"))
 }
 
+/// The proxy-wasm filter's block in the example files (`envoy.yaml`, `fleet/*.yaml`), up
+/// to its configuration's value.
+const FILTER_BLOCK: &str = "          - name: envoy.filters.http.wasm
+            typed_config:
+              \"@type\": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
+              config:
+                name: cachet
+                root_id: cachet
+                fail_open: false
+                allow_on_headers_stop_iteration: true
+                vm_config:
+                  vm_id: cachet
+                  runtime: envoy.wasm.runtime.v8
+                  code:
+                    local:
+                      filename: target/wasm32-wasip1/release/cachet_envoy.opt.wasm
+                configuration:
+                  \"@type\": type.googleapis.com/google.protobuf.StringValue
+                  value: |
+";
+
+/// The dynamic module's block that replaces [`FILTER_BLOCK`] (as in
+/// `envoy-module/envoy.yaml`; docs/fleet.md, "The fleet on the dynamic module").
+const MODULE_BLOCK: &str = "          - name: envoy.filters.http.dynamic_modules
+            typed_config:
+              \"@type\": type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter
+              dynamic_module_config:
+                name: cachet_envoy_module
+              filter_name: cachet
+              filter_config:
+                \"@type\": type.googleapis.com/google.protobuf.StringValue
+                value: |
+";
+
+/// A filter YAML (`envoy.yaml`, `fleet/edge.yaml`, `fleet/shield.yaml`) with the proxy-wasm
+/// filter swapped for the dynamic module, the same JSON configuration kept: the one edit
+/// docs/fleet.md gives for a fleet on the module.
+///
+/// # Errors
+/// When the YAML no longer holds the filter's block as the examples write it.
+pub fn on_module(yaml: &str) -> Result<String> {
+    if !yaml.contains(FILTER_BLOCK) {
+        bail!("the YAML has no proxy-wasm filter block as the examples write it");
+    }
+    Ok(yaml.replacen(FILTER_BLOCK, MODULE_BLOCK, 1))
+}
+
 /// First and last port [`free_port`] hands out: below Linux's ephemeral range
 /// (32768–60999 by default), where the kernel picks the local port of every outgoing
 /// connection. A port taken from the ephemeral range and released can be taken by any

@@ -105,8 +105,18 @@ fn tolerant_health_checks(yaml: &str) -> String {
     yaml.replacen(from, to, 1).replacen(from_t, to_t, 1)
 }
 
+/// Which Envoy host every node of a fleet runs (issue 33).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Host {
+    /// The proxy-wasm filter, as the example files load it.
+    Filter,
+    /// The dynamic module, the examples' filter block swapped for the module's
+    /// (`envoy::on_module`, docs/fleet.md).
+    Module,
+}
+
 fn start_fleet(bin: &std::path::Path, origin: SocketAddr, edges: usize) -> Fleet {
-    start_fleet_with(bin, origin, edges, None)
+    start_fleet_with(bin, origin, edges, None, Host::Filter)
 }
 
 /// The plugin configuration edit of [`start_fleet_with`]: with etcd, the fleet's ban log
@@ -130,11 +140,24 @@ fn start_fleet_with(
     origin: SocketAddr,
     edges: usize,
     etcd_port: Option<u16>,
+    host: Host,
 ) -> Fleet {
-    let wasm = filter_wasm().expect("filter wasm");
-    let with_etcd = |yaml: String| match etcd_port {
-        Some(port) => cachet_envoy_host_tests::etcd::with_cluster(&yaml, port),
-        None => yaml,
+    let wasm = match host {
+        Host::Filter => filter_wasm().expect("filter wasm"),
+        Host::Module => {
+            cachet_envoy_host_tests::build_module().expect("the dynamic module");
+            std::path::PathBuf::new()
+        }
+    };
+    let with_etcd = |yaml: String| {
+        let yaml = match host {
+            Host::Filter => yaml,
+            Host::Module => envoy::on_module(&yaml).expect("the examples' filter block"),
+        };
+        match etcd_port {
+            Some(port) => cachet_envoy_host_tests::etcd::with_cluster(&yaml, port),
+            None => yaml,
+        }
     };
     let shield_yaml =
         with_etcd(std::fs::read_to_string(envoy::fleet_yaml("shield")).expect("shield.yaml"));
@@ -533,6 +556,29 @@ fn with_a_shield_tier_each_object_is_fetched_once_and_a_shield_can_die_under_loa
 /// converges on the new copy and hits again.
 #[test]
 fn a_ban_or_purge_the_edge_applies_before_its_shield_never_serves_the_pre_ban_copy() {
+    ban_before_shield(Host::Filter);
+}
+
+/// The same on a fleet whose every node runs the dynamic module.
+#[test]
+fn on_the_module_a_ban_or_purge_the_edge_applies_before_its_shield_never_serves_the_pre_ban_copy() {
+    ban_before_shield(Host::Module);
+}
+
+/// A fleet whose every node runs the dynamic module: each object costs one origin fetch
+/// through all 3 edges, routed (`GET`) and by callout (`HEAD`), spread over both shields.
+#[test]
+fn on_the_module_with_a_shield_tier_each_object_is_fetched_once() {
+    let Some(bin) = envoy_binary() else { return };
+    let origin = origin();
+    let fleet = start_fleet_with(&bin, origin.addr(), 3, None, Host::Module);
+    settle(&fleet, &origin);
+    let n = objects() / 2;
+    each_object_once(&fleet, &origin, "GET", "/t/fleet-", n);
+    each_object_once(&fleet, &origin, "HEAD", "/t/head-", n / 2);
+}
+
+fn ban_before_shield(host: Host) {
     let Some(bin) = envoy_binary() else { return };
     let Some(etcd_bin) = cachet_envoy_host_tests::etcd::binary() else {
         assert!(
@@ -544,7 +590,7 @@ fn a_ban_or_purge_the_edge_applies_before_its_shield_never_serves_the_pre_ban_co
     };
     let etcd = cachet_envoy_host_tests::etcd::Etcd::start(&etcd_bin).expect("etcd");
     let origin = origin();
-    let fleet = start_fleet_with(&bin, origin.addr(), 3, Some(etcd.port));
+    let fleet = start_fleet_with(&bin, origin.addr(), 3, Some(etcd.port), host);
     settle(&fleet, &origin);
     let edges: Vec<Target> = (fleet.edges.iter())
         .map(|e| Target::new(&format!("http://{}", e.addr), &origin.url("")))
