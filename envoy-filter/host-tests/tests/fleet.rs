@@ -131,6 +131,26 @@ fn fleet_config(etcd_port: Option<u16>, poll: &'static str) -> impl Fn(&mut serd
     }
 }
 
+/// The example shield and edge YAMLs for `host`, with the `etcd` cluster on `etcd_port`
+/// when given and the edges' tolerant health checks.
+fn fleet_yamls(host: Host, etcd_port: Option<u16>) -> (String, String) {
+    let prepare = |yaml: String| {
+        let yaml = match host {
+            Host::Filter => yaml,
+            Host::Module => envoy::on_module(&yaml).expect("the examples' filter block"),
+        };
+        match etcd_port {
+            Some(port) => cachet_envoy_host_tests::etcd::with_cluster(&yaml, port),
+            None => yaml,
+        }
+    };
+    let read = |name: &str| std::fs::read_to_string(envoy::fleet_yaml(name)).expect(name);
+    (
+        prepare(read("shield")),
+        prepare(tolerant_health_checks(&read("edge"))),
+    )
+}
+
 /// [`start_fleet`], with the fleet's ban log in the etcd on `etcd_port` when given (as
 /// docs/fleet.md sets it up: `envoy.etcd_cluster` on every node), the admin token
 /// [`TOKEN`], edges polling every [`EDGE_POLL`] and shields every [`SHIELD_POLL`], so a ban
@@ -149,21 +169,7 @@ fn start_fleet_with(
             std::path::PathBuf::new()
         }
     };
-    let with_etcd = |yaml: String| {
-        let yaml = match host {
-            Host::Filter => yaml,
-            Host::Module => envoy::on_module(&yaml).expect("the examples' filter block"),
-        };
-        match etcd_port {
-            Some(port) => cachet_envoy_host_tests::etcd::with_cluster(&yaml, port),
-            None => yaml,
-        }
-    };
-    let shield_yaml =
-        with_etcd(std::fs::read_to_string(envoy::fleet_yaml("shield")).expect("shield.yaml"));
-    let edge_yaml = with_etcd(tolerant_health_checks(
-        &std::fs::read_to_string(envoy::fleet_yaml("edge")).expect("edge.yaml"),
-    ));
+    let (shield_yaml, edge_yaml) = fleet_yamls(host, etcd_port);
     let (shield_config, edge_config) = (
         fleet_config(etcd_port, SHIELD_POLL),
         fleet_config(etcd_port, EDGE_POLL),
