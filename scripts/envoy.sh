@@ -94,8 +94,8 @@ validate_envoy_yaml() {
   # The dynamic module's example (issue 33): validating it loads the module, so it is
   # built first (host target, release) and found through ENVOY_DYNAMIC_MODULES_SEARCH_PATH.
   say "envoy --mode validate -c envoy-module/envoy.yaml"
-  (cd "$ROOT" && cargo build -q -p cachet-envoy-module --release --locked >&2) || rc=$?
-  (cd "$dir" && ENVOY_DYNAMIC_MODULES_SEARCH_PATH="${CARGO_TARGET_DIR:-$ROOT/target}/release" \
+  (cd "$ROOT" && cargo build -q -p cachet-envoy-module --profile module --locked >&2) || rc=$?
+  (cd "$dir" && ENVOY_DYNAMIC_MODULES_SEARCH_PATH="${CARGO_TARGET_DIR:-$ROOT/target}/module" \
       "$envoy" --mode validate -c "$ROOT/envoy-module/envoy.yaml" \
       --use-dynamic-base-id --log-level warn >&2) || rc=$?
   rm -rf "$dir"

@@ -310,20 +310,43 @@ impl Stream {
     /// buffered body `body`. For a filter that stopped the response headers and buffered
     /// the whole body, at the body's last chunk: on `Continue`, Envoy sends these headers
     /// and what the body buffers then (the buffered and the received data, both replaced).
+    /// Only what differs is written: a field whose one value stays is left alone, and a
+    /// body equal to the one held is not replaced (each write is Envoy header-map or
+    /// buffer work on every miss).
     pub fn rewrite_response(self, status: u16, pairs: &[(&str, &[u8])], body: &[u8]) {
         let kind = abi::HTTP_HEADER_TYPE_RESPONSE_HEADER;
-        for (n, _) in self.headers(kind) {
-            if n != ":status" && !pairs.iter().any(|(p, _)| p.eq_ignore_ascii_case(&n)) {
-                self.set_header(kind, &n, None);
+        let held = self.headers(kind);
+        let count = |list: &mut dyn Iterator<Item = &str>, n: &str| {
+            list.filter(|p| p.eq_ignore_ascii_case(n)).count()
+        };
+        for (n, _) in &held {
+            if n != ":status" && !pairs.iter().any(|(p, _)| p.eq_ignore_ascii_case(n)) {
+                self.set_header(kind, n, None);
             }
         }
-        self.set_header(kind, ":status", Some(status.to_string().as_bytes()));
+        let status = status.to_string();
+        if !held
+            .iter()
+            .any(|(n, v)| n == ":status" && v == status.as_bytes())
+        {
+            self.set_header(kind, ":status", Some(status.as_bytes()));
+        }
         for (i, (n, v)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(p, _)| p.eq_ignore_ascii_case(n)) {
                 self.add_header(kind, n, v);
-            } else {
+                continue;
+            }
+            let unchanged = count(&mut pairs.iter().map(|(p, _)| *p), n) == 1
+                && count(&mut held.iter().map(|(h, _)| h.as_str()), n) == 1
+                && held
+                    .iter()
+                    .any(|(h, hv)| h.eq_ignore_ascii_case(n) && hv == v);
+            if !unchanged {
                 self.set_header(kind, n, Some(v));
             }
+        }
+        if self.response_body_size() == body.len() && self.response_body() == body {
+            return;
         }
         for b in [
             abi::HTTP_BODY_TYPE_BUFFERED_RESPONSE_BODY,

@@ -107,13 +107,13 @@ pub fn filter_wasm() -> Result<PathBuf> {
 }
 
 /// The directory holding the dynamic module `libcachet_envoy_module.so` (issue 33):
-/// `$CACHET_ENVOY_MODULE_DIR`, else `target/release` (built by [`build_module`]).
+/// `$CACHET_ENVOY_MODULE_DIR`, else `target/module` (built by [`build_module`]).
 pub fn module_dir() -> PathBuf {
     std::env::var_os("CACHET_ENVOY_MODULE_DIR")
-        .map_or_else(|| target_dir().join("release"), PathBuf::from)
+        .map_or_else(|| target_dir().join("module"), PathBuf::from)
 }
 
-/// Builds the dynamic module (`cargo build -p cachet-envoy-module --release`) unless
+/// Builds the dynamic module (`cargo build -p cachet-envoy-module --profile module`) unless
 /// `$CACHET_ENVOY_MODULE_DIR` names a built one; returns [`module_dir`].
 ///
 /// # Errors
@@ -124,7 +124,14 @@ pub fn build_module() -> Result<PathBuf> {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let status = std::process::Command::new(cargo)
             .current_dir(&root)
-            .args(["build", "-q", "-p", "cachet-envoy-module", "--release"])
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "cachet-envoy-module",
+                "--profile",
+                "module",
+            ])
             .status()
             .context("running cargo to build the dynamic module")?;
         if !status.success() {
