@@ -87,11 +87,10 @@ impl Fleet {
             let interval = u64::try_from(envoy.ban_feed_interval.0.as_millis()).unwrap_or(5000);
             st.next_feed_ms = now_ms.saturating_add(interval);
             let auth = format!("Bearer {}", policy.config().admin.token);
-            let lines: [(&str, &[u8]); 6] = [
+            let lines: [(&str, &[u8]); 5] = [
                 (":method", b"GET"),
                 (":path", envoy.ban_feed_path.as_bytes()),
                 (":authority", envoy.ban_feed_cluster.as_bytes()),
-                ("host", envoy.ban_feed_cluster.as_bytes()),
                 (":scheme", b"http"),
                 ("authorization", auth.as_bytes()),
             ];
@@ -137,7 +136,11 @@ impl Fleet {
                     Ok(added) => applied.added = added as u64,
                     Err(e) => warn(&format!("ban feed: {e}")),
                 },
-                _ => warn("ban feed: no 200 answer"),
+                Some((status, body)) => warn(&format!(
+                    "ban feed: the peer answered {status}: {}",
+                    String::from_utf8_lossy(body.get(..200).unwrap_or(body))
+                )),
+                None => warn("ban feed: no answer"),
             },
         }
         Some(applied)

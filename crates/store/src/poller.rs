@@ -48,20 +48,19 @@ pub struct Call {
 
 impl Call {
     /// The request's header lines for `cluster` ([`lines`]).
-    pub fn lines<'a>(&'a self, cluster: &'a str) -> [(&'a str, &'a [u8]); 6] {
+    pub fn lines<'a>(&'a self, cluster: &'a str) -> [(&'a str, &'a [u8]); 5] {
         lines(self.path, cluster)
     }
 }
 
 /// The header lines of a `POST` of JSON to etcd's gateway `path` on `cluster`, a poll or
-/// an admin write alike (pseudo-headers included; `host` and `:authority` both name the
-/// cluster, for hosts that want either).
-pub fn lines<'a>(path: &'a str, cluster: &'a str) -> [(&'a str, &'a [u8]); 6] {
+/// an admin write alike (pseudo-headers included; `:authority` names the cluster, once:
+/// a second `host` would reach the peer as two authorities).
+pub fn lines<'a>(path: &'a str, cluster: &'a str) -> [(&'a str, &'a [u8]); 5] {
     [
         (":method", b"POST"),
         (":path", path.as_bytes()),
         (":authority", cluster.as_bytes()),
-        ("host", cluster.as_bytes()),
         (":scheme", b"http"),
         ("content-type", b"application/json"),
     ]

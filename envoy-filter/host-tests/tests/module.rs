@@ -505,3 +505,59 @@ fn ten_configuration_reloads_leak_neither_stores_nor_lurker_threads() {
         "HIT"
     );
 }
+
+/// The ban feed on the module (`[envoy].ban_feed_cluster`): node B fetches node A's
+/// `GET /.cachet/bans` on its lurker tick with the admin token and applies what it has
+/// not seen, so a ban sent to A only reaches B's store; counted in `cachet.feed_updates`.
+#[test]
+fn a_module_node_applies_its_peers_bans_from_the_ban_feed() {
+    let Some((origin, a)) = stack(&|cfg| {
+        cfg["admin"]["token"] = serde_json::json!(TOKEN);
+    }) else {
+        return;
+    };
+    let a = a.expect("node A");
+    let bin = envoy::binary().expect("CACHET_ENVOY");
+    let peer = a.addr.port();
+    let b = Envoy::start_module_edited(
+        &bin,
+        origin.addr(),
+        &|cfg| {
+            cfg["admin"]["token"] = serde_json::json!(TOKEN);
+            cfg["envoy"]["tick"] = serde_json::json!("50ms");
+            cfg["envoy"]["ban_feed_cluster"] = serde_json::json!("bans");
+            cfg["envoy"]["ban_feed_path"] = serde_json::json!("/.cachet/bans");
+            cfg["envoy"]["ban_feed_interval"] = serde_json::json!("1s");
+        },
+        &|y| {
+            cachet_envoy_host_tests::etcd::with_cluster(&y, peer)
+                .replacen("  - name: etcd\n", "  - name: bans\n", 1)
+                .replacen("cluster_name: etcd\n", "cluster_name: bans\n", 1)
+        },
+    )
+    .expect("node B, fed by A");
+    let path = "/t/module-feed?body=old&cc=max-age%3D600";
+    assert_eq!(get_full(&b, path, &[]).1, "MISS");
+    assert_eq!(get_full(&b, path, &[]).1, "HIT");
+    let added = ureq::post(&format!("http://{}/.cachet/ban", a.addr))
+        .header("host", "blog.example")
+        .header("authorization", &format!("Bearer {TOKEN}"))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .send("obj.http.x-url ~ ^/t/module-feed")
+        .expect("ban on A");
+    assert_eq!(added.status().as_u16(), 201);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while counter(&b, "feed_updates") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "B did not apply A's ban from the feed within 30 s:\n{}",
+            b.output()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(counter(&b, "bans_added"), 1);
+    assert_eq!(get_full(&b, path, &[]).1, "MISS", "B's copy is banned");
+    assert_eq!(origin.stats().count(path), 2);
+}
