@@ -165,7 +165,8 @@ impl Bans {
         now_ms: u64,
     ) -> Answered {
         let done = poller.answered(&self.log, policy.config(), what, answer, now_ms);
-        if done.added > 0 {
+        if what == EtcdCall::Poll {
+            // Entries added, or only the fleet's floor raised: either changes verdicts.
             self.sync();
         }
         done

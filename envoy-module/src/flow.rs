@@ -525,6 +525,18 @@ impl Filter {
         self.with((), |i| i.on_callout_done(s, id, answer));
     }
 
+    /// The request's trailers: held while an admin call waits for its body or for etcd
+    /// (an admin call is never forwarded), else they go on.
+    pub fn on_request_trailers(&self) -> Go {
+        self.with(Go::Upstream, |i| {
+            if i.admin.is_some() || i.fleet.is_some() {
+                Go::Paused
+            } else {
+                Go::Upstream
+            }
+        })
+    }
+
     /// A chunk of the request body; `(Paused, true)`: buffer it.
     pub fn on_request_body(&self, s: Stream, end_of_stream: bool) -> (Go, bool) {
         self.with((Go::Upstream, false), |i| {
@@ -848,6 +860,11 @@ impl Inner {
     /// A chunk of the request body: only an admin call waiting for its ban expression
     /// reads it (buffered to its end, at most `cachet_store::admin::MAX_BODY_BYTES`).
     fn on_request_body(&mut self, s: Stream, end_of_stream: bool) -> (Go, bool) {
+        if self.fleet.is_some() {
+            // An admin call waiting for etcd: what follows its headers (an empty body,
+            // say) never resumes it towards the origin.
+            return (Go::Paused, false);
+        }
         if self.admin.is_none() {
             return (Go::Upstream, false);
         }

@@ -305,13 +305,21 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
 }
 const _: abi::OnHttpFilterRequestBody = envoy_dynamic_module_on_http_filter_request_body;
 
-/// `…_request_trailers`.
+/// `…_request_trailers`: held while an admin call is (never forwarded).
+///
+/// # Safety
+/// Called by Envoy only, with the pointers its ABI hands this hook.
 #[unsafe(no_mangle)]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(
     _envoy: abi::HttpFilterEnvoyPtr,
-    _filter: abi::HttpFilterModulePtr,
+    filter_ptr: abi::HttpFilterModulePtr,
 ) -> abi::OnHttpFilterRequestTrailersStatus {
-    abi::REQUEST_TRAILERS_STATUS_CONTINUE
+    // SAFETY: this stream's filter, on its thread (`filter`'s contract).
+    let f = unsafe { filter(filter_ptr) };
+    match f.on_request_trailers() {
+        Go::Paused => abi::REQUEST_TRAILERS_STATUS_STOP_ITERATION,
+        Go::Upstream | Go::Downstream => abi::REQUEST_TRAILERS_STATUS_CONTINUE,
+    }
 }
 const _: abi::OnHttpFilterRequestTrailers = envoy_dynamic_module_on_http_filter_request_trailers;
 

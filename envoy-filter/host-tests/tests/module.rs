@@ -561,3 +561,67 @@ fn a_module_node_applies_its_peers_bans_from_the_ban_feed() {
     assert_eq!(get_full(&b, path, &[]).1, "MISS", "B's copy is banned");
     assert_eq!(origin.stats().count(path), 2);
 }
+
+/// Fleet mode: an admin call is never forwarded while it waits for etcd, whatever
+/// follows its headers. A chunked `POST /.cachet/purge` (headers, then an empty last
+/// chunk) waits for an etcd that accepts the connection and never answers: the client
+/// gets the `503` of an unanswered write, and neither the origin nor anything upstream
+/// sees the call (nor its token). Before the fix the empty body frame resumed the held
+/// request towards the origin (found by the fleet test: a purge answered `404 not found`
+/// by the origin, or applied by a shield that received it).
+#[test]
+fn a_fleet_admin_call_waiting_for_etcd_is_never_forwarded() {
+    use std::io::{Read as _, Write as _};
+    // An "etcd" that accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = silent.local_addr().expect("addr").port();
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for c in silent.incoming().take(4).flatten() {
+            conns.push(c);
+        }
+        conns
+    });
+    let Some(bin) = envoy::binary() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CACHET_ENVOY is unset under CI"
+        );
+        return;
+    };
+    cachet_envoy_host_tests::build_module().expect("building the module");
+    let origin = cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral())
+        .expect("demo origin");
+    let e = Envoy::start_module_edited(
+        &bin,
+        origin.addr(),
+        &|cfg| {
+            cfg["admin"]["token"] = serde_json::json!(TOKEN);
+            cfg["envoy"]["etcd_cluster"] = serde_json::json!("etcd");
+        },
+        &|y| cachet_envoy_host_tests::etcd::with_cluster(&y, port),
+    )
+    .expect("envoy in fleet mode");
+    let mut c = std::net::TcpStream::connect(e.addr).expect("connect");
+    c.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .expect("timeout");
+    let req = format!(
+        "POST /.cachet/purge HTTP/1.1\r\nHost: blog.example\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Surrogate-Key: fleet-held\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n"
+    );
+    c.write_all(req.as_bytes()).expect("send");
+    let mut answer = String::new();
+    let _ = c.read_to_string(&mut answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 503"),
+        "an unanswered etcd write is a 503, not another answer:\n{answer}"
+    );
+    assert!(answer.contains("etcd"), "{answer}");
+    assert_eq!(
+        origin.stats().count("/.cachet/purge"),
+        0,
+        "the admin call reached the origin"
+    );
+    drop(e);
+    drop(held);
+}
