@@ -21,14 +21,11 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use cachet_policy::Policy;
-use cachet_store::poller::{self, Call, EtcdCall, Poller};
+use cachet_store::poller::{self, Call, EtcdCall, FeedPoller, Poller};
 
 use crate::abi;
 use crate::bans::Bans;
 use crate::host::{Config, Fields, log};
-
-/// Timeout of one ban-feed fetch, ms.
-const FEED_TIMEOUT_MS: u64 = 5_000;
 
 /// A call of the main thread out to etcd or the ban feed.
 #[derive(Debug, Clone, Copy)]
@@ -46,8 +43,8 @@ pub struct Fleet {
 #[derive(Debug, Default)]
 struct State {
     poller: Poller,
-    /// When the ban feed is next fetched, ms.
-    next_feed_ms: u64,
+    /// The ban feed's schedule.
+    feed: FeedPoller,
     /// Calls out, by callout id.
     calls: HashMap<u64, RootCall>,
 }
@@ -83,18 +80,9 @@ impl Fleet {
             if let Some(call) = bans.poll_due(&mut st.poller, policy, now_ms) {
                 st.send(config, policy, &call);
             }
-        } else if !envoy.ban_feed_cluster.is_empty() && now_ms >= st.next_feed_ms {
-            let interval = u64::try_from(envoy.ban_feed_interval.0.as_millis()).unwrap_or(5000);
-            st.next_feed_ms = now_ms.saturating_add(interval);
-            let auth = format!("Bearer {}", policy.config().admin.token);
-            let lines: [(&str, &[u8]); 5] = [
-                (":method", b"GET"),
-                (":path", envoy.ban_feed_path.as_bytes()),
-                (":authority", envoy.ban_feed_cluster.as_bytes()),
-                (":scheme", b"http"),
-                ("authorization", auth.as_bytes()),
-            ];
-            match config.callout(&envoy.ban_feed_cluster, &lines, &[], FEED_TIMEOUT_MS) {
+        } else if let Some((cluster, lines)) = st.feed.due(policy.config(), now_ms) {
+            let h: Vec<(&str, &[u8])> = lines.iter().map(|(n, v)| (*n, v.as_slice())).collect();
+            match config.callout(&cluster, &h, &[], poller::FEED_TIMEOUT_MS) {
                 Ok(id) => {
                     st.calls.insert(id, RootCall::Feed);
                 }

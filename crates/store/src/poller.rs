@@ -23,6 +23,46 @@ pub const ETCD_TIMEOUT_MS: u64 = 2_000;
 /// entries of at most a ban expression's 8 KiB each, base64).
 pub const MAX_ETCD_ANSWER_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Timeout of one ban-feed fetch, ms.
+pub const FEED_TIMEOUT_MS: u64 = 5_000;
+
+/// A request's header lines, owned: `(name, value bytes)`.
+pub type Lines = Vec<(&'static str, Vec<u8>)>;
+
+/// The ban feed's schedule (`[envoy].ban_feed_cluster`): a peer's ban list fetched every
+/// `[envoy].ban_feed_interval`, the filter's and the module's alike. Times in ms since
+/// the Unix epoch.
+#[derive(Debug, Default, Clone)]
+pub struct FeedPoller {
+    next_ms: u64,
+}
+
+impl FeedPoller {
+    /// On a tick at `now_ms`: the fetch to send when the node has a feed and it is due,
+    /// as `(cluster, header lines)`: `GET [envoy].ban_feed_path` with the admin token
+    /// (`Authorization: Bearer …`, the peer's admin API; `:authority` the cluster). The
+    /// next one is due an interval later whether or not this one is answered.
+    pub fn due(&mut self, cfg: &Config, now_ms: u64) -> Option<(String, Lines)> {
+        let envoy = &cfg.envoy;
+        if envoy.ban_feed_cluster.is_empty() || now_ms < self.next_ms {
+            return None;
+        }
+        let interval = u64::try_from(envoy.ban_feed_interval.0.as_millis()).unwrap_or(5000);
+        self.next_ms = now_ms.saturating_add(interval);
+        let lines = vec![
+            (":method", b"GET".to_vec()),
+            (":path", envoy.ban_feed_path.as_bytes().to_vec()),
+            (":authority", envoy.ban_feed_cluster.as_bytes().to_vec()),
+            (":scheme", b"http".to_vec()),
+            (
+                "authorization",
+                format!("Bearer {}", cfg.admin.token).into_bytes(),
+            ),
+        ];
+        Some((envoy.ban_feed_cluster.clone(), lines))
+    }
+}
+
 /// Which etcd call is out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EtcdCall {
@@ -218,6 +258,34 @@ mod tests {
         p.refused();
         assert_eq!(p.due(&sd, &cfg, 20_800), None);
         assert!(p.due(&sd, &cfg, 21_700).is_some());
+    }
+
+    #[test]
+    fn the_ban_feed_is_fetched_once_per_interval_with_the_admin_token() {
+        let cfg = Config::from_json(
+            r#"{"admin": {"token": "0123456789abcdef0123"},
+                "envoy": {"ban_feed_cluster": "peer", "ban_feed_interval": "5s"}}"#,
+        )
+        .unwrap();
+        let mut f = FeedPoller::default();
+        let (cluster, lines) = f.due(&cfg, 10_000).unwrap();
+        assert_eq!(cluster, "peer");
+        let get = |n: &str| {
+            lines
+                .iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.as_slice())
+        };
+        assert_eq!(get(":method"), Some(&b"GET"[..]));
+        assert_eq!(get(":authority"), Some(&b"peer"[..]));
+        assert_eq!(
+            get("authorization"),
+            Some(&b"Bearer 0123456789abcdef0123"[..])
+        );
+        assert!(get("host").is_none(), "the authority is named once");
+        assert!(f.due(&cfg, 14_999).is_none());
+        assert!(f.due(&cfg, 15_000).is_some());
+        assert!(FeedPoller::default().due(&config(), 1).is_none());
     }
 
     #[test]

@@ -11,6 +11,14 @@ use cachet_envoy_host_tests::envoy::{self, Envoy};
 fn stack(
     rewrite: &dyn Fn(&mut serde_json::Value),
 ) -> Option<(cachet_demo_origin::RunningOrigin, anyhow::Result<Envoy>)> {
+    stack_edited(rewrite, &|y| y)
+}
+
+/// [`stack`], with `edit` applied to the whole YAML (a cluster added).
+fn stack_edited(
+    rewrite: &dyn Fn(&mut serde_json::Value),
+    edit: &dyn Fn(String) -> String,
+) -> Option<(cachet_demo_origin::RunningOrigin, anyhow::Result<Envoy>)> {
     let Some(bin) = envoy::binary() else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -22,7 +30,7 @@ fn stack(
     cachet_envoy_host_tests::build_module().expect("building the module");
     let origin = cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral())
         .expect("demo origin");
-    let e = Envoy::start_module(&bin, origin.addr(), rewrite);
+    let e = Envoy::start_module_edited(&bin, origin.addr(), rewrite, edit);
     Some((origin, e))
 }
 
@@ -582,26 +590,16 @@ fn a_fleet_admin_call_waiting_for_etcd_is_never_forwarded() {
         }
         conns
     });
-    let Some(bin) = envoy::binary() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CACHET_ENVOY is unset under CI"
-        );
-        return;
-    };
-    cachet_envoy_host_tests::build_module().expect("building the module");
-    let origin = cachet_demo_origin::spawn(cachet_demo_origin::OriginConfig::ephemeral())
-        .expect("demo origin");
-    let e = Envoy::start_module_edited(
-        &bin,
-        origin.addr(),
+    let Some((origin, e)) = stack_edited(
         &|cfg| {
             cfg["admin"]["token"] = serde_json::json!(TOKEN);
             cfg["envoy"]["etcd_cluster"] = serde_json::json!("etcd");
         },
         &|y| cachet_envoy_host_tests::etcd::with_cluster(&y, port),
-    )
-    .expect("envoy in fleet mode");
+    ) else {
+        return;
+    };
+    let e = e.expect("envoy in fleet mode");
     let mut c = std::net::TcpStream::connect(e.addr).expect("connect");
     c.set_read_timeout(Some(std::time::Duration::from_secs(20)))
         .expect("timeout");

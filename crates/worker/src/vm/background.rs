@@ -143,28 +143,11 @@ impl Vm {
 
     pub(super) fn poll_feed(&self) {
         let Some(p) = self.policy() else { return };
-        let cfg = &p.config().envoy;
-        if cfg.ban_feed_cluster.is_empty() {
-            return;
-        }
-        let now_ms = self.port.now_ms();
-        if now_ms < self.next_feed_ms.get() {
-            return;
-        }
-        let interval = u64::try_from(cfg.ban_feed_interval.0.as_millis()).unwrap_or(5000);
-        self.next_feed_ms.set(now_ms + interval);
-        let auth = format!("Bearer {}", p.config().admin.token);
-        let h: [(&str, &[u8]); 5] = [
-            (":method", b"GET"),
-            (":path", cfg.ban_feed_path.as_bytes()),
-            (":authority", cfg.ban_feed_cluster.as_bytes()),
-            (":scheme", b"http"),
-            ("authorization", auth.as_bytes()),
-        ];
-        if let Ok(token) =
-            self.port
-                .dispatch(&cfg.ban_feed_cluster, &h, None, Duration::from_secs(5))
-        {
+        let due = self.feed.borrow_mut().due(p.config(), self.port.now_ms());
+        let Some((cluster, lines)) = due else { return };
+        let h: Vec<(&str, &[u8])> = lines.iter().map(|(n, v)| (*n, v.as_slice())).collect();
+        let timeout = Duration::from_millis(cachet_store::poller::FEED_TIMEOUT_MS);
+        if let Ok(token) = self.port.dispatch(&cluster, &h, None, timeout) {
             self.calls.borrow_mut().insert(token, RootCall::Feed);
         }
     }

@@ -196,7 +196,8 @@ pub struct Vm {
     admin_waiting: RefCell<Vec<(u32, u64)>>,
     calls: RefCell<HashMap<u32, RootCall>>,
     ws: RefCell<Option<Workspace>>,
-    next_feed_ms: Cell<u64>,
+    /// The ban feed's schedule (`cachet_store::poller::FeedPoller`).
+    feed: RefCell<cachet_store::poller::FeedPoller>,
     /// Fleet mode: the etcd poll schedule (`cachet_store::poller`).
     poller: RefCell<cachet_store::poller::Poller>,
     /// The workspace watermark last written to its gauge.
@@ -227,7 +228,7 @@ impl Vm {
             admin_waiting: RefCell::new(Vec::new()),
             calls: RefCell::new(HashMap::new()),
             ws: RefCell::new(None),
-            next_feed_ms: Cell::new(0),
+            feed: RefCell::default(),
             poller: RefCell::default(),
             watermark: Cell::new(u64::MAX),
             local_reported: Cell::new(0),
