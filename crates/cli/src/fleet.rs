@@ -345,9 +345,11 @@ fn write_etcd(
     delays: &[Duration],
     mut done: impl FnMut(Range<usize>, &Outcome),
 ) {
-    let at_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let at_ms = cachet_policy::banlog::stamp_ms(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    );
     let mut suffix = std::collections::hash_map::RandomState::new().build_hasher();
     suffix.write_u64(at_ms);
     let w = EtcdWrite {

@@ -19,6 +19,20 @@ use crate::admin::AdminError;
 
 use crate::object::{BanView, Meta};
 
+/// The time, in ms since the epoch, an entry accepted at clock reading `now_ms` is stamped
+/// with: the next millisecond. An entry covers objects stored strictly before its stamp
+/// (Varnish: a ban tests objects older than it, Varnish Users Guide "Bans"; the lurker's
+/// `cachet_ban::BanList` and [`crate::banindex`] compare the same way). The clocks Cachet
+/// reads are whole milliseconds, so an object whose fill completed in the millisecond
+/// the entry was accepted may predate it: stamping the next millisecond covers it (fail
+/// closed; an object stored later in that millisecond costs one extra miss). Every writer
+/// stamps through here: local appends ([`BanLog::append`]), fleet writes
+/// (`cachet_store::admin::handle_fleet`, `cachet purge --node`). Saturates at `u64::MAX`.
+#[must_use]
+pub const fn stamp_ms(now_ms: u64) -> u64 {
+    now_ms.saturating_add(1)
+}
+
 /// What a log entry does.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -191,7 +205,7 @@ impl BanLog {
                 .unwrap_or(self.next_id.max(1));
             let e = LogEntry {
                 id,
-                at_ms: n.at_ms.unwrap_or(now_ms).max(last),
+                at_ms: n.at_ms.unwrap_or(stamp_ms(now_ms)).max(last),
                 kind: n.kind,
                 expr: n.expr.clone(),
                 key: n.key.clone(),
@@ -650,18 +664,18 @@ mod tests {
         let css = object(1_000, &["css"]);
         assert_eq!(
             r.check(&css, &css.ban_view(), &req),
-            Check::SoftPurged(Timestamp::from_millis(5_000))
+            Check::SoftPurged(Timestamp::from_millis(5_001))
         );
         assert!(r.check_objects_only(&old.ban_view()));
         // Incremental replay, then a retirement resets the replica.
         let _ = log.append(&[entry(Kind::SoftPurge, "", Some("x"))], 10, 7_000, Some(4));
         assert_eq!(r.apply(&log), Applied::Incremental);
         assert_eq!((r.live(), log.feed_through), (4, 4));
-        assert_eq!(log.trim_not_after(5_000), 3);
+        assert_eq!(log.trim_not_after(5_001), 3);
         assert_eq!(
             r.apply(&log),
             Applied::Reset {
-                trimmed_at_ms: 5_000
+                trimmed_at_ms: 5_001
             }
         );
         assert_eq!(
@@ -674,6 +688,48 @@ mod tests {
         assert_eq!(back, log);
         assert!(parse_ban("obj.http.x ~").is_err());
         assert_eq!(purge_entries(&["ok".into(), String::new()]).len(), 1);
+    }
+
+    /// The flake that found it: a module fill completed in the millisecond a purge was
+    /// accepted, and the purge (covering objects stored strictly before its time) let the
+    /// pre-purge copy through as a HIT. Entries are stamped the next millisecond
+    /// ([`stamp_ms`]): every check path covers an object stored in the acceptance's
+    /// millisecond, and none covers one stored after the stamp.
+    #[test]
+    fn an_object_stored_in_the_millisecond_an_entry_is_accepted_is_covered() {
+        let mut log = BanLog::default();
+        let purge = purge_expr("k").unwrap_or_default();
+        let _ = log
+            .append(&[entry(Kind::Purge, &purge, Some("k"))], 10, 5_000, None)
+            .unwrap_or_default();
+        let _ = log
+            .append(&[entry(Kind::SoftPurge, "", Some("s"))], 10, 5_000, None)
+            .unwrap_or_default();
+        assert!(log.entries.iter().all(|e| e.at_ms == 5_001));
+        let req = HeaderRequest {
+            url: "/a",
+            headers: &[],
+        };
+        let same_ms = object(5_000, &["k"]);
+        let after = object(5_001, &["k"]);
+        assert_eq!(log.check(&same_ms, &req), Some(1));
+        assert_eq!(log.check(&after, &req), None);
+        let mut r = Replica::default();
+        let _ = r.apply(&log);
+        assert_eq!(r.check(&same_ms, &same_ms.ban_view(), &req), Check::Banned);
+        assert_eq!(r.check(&after, &after.ban_view(), &req), Check::Clean);
+        let soft = object(5_000, &["s"]);
+        assert_eq!(
+            r.check(&soft, &soft.ban_view(), &req),
+            Check::SoftPurged(Timestamp::from_millis(5_001))
+        );
+        let bytes = crate::banindex::encode(&log);
+        let index = crate::banindex::BanIndex::from_bytes(&bytes).expect("index");
+        assert_eq!(index.check(&bytes, &same_ms, &req), Ok(Some(1)));
+        assert_eq!(index.check(&bytes, &after, &req), Ok(None));
+        // A fleet write stamps the same way (`cachet_store::admin::handle_fleet`).
+        assert_eq!(stamp_ms(5_000), 5_001);
+        assert_eq!(stamp_ms(u64::MAX), u64::MAX);
     }
 
     fn meta_at(url: &str, stored_ms: u64) -> Meta {
@@ -732,9 +788,9 @@ mod tests {
         assert_eq!(BanLog::try_from_json(b"{nope").unwrap_err().status(), 503);
         // Retire everything before 2.5 s: the floor bans what was stored before it.
         assert_eq!(log.retire(12_500, Duration::from_secs(10)), 1);
-        assert_eq!(log.trimmed_at_ms, 2_000);
+        assert_eq!(log.trimmed_at_ms, 2_001);
         assert_eq!(
-            log.check(&meta_at("/y", 1_999), &cachet_ban::Request::new("/y")),
+            log.check(&meta_at("/y", 2_000), &cachet_ban::Request::new("/y")),
             Some(0)
         );
         assert_eq!(

@@ -370,7 +370,12 @@ pub fn handle_fleet(
         });
     }
     Fleet::Write(FleetWrite {
-        txn: etcd::put_entries(prefix, &new, now_ms, suffix),
+        txn: etcd::put_entries(
+            prefix,
+            &new,
+            cachet_policy::banlog::stamp_ms(now_ms),
+            suffix,
+        ),
         pending,
     })
 }

@@ -244,7 +244,7 @@ fn copy_meta_round_trips_and_decides_without_reading() {
     let m = CopyMeta::of(&Header::parse(&bytes).expect("header"));
     assert_eq!(CopyMeta::from_bytes(&m.to_bytes()), Some(m));
     assert_eq!(CopyMeta::from_bytes(&m.to_bytes()[..19]), None);
-    assert_eq!(m.newest_at_ms, 3_000);
+    assert_eq!(m.newest_at_ms, 3_001);
     // Whole and copy agree.
     let whole: Bans<InMemoryCopy> = Bans::Whole(bytes.clone());
     let copy = copy(bytes);
