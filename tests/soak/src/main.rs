@@ -32,7 +32,8 @@
 //! variant (no early refresh, `threshold` 0.7 and `xfetch` 1.0, each with grace 0 and
 //! 10 s) on each platform; it prints a table and one JSON line per row (origin requests per key and
 //! per 3 s refresh cycle, the refresh gap, most origin requests of one key in flight, the
-//! share of client requests that waited > 250 ms, statuses, `X-Cache`), and asserts every
+//! share of client requests that waited on the origin — over 250 ms, spanning the end of a
+//! fetch of their key — and the stalls no fetch explains, statuses, `X-Cache`), and asserts every
 //! answer 200, at most one origin request per key in flight, and no waiting with grace on.
 //!
 //! Needs `CACHET_EDGE_WASM`, `CACHET_ENVOY` and `CACHET_ENVOY_WASM` (`scripts/soak` sets

@@ -27,7 +27,9 @@ pub const KEYS: usize = 10;
 const MAX_AGE_S: u64 = 3;
 /// The origin's delay before every answer, ms.
 const ORIGIN_DELAY_MS: u64 = 500;
-/// A client answer slower than this waited for the origin.
+/// A client answer slower than this that spans the end of an origin fetch of its key
+/// waited for the origin ([`waited_for`]); one no fetch explains is a stall, reported
+/// apart (a loaded host descheduling the client or the server).
 const WAITED: Duration = Duration::from_millis(250);
 /// Host header of every client request.
 const HOST: &str = "t.example";
@@ -195,24 +197,33 @@ impl Rng {
 /// One client answer.
 #[derive(Debug)]
 struct Sample {
+    /// The key asked for.
+    key: usize,
+    /// When it was sent, on the origin's clock (`RunningOrigin::started`).
+    sent: Duration,
     latency: Duration,
     status: u16,
     x_cache: String,
 }
 
-/// Times `request` (a client `GET`).
-fn timed(request: impl FnOnce() -> Result<Reply, String>) -> Sample {
-    let sent = Instant::now();
+/// Times `request` (a client `GET` of `key`), sent at `epoch + sent`.
+fn timed(epoch: Instant, key: usize, request: impl FnOnce() -> Result<Reply, String>) -> Sample {
+    let at = Instant::now();
     let r = request();
-    let latency = sent.elapsed();
+    let latency = at.elapsed();
+    let sent = at.saturating_duration_since(epoch);
     match r {
         Ok(r) => Sample {
+            key,
+            sent,
             latency,
             status: r.status,
             x_cache: r.x_cache().to_owned(),
         },
         // A transport error counts as a 502.
         Err(_) => Sample {
+            key,
+            sent,
             latency,
             status: 502,
             x_cache: "-".to_owned(),
@@ -220,16 +231,30 @@ fn timed(request: impl FnOnce() -> Result<Reply, String>) -> Sample {
     }
 }
 
-/// Client `n`: random keys of `v` until `until`.
-fn client(addr: SocketAddr, v: Variant, n: usize, until: Instant) -> Vec<Sample> {
+/// Client `n`: random keys of `v` until `until`; times on `epoch`.
+fn client(addr: SocketAddr, v: Variant, n: usize, until: Instant, epoch: Instant) -> Vec<Sample> {
     let a = agent();
     let mut rng = Rng(0x00ca_c4e7 + u64::try_from(n).unwrap_or(0));
     let mut out = Vec::new();
     while Instant::now() < until {
-        let path = v.path(rng.below(KEYS));
-        out.push(timed(|| send(&a, addr, "GET", HOST, &path, &[], vec![])));
+        let key = rng.below(KEYS);
+        let path = v.path(key);
+        out.push(timed(epoch, key, || {
+            send(&a, addr, "GET", HOST, &path, &[], vec![])
+        }));
     }
     out
+}
+
+/// Whether `s` waited for the origin: slower than [`WAITED`], and an origin fetch of its
+/// key ended while it was out (a collapsed waiter is answered when the fill it waits for
+/// ends). `spans` are the origin's requests with their key.
+fn waited_for(s: &Sample, spans: &[(usize, &RequestSpan)]) -> bool {
+    let done = s.sent + s.latency;
+    s.latency > WAITED
+        && spans
+            .iter()
+            .any(|(k, f)| *k == s.key && s.sent <= f.end && f.end <= done)
 }
 
 /// What one variant's run on one platform found.
@@ -246,6 +271,10 @@ pub struct Row {
     /// Most origin requests of one key in flight at once (warm-up included).
     max_in_flight: usize,
     waited: usize,
+    /// Answers slower than [`WAITED`] that no origin fetch explains.
+    stalled: usize,
+    /// The first few answers that waited, as text (key, sent at, latency, `X-Cache`).
+    waited_examples: Vec<String>,
     warm_up_failures: Vec<String>,
     /// `X-Cache` of the warm-up answers.
     warm_up_x_cache: BTreeMap<String, usize>,
@@ -309,8 +338,11 @@ fn measure(
         let hs: Vec<_> = (0..KEYS * clients.max(1))
             .map(|i| {
                 let k = i % KEYS;
+                let epoch = origin.started();
                 s.spawn(move || {
-                    timed(|| send(&agent(), addr, "GET", HOST, &v.path(k), &[], vec![]))
+                    timed(epoch, k, || {
+                        send(&agent(), addr, "GET", HOST, &v.path(k), &[], vec![])
+                    })
                 })
             })
             .collect();
@@ -325,7 +357,10 @@ fn measure(
     let until = Instant::now() + Duration::from_secs(seconds);
     let samples: Vec<Sample> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..clients)
-            .map(|n| s.spawn(move || client(addr, v, n, until)))
+            .map(|n| {
+                let epoch = origin.started();
+                s.spawn(move || client(addr, v, n, until, epoch))
+            })
             .collect();
         hs.into_iter()
             .flat_map(|h| h.join().unwrap_or_default())
@@ -363,7 +398,22 @@ fn measure(
             .sum::<Duration>()
             .checked_div(u32::try_from(gaps.len()).unwrap_or(0)),
         max_in_flight: max_in_flight(&spans),
-        waited: samples.iter().filter(|s| s.latency > WAITED).count(),
+        waited: samples.iter().filter(|s| waited_for(s, &spans)).count(),
+        stalled: samples
+            .iter()
+            .filter(|s| s.latency > WAITED && !waited_for(s, &spans))
+            .count(),
+        waited_examples: samples
+            .iter()
+            .filter(|s| waited_for(s, &spans))
+            .take(5)
+            .map(|s| {
+                format!(
+                    "key {} sent at {:?} answered in {:?} X-Cache {}",
+                    s.key, s.sent, s.latency, s.x_cache
+                )
+            })
+            .collect(),
         warm_up_failures,
         warm_up_x_cache: BTreeMap::new(),
         warm_up_origin: spans.iter().filter(|(_, s)| s.start < from).count(),
@@ -427,8 +477,9 @@ pub fn check(r: &Row) -> Vec<String> {
     }
     if r.variant.grace_s > 0 && r.waited > 0 {
         fail.push(format!(
-            "{} of {} client requests waited for the origin (> {WAITED:?}) with grace on",
-            r.waited, r.client_requests
+            "{} of {} client requests waited for the origin (> {WAITED:?}, spanning the end \
+             of a fetch of their key) with grace on: {:?}",
+            r.waited, r.client_requests, r.waited_examples
         ));
     }
     if let Some(c) = &r.crash {
@@ -512,6 +563,7 @@ pub fn json(r: &Row) -> String {
         "max_in_flight_per_key": r.max_in_flight,
         "waited": r.waited,
         "waited_share": r.waited_share(),
+        "stalled": r.stalled,
         "status": r.status.iter().map(|(k, n)| (k.to_string(), *n)).collect::<BTreeMap<_, _>>(),
         "x_cache": r.x_cache,
         "warm_up_requests": r.warm_up_x_cache.values().sum::<usize>(),
