@@ -128,7 +128,8 @@ fn a_ban_accepted_by_one_node_reaches_every_node_with_the_same_id() {
     let listed: serde_json::Value =
         serde_json::from_str(&cachet_policy::admin::list_body(&lb)).unwrap();
     assert_eq!(listed["bans"][0]["id"].as_u64(), Some(id), "{listed}");
-    assert_eq!(la.entries[0].at_ms, 1_000);
+    // Accepted at 1_000, stamped the next millisecond (`banlog::stamp_ms`).
+    assert_eq!(la.entries[0].at_ms, 1_001);
     assert_eq!(la.feed_through, lb.feed_through);
     // A second poll brings nothing new.
     assert_eq!(poll(&e.url(), &a, 4_000), 0);
@@ -178,7 +179,8 @@ fn retirement_through_etcd_raises_every_nodes_floor_even_one_that_missed_the_ent
             201
         );
     }
-    // The newest entry at or before the cutoff 2_500 is the one of 2_000.
+    // Entries are stamped the millisecond after acceptance (1_001, 2_001, 3_001): the
+    // newest at or before the cutoff 2_500 is the one of 2_001.
     let (s, b) = post(
         &e.url(),
         protocol::RANGE_PATH,
@@ -186,10 +188,10 @@ fn retirement_through_etcd_raises_every_nodes_floor_even_one_that_missed_the_ent
     )
     .unwrap();
     let cutoff = protocol::retirable_answer(DEFAULT_PREFIX, s, &b).unwrap();
-    assert_eq!(cutoff, Some(2_000));
+    assert_eq!(cutoff, Some(2_001));
     // Twice (two nodes retiring at once): the second changes nothing.
     let mut moved = Vec::new();
-    for cutoff in [2_000, 2_000, 1_000] {
+    for cutoff in [2_001, 2_001, 1_001] {
         let (s, b) = post(
             &e.url(),
             protocol::TXN_PATH,
@@ -201,11 +203,11 @@ fn retirement_through_etcd_raises_every_nodes_floor_even_one_that_missed_the_ent
     // Created, then the same cutoff again and a lower one change nothing.
     assert_eq!(moved, [true, false, false]);
     // A node that joins now sees one live entry and the floor: objects stored before
-    // 2_000 count as banned there too.
+    // 2_001 count as banned there too.
     let late = MemoryStore::default();
     assert_eq!(poll(&e.url(), &late, 10_000), 1);
     let log = bans::read_log(&late).0;
-    assert_eq!((log.entries.len(), log.trimmed_at_ms), (1, 2_000));
+    assert_eq!((log.entries.len(), log.trimmed_at_ms), (1, 2_001));
     assert_eq!(log.entries[0].expr, "obj.status == \"500\"");
 }
 

@@ -474,6 +474,9 @@ fn purge_and_ban_invalidate_both_tiers_on_every_worker() {
     assert_eq!(r.status, 200, "{}", r.text());
     let v: serde_json::Value = serde_json::from_str(&r.text()).expect("json");
     assert_eq!(v["entry-1"]["soft"], false);
+    // An entry covers what was stored up to the millisecond it was accepted in
+    // (`banlog::stamp_ms`): the refill comes a millisecond later.
+    host.advance_ms(1);
     assert_eq!(
         get(&mut w2, &mut origin, path, &[]).x_cache(),
         "MISS",
@@ -533,9 +536,12 @@ fn soft_purged_alice() -> (Host, Vm, Origin, &'static str) {
 
 #[test]
 fn soft_purge_serves_stale_while_revalidating() {
-    let (_host, mut w, mut origin, path) = soft_purged_alice();
+    let (host, mut w, mut origin, path) = soft_purged_alice();
     let s = get(&mut w, &mut origin, path, &[]);
     assert_eq!(s.x_cache(), "STALE");
+    // The revalidation is answered a millisecond after the soft purge's (an entry covers
+    // what was stored in its own millisecond, `banlog::stamp_ms`).
+    host.advance_ms(1);
     w.tick().expect("tick");
     let calls = w.callouts();
     assert_eq!(calls.len(), 1, "one revalidation");
@@ -1355,6 +1361,7 @@ fn bans_see_the_shared_object_metadata() {
         Some(b"obj.http.x-url ~ ^/blog/alice/"),
     );
     assert_eq!(r.status, 201, "{}", r.text());
+    host.advance_ms(1); // the refill after the ban's millisecond (`banlog::stamp_ms`)
     assert_eq!(get(&mut w, &mut origin, a, &[]).x_cache(), "MISS");
     assert_eq!(get(&mut w, &mut origin, b, &[]).x_cache(), "HIT");
     // One object alone, by its per-object surrogate key (`object::object_tag`).
@@ -1376,6 +1383,7 @@ fn bans_see_the_shared_object_metadata() {
         None,
     );
     assert_eq!(r.status, 200, "{}", r.text());
+    host.advance_ms(1); // the refill after the purge's millisecond (`banlog::stamp_ms`)
     assert_eq!(get(&mut w, &mut origin, b, &[]).x_cache(), "MISS");
     assert_eq!(get(&mut w, &mut origin, a, &[]).x_cache(), "HIT");
 }
