@@ -486,7 +486,13 @@ enum Host {
 pub struct Filter {
     inner: std::cell::RefCell<Inner>,
     completed: std::cell::Cell<Option<Stream>>,
+    /// The module floor ([`Filter::floor`]): no cache, only the I/O a storing filter
+    /// cannot avoid.
+    floor: bool,
 }
+
+/// The `filter_name` that loads the module floor ([`Filter::floor`]) instead of Cachet.
+pub const FLOOR_FILTER_NAME: &[u8] = b"cachet-floor";
 
 impl Filter {
     /// A stream of the configuration `shared`.
@@ -494,6 +500,21 @@ impl Filter {
         Self {
             inner: std::cell::RefCell::new(Inner::new(shared)),
             completed: std::cell::Cell::new(None),
+            floor: false,
+        }
+    }
+
+    /// A stream of the module floor (`filter_name: cachet-floor`, [`FLOOR_FILTER_NAME`]):
+    /// the platform's cost of a dynamic module that stores, without Cachet. It reads the
+    /// request's headers once, holds the response whole (headers stopped, body buffered
+    /// to its end) and reads the body out of Envoy once, as any filter that stores a
+    /// response must; it writes nothing and stores nothing. `scripts/bench-load`'s
+    /// `module-floor-miss` row measures the module's miss against it, as `wasm-null` is
+    /// the proxy-wasm filter's floor.
+    pub fn floor(shared: Arc<Shared>) -> Self {
+        Self {
+            floor: true,
+            ..Self::new(shared)
         }
     }
 
@@ -512,6 +533,10 @@ impl Filter {
 
     /// The request's headers.
     pub fn on_request_headers(&self, s: Stream, end_of_stream: bool) -> Go {
+        if self.floor {
+            std::hint::black_box(s.headers(REQUEST));
+            return Go::Upstream;
+        }
         self.with(Go::Paused, |i| i.on_request_headers(s, end_of_stream))
     }
 
@@ -546,11 +571,25 @@ impl Filter {
 
     /// The response's headers.
     pub fn on_response_headers(&self, s: Stream, end_of_stream: bool) -> Go {
+        if self.floor {
+            return if end_of_stream {
+                Go::Downstream
+            } else {
+                Go::Paused
+            };
+        }
         self.with(Go::Downstream, |i| i.on_response_headers(s, end_of_stream))
     }
 
     /// A chunk of the response body; `(Paused, true)`: buffer it.
     pub fn on_response_body(&self, s: Stream, end_of_stream: bool) -> (Go, bool) {
+        if self.floor {
+            if !end_of_stream {
+                return (Go::Paused, true);
+            }
+            std::hint::black_box(s.response_body());
+            return (Go::Downstream, false);
+        }
         self.with((Go::Downstream, false), |i| {
             i.on_response_body(s, end_of_stream)
         })

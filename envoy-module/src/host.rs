@@ -221,18 +221,38 @@ impl Stream {
         }
     }
 
-    /// Replaces the whole request header map with `pairs` (a repeated name: one line each).
+    /// Replaces the whole request header map with `pairs` (a repeated name: one line each),
+    /// writing only what differs ([`Stream::make_headers`]).
     pub fn replace_request_headers(self, pairs: &[(&str, &[u8])]) {
         let kind = abi::HTTP_HEADER_TYPE_REQUEST_HEADER;
-        for (n, _) in self.headers(kind) {
-            if !pairs.iter().any(|(p, _)| p.eq_ignore_ascii_case(&n)) {
-                self.set_header(kind, &n, None);
+        self.make_headers(kind, &self.headers(kind), pairs);
+    }
+
+    /// Makes the `kind` map, which holds `held`, hold `pairs` instead (`:status` and the
+    /// request's pseudo-headers among them when given; a held name that `pairs` lacks is
+    /// removed). Only what differs is written: a field whose one value stays is left
+    /// alone (each write is Envoy header-map work on every miss). A name repeated in
+    /// `pairs` is written whole, one line each.
+    fn make_headers(self, kind: abi::HttpHeaderType, held: &Fields, pairs: &[(&str, &[u8])]) {
+        let count = |list: &mut dyn Iterator<Item = &str>, n: &str| {
+            list.filter(|p| p.eq_ignore_ascii_case(n)).count()
+        };
+        for (n, _) in held {
+            if !pairs.iter().any(|(p, _)| p.eq_ignore_ascii_case(n)) {
+                self.set_header(kind, n, None);
             }
         }
         for (i, (n, v)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(p, _)| p.eq_ignore_ascii_case(n)) {
                 self.add_header(kind, n, v);
-            } else {
+                continue;
+            }
+            let unchanged = count(&mut pairs.iter().map(|(p, _)| *p), n) == 1
+                && count(&mut held.iter().map(|(h, _)| h.as_str()), n) == 1
+                && held
+                    .iter()
+                    .any(|(h, hv)| h.eq_ignore_ascii_case(n) && hv == v);
+            if !unchanged {
                 self.set_header(kind, n, Some(v));
             }
         }
@@ -316,35 +336,11 @@ impl Stream {
     pub fn rewrite_response(self, status: u16, pairs: &[(&str, &[u8])], body: &[u8]) {
         let kind = abi::HTTP_HEADER_TYPE_RESPONSE_HEADER;
         let held = self.headers(kind);
-        let count = |list: &mut dyn Iterator<Item = &str>, n: &str| {
-            list.filter(|p| p.eq_ignore_ascii_case(n)).count()
-        };
-        for (n, _) in &held {
-            if n != ":status" && !pairs.iter().any(|(p, _)| p.eq_ignore_ascii_case(n)) {
-                self.set_header(kind, n, None);
-            }
-        }
         let status = status.to_string();
-        if !held
-            .iter()
-            .any(|(n, v)| n == ":status" && v == status.as_bytes())
-        {
-            self.set_header(kind, ":status", Some(status.as_bytes()));
-        }
-        for (i, (n, v)) in pairs.iter().enumerate() {
-            if pairs[..i].iter().any(|(p, _)| p.eq_ignore_ascii_case(n)) {
-                self.add_header(kind, n, v);
-                continue;
-            }
-            let unchanged = count(&mut pairs.iter().map(|(p, _)| *p), n) == 1
-                && count(&mut held.iter().map(|(h, _)| h.as_str()), n) == 1
-                && held
-                    .iter()
-                    .any(|(h, hv)| h.eq_ignore_ascii_case(n) && hv == v);
-            if !unchanged {
-                self.set_header(kind, n, Some(v));
-            }
-        }
+        let mut all = Vec::with_capacity(pairs.len() + 1);
+        all.push((":status", status.as_bytes()));
+        all.extend(pairs.iter().filter(|(n, _)| *n != ":status"));
+        self.make_headers(kind, &held, &all);
         if self.response_body_size() == body.len() && self.response_body() == body {
             return;
         }

@@ -43,6 +43,8 @@ use crate::host::{Stream, envoy_bytes, log};
 /// share.
 struct FilterConfig {
     shared: Arc<Shared>,
+    /// `filter_name` is [`flow::FLOOR_FILTER_NAME`]: streams are the module floor.
+    floor: bool,
     /// The main thread's scheduler (background refreshes), freed with the configuration.
     main: Arc<host::Scheduler>,
     /// The lurker's: [`Ticker`] wakes it every `[envoy].tick`.
@@ -147,9 +149,11 @@ fn define_metrics(config: host::Config) -> Option<(flow::Counters, flow::Gauges)
 #[unsafe(no_mangle)]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
     envoy: abi::HttpFilterConfigEnvoyPtr,
-    _name: abi::EnvoyBuffer,
+    name: abi::EnvoyBuffer,
     config: abi::EnvoyBuffer,
 ) -> abi::HttpFilterConfigModulePtr {
+    // SAFETY: `name` is valid for this call (Envoy's ownership rule).
+    let floor = unsafe { envoy_bytes(name) } == flow::FLOOR_FILTER_NAME;
     // SAFETY: `config` is valid for this call (Envoy's ownership rule).
     let text = String::from_utf8_lossy(unsafe { envoy_bytes(config) }).into_owned();
     let version =
@@ -183,8 +187,16 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
                      are refused at lookup but stay in memory until evicted",
                 );
             }
+            if floor {
+                log(
+                    abi::LOG_LEVEL_WARN,
+                    "cachet: filter_name cachet-floor: this filter is the module floor \
+                     (a benchmark baseline), it caches nothing",
+                );
+            }
             let c = FilterConfig {
                 shared,
+                floor,
                 main,
                 lurk,
                 ticker,
@@ -227,7 +239,12 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_new(
     // SAFETY: `config` is a pointer `config_new` returned (Envoy never makes a stream of
     // a refused configuration), alive while any stream made from it is.
     let config = unsafe { &*config.cast::<FilterConfig>() };
-    let filter = Filter::new(Arc::clone(&config.shared));
+    let shared = Arc::clone(&config.shared);
+    let filter = if config.floor {
+        Filter::floor(shared)
+    } else {
+        Filter::new(shared)
+    };
     Box::into_raw(Box::new(filter)) as abi::HttpFilterModulePtr
 }
 const _: abi::OnHttpFilterNew = envoy_dynamic_module_on_http_filter_new;

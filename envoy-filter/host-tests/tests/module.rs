@@ -180,6 +180,35 @@ fn the_module_stores_a_fill_in_its_process_wide_store_and_answers_hits_from_it()
     assert_eq!(origin.stats().count(private), 2);
 }
 
+/// The module floor (`filter_name: cachet-floor`, `Filter::floor`), the baseline of
+/// `scripts/bench-load`'s `module-floor-miss` row: the same `.so` holds each response
+/// whole and hands it on unchanged, and caches nothing (every request reaches the origin,
+/// no Cachet field is added).
+#[test]
+fn the_module_floor_hands_every_answer_on_unchanged_and_caches_nothing() {
+    let Some((origin, e)) = stack_edited(&|_| {}, &|y| {
+        y.replace("filter_name: cachet\n", "filter_name: cachet-floor\n")
+    }) else {
+        return;
+    };
+    let e = e.expect("envoy with the module floor");
+    let path = "/t/floor?body=as-sent&cc=max-age%3D600";
+    for _ in 0..3 {
+        let (status, cache, age, body) = get_full(&e, path, &[]);
+        assert_eq!(
+            (status, cache.as_str(), age.as_str(), body.as_str()),
+            (200, "", "", "as-sent")
+        );
+    }
+    assert_eq!(origin.stats().count(path), 3);
+    // A body in many chunks (no Content-Length) is held whole and sent byte for byte.
+    let chunked = "/t/floor-chunked?chunked=300000&cc=max-age%3D600";
+    let (status, cache, _, body) = get_full(&e, chunked, &[]);
+    assert_eq!((status, cache.as_str()), (200, ""));
+    assert!(body == "x".repeat(300_000), "the floor changed the body");
+    assert_eq!(origin.stats().count(chunked), 1);
+}
+
 #[test]
 fn a_ban_applies_at_once_on_every_worker_and_the_lurker_removes_what_it_matched() {
     let Some((origin, e)) = stack(&|cfg| {
