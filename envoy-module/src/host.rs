@@ -222,7 +222,7 @@ impl Stream {
     }
 
     /// Replaces the whole request header map with `pairs` (a repeated name: one line each),
-    /// writing only what differs ([`Stream::make_headers`]).
+    /// writing only what differs (a field whose one value stays is left alone).
     pub fn replace_request_headers(self, pairs: &[(&str, &[u8])]) {
         let kind = abi::HTTP_HEADER_TYPE_REQUEST_HEADER;
         self.make_headers(kind, &self.headers(kind), pairs);

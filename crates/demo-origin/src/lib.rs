@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-pub use content::{APP_JS, Device, ENTRY_COUNT, account_token, noise};
+pub use content::{APP_JS, Device, ENTRY_COUNT, account_token, blog_css, noise};
 pub use routes::{FAULT_FIELD, STALL, TEST_BODY, router};
 
 /// Request header the edge sets to the device class (`pc` or `smartphone`).
